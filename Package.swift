@@ -1,0 +1,129 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// librdkafka is compiled against the system headers but loaded at run time from
+// `.deps/librdkafka` when present (see scripts/install-deps.sh): older distribution builds
+// cannot talk to every Kafka-compatible broker. The run-time check in StratusKafka refuses
+// to start with a library that is too old.
+let librdkafkaRPath: [LinkerSetting] = [
+    .unsafeFlags(["-Xlinker", "-rpath", "-Xlinker", Context.packageDirectory + "/.deps/librdkafka"]),
+    .unsafeFlags(["-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/../lib"]),
+]
+
+let package = Package(
+    name: "stratus",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "stratus", targets: ["stratus"]),
+        .executable(name: "stratus-api", targets: ["stratus-api"]),
+        .executable(name: "stratus-indexer", targets: ["stratus-indexer"]),
+        .executable(name: "stratus-subscriptions", targets: ["stratus-subscriptions"]),
+        .executable(name: "stratus-gc", targets: ["stratus-gc"]),
+        .executable(name: "stratus-shares", targets: ["stratus-shares"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "5.0.1"),
+    ],
+    targets: [
+        // Layer 1: the pure domain. No I/O, no async, no logger.
+        .target(
+            name: "StratusCore",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+        ),
+        // Layer 2: adapters.
+        .systemLibrary(name: "CRdkafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
+        .target(
+            name: "StratusKafka",
+            dependencies: [
+                "CRdkafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            linkerSettings: librdkafkaRPath
+        ),
+        .target(
+            name: "StratusPostgres",
+            dependencies: [
+                "StratusCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // Layer 3: application.
+        .target(
+            name: "StratusRelay",
+            dependencies: [
+                "StratusCore", "StratusPostgres", "StratusKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "StratusWorkers",
+            dependencies: [
+                "StratusCore", "StratusPostgres", "StratusKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "StratusAPI",
+            dependencies: [
+                "StratusCore", "StratusPostgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // Layer 4: runtime shared by the executables.
+        .target(
+            name: "StratusRuntime",
+            dependencies: [
+                "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers", "StratusAPI",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+        // Thin executables.
+        .executableTarget(name: "stratus-api", dependencies: ["StratusRuntime"]),
+        .executableTarget(name: "stratus-indexer", dependencies: ["StratusRuntime"]),
+        .executableTarget(name: "stratus-subscriptions", dependencies: ["StratusRuntime"]),
+        .executableTarget(name: "stratus-gc", dependencies: ["StratusRuntime"]),
+        .executableTarget(name: "stratus-shares", dependencies: ["StratusRuntime"]),
+        .executableTarget(
+            name: "stratus",
+            dependencies: [
+                "StratusRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // Tests.
+        .testTarget(name: "StratusCoreTests", dependencies: ["StratusCore"]),
+        .testTarget(
+            name: "StratusIntegrationTests",
+            dependencies: [
+                "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
+                "StratusAPI", "StratusRuntime",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

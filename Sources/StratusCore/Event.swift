@@ -1,0 +1,138 @@
+import Foundation
+
+/// The kind of an event in the event log, e.g. `zone.created`. Open for extension.
+public struct EventType: Sendable, Hashable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
+    /// The wire name.
+    public var rawValue: String
+    /// Creates an event type.
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+    public var description: String { rawValue }
+
+    /// A custom zone was created (or re-created with a new incarnation).
+    public static let zoneCreated: EventType = "zone.created"
+    /// A custom zone was deleted with everything in it.
+    public static let zoneDeleted: EventType = "zone.deleted"
+}
+
+/// Who and what caused an event: carried from the request into every event it appends.
+public struct Causation: Sendable, Hashable, Codable {
+    /// The request id the API assigned (also in its logs and response headers).
+    public var requestID: String
+    /// The acting user's record name, if any.
+    public var userRecordName: String?
+    /// The device id the client sent, if any.
+    public var deviceID: String?
+
+    /// Creates a causation.
+    public init(requestID: String, userRecordName: String? = nil, deviceID: String? = nil) {
+        self.requestID = requestID
+        self.userRecordName = userRecordName
+        self.deviceID = deviceID
+    }
+}
+
+/// An event about to be appended: everything but what the event log assigns (id, time).
+public struct NewEvent: Sendable, Hashable {
+    /// The zone the event belongs to; also its Kafka key.
+    public var zoneKey: ZoneKey
+    /// The zone's change counter value this event was written at; nil for default zones.
+    public var zoneSequence: Int64?
+    /// What happened.
+    public var type: EventType
+    /// The payload's schema version, so old events stay readable when payloads evolve.
+    public var schemaVersion: Int
+    /// The payload as JSON.
+    public var payload: Data
+    /// Who caused it.
+    public var causation: Causation
+
+    /// Creates an event from a typed payload.
+    public init<Payload: EventPayload>(zoneKey: ZoneKey, zoneSequence: Int64?, payload: Payload, causation: Causation) {
+        self.zoneKey = zoneKey
+        self.zoneSequence = zoneSequence
+        self.type = Payload.eventType
+        self.schemaVersion = Payload.schemaVersion
+        self.payload = EventCoding.encode(payload)
+        self.causation = causation
+    }
+}
+
+/// An immutable event as stored in the event log and published to Kafka.
+public struct EventEnvelope: Sendable, Hashable, Codable {
+    /// The global, monotonically assigned id (not commit-ordered across zones).
+    public var id: Int64
+    /// The zone the event belongs to.
+    public var zoneKey: ZoneKey
+    /// The zone's change counter value, for custom zones: consecutive per zone key.
+    public var zoneSequence: Int64?
+    /// What happened.
+    public var type: EventType
+    /// The payload's schema version.
+    public var schemaVersion: Int
+    /// The payload as JSON.
+    public var payload: Data
+    /// Who caused it.
+    public var causation: Causation
+    /// When the event was appended, in milliseconds since 1970.
+    public var createdAt: Int64
+
+    /// Creates an envelope.
+    public init(id: Int64, zoneKey: ZoneKey, zoneSequence: Int64?, type: EventType, schemaVersion: Int, payload: Data, causation: Causation, createdAt: Int64) {
+        self.id = id
+        self.zoneKey = zoneKey
+        self.zoneSequence = zoneSequence
+        self.type = type
+        self.schemaVersion = schemaVersion
+        self.payload = payload
+        self.causation = causation
+        self.createdAt = createdAt
+    }
+
+    /// Decodes the payload as the given type; fails if the event is of another type.
+    public func decode<Payload: EventPayload>(_: Payload.Type) throws -> Payload {
+        guard type == Payload.eventType else {
+            throw EventDecodingError(reason: "event \(id) is \(type), not \(Payload.eventType)")
+        }
+        return try EventCoding.decoder.decode(Payload.self, from: payload)
+    }
+}
+
+/// A typed event payload.
+public protocol EventPayload: Codable, Sendable, Hashable {
+    /// The event type this payload belongs to.
+    static var eventType: EventType { get }
+    /// The current schema version of this payload.
+    static var schemaVersion: Int { get }
+}
+
+/// An event that cannot be read: a poison event for a worker.
+public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong.
+    public var reason: String
+    public var description: String { reason }
+}
+
+/// The JSON coding of events: one place, so the API, the relay and the workers agree byte for byte.
+public enum EventCoding {
+    /// The encoder for payloads and envelopes (sorted keys for stable output).
+    public static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+
+    /// The decoder for payloads and envelopes.
+    public static var decoder: JSONDecoder { JSONDecoder() }
+
+    /// Encodes a value that cannot fail to encode (plain Codable structs).
+    public static func encode<T: Encodable>(_ value: T) -> Data {
+        // Event payloads are plain structs of strings and numbers; encoding them cannot fail.
+        (try? encoder.encode(value)) ?? Data("{}".utf8)
+    }
+}

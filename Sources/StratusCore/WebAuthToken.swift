@@ -1,0 +1,88 @@
+import Crypto
+import Foundation
+
+/// A user's web auth token (`ckWebAuthToken`): the user's record name in a container, an expiry,
+/// and an HMAC-SHA256 over both with the server's secret key.
+///
+/// Text form: `base64url(json).base64url(mac)`. Clients treat it as opaque.
+public struct WebAuthToken: Sendable, Hashable, Codable {
+    /// The container-scoped user record name (`_` + opaque id).
+    public var userRecordName: String
+    /// The container the token is valid for.
+    public var container: String
+    /// Expiry in seconds since 1970.
+    public var expiresAt: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case userRecordName = "u"
+        case container = "c"
+        case expiresAt = "e"
+    }
+
+    /// Creates a token value.
+    public init(userRecordName: String, container: String, expiresAt: Int64) {
+        self.userRecordName = userRecordName
+        self.container = container
+        self.expiresAt = expiresAt
+    }
+
+    /// Signs the token with the secret key.
+    public func signed(with key: SymmetricKey) -> String {
+        let body = Data(EventCoding.encode(self))
+        let mac = HMAC<SHA256>.authenticationCode(for: body, using: key)
+        return Base64URL.encode(body) + "." + Base64URL.encode(Data(mac))
+    }
+
+    /// Verifies a token's text form: signature, container and expiry.
+    public static func verify(_ text: String, key: SymmetricKey, container: String, now: Int64) throws(StratusError) -> WebAuthToken {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let body = Base64URL.decode(String(parts[0])), let mac = Base64URL.decode(String(parts[1])) else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is malformed")
+        }
+        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key) else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid")
+        }
+        guard let token = try? EventCoding.decoder.decode(WebAuthToken.self, from: body) else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is malformed")
+        }
+        guard token.container == container else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken belongs to another container")
+        }
+        guard token.expiresAt > now else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken has expired")
+        }
+        return token
+    }
+}
+
+/// Unpadded base64url, as used in tokens that travel in query strings.
+public enum Base64URL {
+    /// Encodes bytes.
+    public static func encode(_ data: Data) -> String {
+        data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Decodes text; nil if it is not base64url.
+    public static func decode(_ text: String) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+}
+
+/// API tokens (`ckAPIToken`) are random and stored only as their SHA-256 digest.
+public enum APIToken {
+    /// A new random token: 32 bytes as 64 hex digits.
+    public static func generate() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+
+    /// The digest stored in the database and compared on each request.
+    public static func digest(_ token: String) -> [UInt8] {
+        Array(SHA256.hash(data: Data(token.utf8)))
+    }
+}

@@ -1,0 +1,35 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// Containers and their API tokens.
+public struct ContainerStore: Sendable {
+    let store: PostgresStore
+
+    /// Creates the container store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// Creates the container if needed and a new API token for it; returns the token (shown once, stored as a digest).
+    public func create(container: String, label: String, logger: Logger) async throws -> String {
+        let token = APIToken.generate()
+        try await store.withConnection { connection in
+            try await connection.query(
+                "INSERT INTO containers (container) VALUES (\(container)) ON CONFLICT DO NOTHING", logger: logger)
+            try await connection.query(
+                "INSERT INTO api_tokens (token_digest, container, label) VALUES (\(Data(APIToken.digest(token))), \(container), \(label))",
+                logger: logger)
+        }
+        return token
+    }
+
+    /// The container an API token belongs to, or nil when the token is unknown.
+    public func container(forAPIToken token: String, logger: Logger) async throws -> String? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT container FROM api_tokens WHERE token_digest = \(Data(APIToken.digest(token)))", logger: logger)
+            for try await container in rows.decode(String.self) { return container }
+            return nil
+        }
+    }
+}

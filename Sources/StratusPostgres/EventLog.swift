@@ -1,0 +1,122 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// The event log (outbox): append inside a write transaction; read and mark for the relay; read in
+/// order for rebuilds.
+public struct EventLog: Sendable {
+    /// The channel a commit that appended events notifies; the relay listens on it.
+    public static let channel = "stratus_events"
+
+    let store: PostgresStore
+
+    /// Creates the event log over a store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// Appends events on the caller's transaction and notifies the relay (delivered at commit).
+    public static func append(_ events: [NewEvent], on connection: PostgresConnection, logger: Logger) async throws {
+        guard !events.isEmpty else { return }
+        for event in events {
+            let payload = String(decoding: event.payload, as: UTF8.self)
+            let causation = String(decoding: EventCoding.encode(event.causation), as: UTF8.self)
+            try await connection.query("""
+                INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
+                VALUES (\(event.zoneKey.rawValue), \(event.zoneSequence), \(event.type.rawValue), \(event.schemaVersion),
+                        \(payload)::jsonb, \(causation)::jsonb)
+                """, logger: logger)
+        }
+        try await connection.query("SELECT pg_notify(\(channel), '')", logger: logger)
+    }
+
+    /// The oldest unpublished events, in id order.
+    public func unpublished(limit: Int, logger: Logger) async throws -> [EventEnvelope] {
+        try await store.withConnection { connection in
+            try await Self.decode(connection.query("""
+                SELECT \(unescaped: Self.columns) FROM events WHERE published_at IS NULL ORDER BY id LIMIT \(limit)
+                """, logger: logger))
+        }
+    }
+
+    /// Events with id greater than `afterID`, in id order: the source for rebuilds and gap fills.
+    public func events(after afterID: Int64, limit: Int, logger: Logger) async throws -> [EventEnvelope] {
+        try await store.withConnection { connection in
+            try await Self.decode(connection.query("""
+                SELECT \(unescaped: Self.columns) FROM events WHERE id > \(afterID) ORDER BY id LIMIT \(limit)
+                """, logger: logger))
+        }
+    }
+
+    /// A zone's events with sequence in `from...through`, in sequence order.
+    public func events(zoneKey: ZoneKey, sequences: ClosedRange<Int64>, logger: Logger) async throws -> [EventEnvelope] {
+        try await store.withConnection { connection in
+            try await Self.decode(connection.query("""
+                SELECT \(unescaped: Self.columns) FROM events
+                WHERE zone_key = \(zoneKey.rawValue) AND zone_sequence BETWEEN \(sequences.lowerBound) AND \(sequences.upperBound)
+                ORDER BY zone_sequence
+                """, logger: logger))
+        }
+    }
+
+    /// Marks events as acknowledged by the broker.
+    public func markPublished(_ ids: [Int64], logger: Logger) async throws {
+        guard !ids.isEmpty else { return }
+        _ = try await store.withConnection { connection in
+            try await connection.query("UPDATE events SET published_at = now() WHERE id = ANY(\(ids))", logger: logger)
+        }
+    }
+
+    /// Marks every event with id ≥ `fromID` unpublished so the relay sends it again. Returns how many.
+    @discardableResult
+    public func republish(from fromID: Int64, logger: Logger) async throws -> Int {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                WITH changed AS (UPDATE events SET published_at = NULL WHERE id >= \(fromID) AND published_at IS NOT NULL RETURNING 1)
+                SELECT count(*)::bigint FROM changed
+                """, logger: logger)
+            var count = 0
+            for try await n in rows.decode(Int64.self) { count = Int(n) }
+            if count > 0 { try await connection.query("SELECT pg_notify(\(Self.channel), '')", logger: logger) }
+            return count
+        }
+    }
+
+    /// Unpublished event count and the age of the oldest, for the relay backlog metric.
+    public func backlog(logger: Logger) async throws -> (count: Int64, oldestAgeSeconds: Double) {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT count(*)::bigint, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+                FROM events WHERE published_at IS NULL
+                """, logger: logger)
+            for try await (count, age) in rows.decode((Int64, Double).self) { return (count, age) }
+            return (0, 0)
+        }
+    }
+
+    /// The highest event id, or 0.
+    public func lastID(logger: Logger) async throws -> Int64 {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT coalesce(max(id), 0)::bigint FROM events", logger: logger)
+            for try await id in rows.decode(Int64.self) { return id }
+            return 0
+        }
+    }
+
+    static let columns = """
+        id, zone_key, zone_sequence, type, schema_version, payload::text, causation::text,
+        (extract(epoch FROM created_at) * 1000)::bigint
+        """
+
+    static func decode(_ rows: PostgresRowSequence) async throws -> [EventEnvelope] {
+        var events: [EventEnvelope] = []
+        for try await (id, zoneKey, sequence, type, version, payload, causation, createdAt) in rows.decode(
+            (Int64, String, Int64?, String, Int, String, String, Int64).self
+        ) {
+            let cause = (try? EventCoding.decoder.decode(Causation.self, from: Data(causation.utf8))) ?? Causation(requestID: "")
+            events.append(EventEnvelope(
+                id: id, zoneKey: ZoneKey(rawValue: zoneKey), zoneSequence: sequence, type: EventType(type),
+                schemaVersion: version, payload: Data(payload.utf8), causation: cause, createdAt: createdAt))
+        }
+        return events
+    }
+}

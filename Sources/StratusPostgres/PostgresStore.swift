@@ -1,0 +1,121 @@
+import Foundation
+import Logging
+import Metrics
+import PostgresNIO
+import ServiceLifecycle
+import StratusCore
+
+/// The one connection pool of a process, and the serializable transaction helper every write goes through.
+///
+/// It is a `Service`: run it in the process's service group before anything that queries.
+public final class PostgresStore: Service, Sendable {
+    /// The underlying pool. Other adapter types borrow it; nothing above the adapter layer sees it.
+    let client: PostgresClient
+    /// How often a transaction that lost a serialization race is tried in all.
+    public let maxAttempts: Int
+    /// The retryAfter (seconds) a client is told when attempts run out.
+    public let retryAfterSeconds: Int
+
+    /// Creates the store from a `postgres://user:password@host:port/database` URL.
+    public init(url: String, maxConnections: Int = 20, maxAttempts: Int = 8, retryAfterSeconds: Int = 1, logger: Logger) throws {
+        var configuration = try PostgresURL.parse(url)
+        configuration.options.maximumConnections = maxConnections
+        configuration.options.minimumConnections = 0
+        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.maxAttempts = max(1, maxAttempts)
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    /// Runs the pool until the service group shuts down.
+    public func run() async throws {
+        await client.run()
+    }
+
+    /// Runs `body` on one connection outside of any explicit transaction.
+    public func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await client.withConnection(body)
+    }
+
+    /// Runs `body` in `BEGIN ISOLATION LEVEL SERIALIZABLE` … `COMMIT`, retrying the whole closure when
+    /// PostgreSQL reports a serialization failure (40001) or deadlock (40P01), with jittered exponential
+    /// backoff. When attempts run out it throws `StratusError(.tryAgainLater)` with `retryAfter`.
+    ///
+    /// The closure must be safe to run more than once: it may not have effects outside the transaction.
+    public func serializable<T: Sendable>(
+        logger: Logger,
+        _ body: @Sendable (Transaction) async throws -> T
+    ) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await client.withConnection { connection in
+                    try await Self.inSerializableTransaction(connection, logger: logger, body)
+                }
+            } catch let error where PostgresErrors.isSerializationFailure(error) {
+                StoreMetrics.serializationRetries.increment()
+                guard attempt < maxAttempts else {
+                    logger.warning("serializable transaction gave up", metadata: ["attempts": "\(attempt)"])
+                    throw StratusError(.tryAgainLater, "The zone is busy; retry the request", retryAfter: retryAfterSeconds)
+                }
+                let cap = min(200.0, 2.0 * pow(2.0, Double(attempt)))
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...Int(cap))))
+            }
+        }
+    }
+
+    private static func inSerializableTransaction<T>(
+        _ connection: PostgresConnection, logger: Logger, _ body: @Sendable (Transaction) async throws -> T
+    ) async throws -> T {
+        try await connection.query("BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger)
+        let value: T
+        do {
+            value = try await body(Transaction(connection: connection, logger: logger))
+        } catch {
+            // A failed ROLLBACK leaves nothing to undo: the connection is closed by the pool.
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+        do {
+            try await connection.query("COMMIT", logger: logger)
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+        return value
+    }
+}
+
+/// Recognises PostgreSQL errors by SQLSTATE without leaking their text upwards.
+enum PostgresErrors {
+    static func sqlState(_ error: any Error) -> String? {
+        (error as? PSQLError)?.serverInfo?[.sqlState]
+    }
+
+    static func isSerializationFailure(_ error: any Error) -> Bool {
+        switch sqlState(error) {
+        case "40001", "40P01": true
+        default: false
+        }
+    }
+}
+
+enum StoreMetrics {
+    static let serializationRetries = Counter(label: "stratus_serialization_retries_total")
+}
+
+/// An open serializable transaction. Layers above the adapter hand it back to adapter functions;
+/// they never see the connection.
+public struct Transaction: Sendable {
+    let connection: PostgresConnection
+    let logger: Logger
+}
+
+extension PostgresStore {
+    /// Throws unless the database answers: the readiness check.
+    public func ping(logger: Logger) async throws {
+        _ = try await client.withConnection { connection in
+            try await connection.query("SELECT 1", logger: logger)
+        }
+    }
+}

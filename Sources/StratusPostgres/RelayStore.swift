@@ -1,0 +1,86 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// The relay's bookkeeping: the single-publisher lock and how many messages each topic should hold.
+public struct RelayStore: Sendable {
+    let store: PostgresStore
+
+    /// Creates the relay store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// Holds the relay's advisory lock on one dedicated connection while `body` runs, so exactly one
+    /// relay publishes across processes. Returns nil without running `body` when another relay holds it.
+    public func whileLeader<T: Sendable>(logger: Logger, _ body: () async throws -> T) async throws -> T? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: logger)
+            var acquired = false
+            for try await value in rows.decode(Bool.self) { acquired = value }
+            guard acquired else { return nil }
+            do {
+                let value = try await body()
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                return value
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// Calls `onNotification` for every commit that appended events, until cancelled.
+    public func listen(logger: Logger, _ onNotification: @Sendable () -> Void) async throws {
+        try await store.withConnection { connection in
+            try await connection.listen(on: EventLog.channel) { notifications in
+                for try await _ in notifications { onNotification() }
+            }
+        }
+    }
+
+    /// How many messages the broker acknowledged for a topic since it was last found empty.
+    public func acknowledged(topic: String, logger: Logger) async throws -> Int64 {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT acknowledged FROM relay_topics WHERE topic = \(topic)", logger: logger)
+            for try await count in rows.decode(Int64.self) { return count }
+            return 0
+        }
+    }
+
+    /// Adds acknowledged messages to a topic's count.
+    public func addAcknowledged(_ count: Int, topic: String, logger: Logger) async throws {
+        guard count > 0 else { return }
+        _ = try await store.withConnection { connection in
+            try await connection.query("""
+                INSERT INTO relay_topics (topic, acknowledged) VALUES (\(topic), \(Int64(count)))
+                ON CONFLICT (topic) DO UPDATE SET acknowledged = relay_topics.acknowledged + EXCLUDED.acknowledged, updated_at = now()
+                """, logger: logger)
+        }
+    }
+
+    /// A topic came back empty: everything is sent again, and the count starts over. One transaction.
+    public func refill(topic: String, logger: Logger) async throws -> Int {
+        try await store.withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                try await connection.query("""
+                    INSERT INTO relay_topics (topic, acknowledged) VALUES (\(topic), 0)
+                    ON CONFLICT (topic) DO UPDATE SET acknowledged = 0, updated_at = now()
+                    """, logger: logger)
+                let rows = try await connection.query("""
+                    WITH changed AS (UPDATE events SET published_at = NULL WHERE published_at IS NOT NULL RETURNING 1)
+                    SELECT count(*)::bigint FROM changed
+                    """, logger: logger)
+                var count: Int64 = 0
+                for try await n in rows.decode(Int64.self) { count = n }
+                try await connection.query("COMMIT", logger: logger)
+                return Int(count)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    private static let lockKey: Int64 = 0x5354_5241_5455_5302
+}

@@ -1,0 +1,123 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// Custom zones: the serializable write path for `zones/modify` and the reads for `zones/list` and `zones/lookup`.
+public struct ZoneStore: Sendable {
+    let store: PostgresStore
+
+    /// Creates the zone store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// The outcome of one zone command.
+    public enum Result: Sendable, Hashable {
+        /// The zone exists after the command (created or already there).
+        case saved(Zone)
+        /// The zone was deleted.
+        case deleted(ZoneID)
+    }
+
+    /// Applies zone commands in one serializable transaction, appending their events.
+    /// Each command's outcome is returned in order; a command that fails fails the whole call.
+    public func modify(
+        _ commands: [ZoneCommand], in database: DatabaseID, causation: Causation, logger: Logger
+    ) async throws -> [Swift.Result<Result, StratusError>] {
+        try await store.serializable(logger: logger) { transaction in
+            let connection = transaction.connection
+            var outcomes: [Swift.Result<Result, StratusError>] = []
+            for command in commands {
+                let zoneID: ZoneID
+                switch command {
+                case .create(let id), .delete(let id): zoneID = id
+                }
+                let row = try await Self.row(database: database, zoneName: zoneID.zoneName, on: connection, logger: logger)
+                let current = row.flatMap { $0.deleted ? nil : $0.zone }
+                let outcome: ZoneDecision.Outcome
+                do {
+                    outcome = try ZoneDecision.decide(
+                        command, database: database, current: current, lastSequence: row?.zone.changeCounter ?? 0, newIncarnation: UUID())
+                } catch let error as StratusError {
+                    outcomes.append(.failure(error))
+                    continue
+                }
+                switch outcome {
+                case .unchanged(let zone):
+                    outcomes.append(.success(.saved(zone)))
+                case .changed(let payloads, let after):
+                    let key = ZoneKey(database: database, zoneName: zoneID.zoneName)
+                    var sequence = row?.zone.changeCounter ?? 0
+                    var events: [NewEvent] = []
+                    for payload in payloads {
+                        sequence += 1
+                        switch payload {
+                        case .created(let created):
+                            events.append(NewEvent(zoneKey: key, zoneSequence: sequence, payload: created, causation: causation))
+                        case .deleted(let deleted):
+                            events.append(NewEvent(zoneKey: key, zoneSequence: sequence, payload: deleted, causation: causation))
+                        }
+                    }
+                    let incarnation = after?.incarnation ?? row!.zone.incarnation
+                    try await connection.query("""
+                        INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter, deleted)
+                        VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner),
+                                \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil))
+                        ON CONFLICT (container, environment, scope, owner, zone_name) DO UPDATE
+                        SET incarnation = EXCLUDED.incarnation, change_counter = EXCLUDED.change_counter,
+                            deleted = EXCLUDED.deleted, modified_at = now()
+                        """, logger: logger)
+                    try await EventLog.append(events, on: connection, logger: logger)
+                    if var after {
+                        after.changeCounter = sequence
+                        outcomes.append(.success(.saved(after)))
+                    } else {
+                        outcomes.append(.success(.deleted(zoneID)))
+                    }
+                }
+            }
+            return outcomes
+        }
+    }
+
+    /// The database's live custom zones, by name.
+    public func list(in database: DatabaseID, logger: Logger) async throws -> [Zone] {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT zone_name, incarnation, change_counter FROM zones
+                WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
+                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND NOT deleted
+                ORDER BY zone_name
+                """, logger: logger)
+            var zones: [Zone] = []
+            for try await (name, incarnation, counter) in rows.decode((String, UUID, Int64).self) {
+                zones.append(Zone(database: database, zoneID: ZoneID(zoneName: name, ownerRecordName: database.owner),
+                                  incarnation: incarnation, changeCounter: counter))
+            }
+            return zones
+        }
+    }
+
+    /// One live custom zone, or nil.
+    public func lookup(_ zoneName: String, in database: DatabaseID, logger: Logger) async throws -> Zone? {
+        try await store.withConnection { connection in
+            try await Self.row(database: database, zoneName: zoneName, on: connection, logger: logger)
+                .flatMap { $0.deleted ? nil : $0.zone }
+        }
+    }
+
+    private static func row(
+        database: DatabaseID, zoneName: String, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (zone: Zone, deleted: Bool)? {
+        let rows = try await connection.query("""
+            SELECT incarnation, change_counter, deleted FROM zones
+            WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
+              AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(zoneName)
+            """, logger: logger)
+        for try await (incarnation, counter, deleted) in rows.decode((UUID, Int64, Bool).self) {
+            let zone = Zone(database: database, zoneID: ZoneID(zoneName: zoneName, ownerRecordName: database.owner),
+                            incarnation: incarnation, changeCounter: counter)
+            return (zone, deleted)
+        }
+        return nil
+    }
+}
