@@ -121,6 +121,8 @@ let package = Package(
                 "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
                 "StratusAPI", "StratusRuntime",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
             ]
         ),

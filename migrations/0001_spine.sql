@@ -28,8 +28,10 @@ CREATE TABLE zones (
     deleted         boolean NOT NULL DEFAULT false,
     created_at      timestamptz NOT NULL DEFAULT now(),
     modified_at     timestamptz NOT NULL DEFAULT now(),
+    zone_key        text GENERATED ALWAYS AS (container || '/' || environment || '/' || scope || '/' || owner || '/' || zone_name) STORED,
     PRIMARY KEY (container, environment, scope, owner, zone_name)
 );
+CREATE UNIQUE INDEX zones_zone_key ON zones (zone_key);
 
 -- The event log and outbox: immutable events appended in the same transaction as the state they
 -- describe. The relay publishes rows whose published_at is null, in id order.

@@ -115,6 +115,8 @@ public protocol EventPayload: Codable, Sendable, Hashable {
 public struct EventDecodingError: Error, Sendable, CustomStringConvertible {
     /// What is wrong.
     public var reason: String
+    /// Creates the error.
+    public init(reason: String) { self.reason = reason }
     public var description: String { reason }
 }
 

@@ -27,19 +27,19 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
     }
 
     /// Signs the token with the secret key.
-    public func signed(with key: SymmetricKey) -> String {
+    public func signed(with key: SecretKey) -> String {
         let body = Data(EventCoding.encode(self))
-        let mac = HMAC<SHA256>.authenticationCode(for: body, using: key)
+        let mac = HMAC<SHA256>.authenticationCode(for: body, using: key.symmetricKey)
         return Base64URL.encode(body) + "." + Base64URL.encode(Data(mac))
     }
 
     /// Verifies a token's text form: signature, container and expiry.
-    public static func verify(_ text: String, key: SymmetricKey, container: String, now: Int64) throws(StratusError) -> WebAuthToken {
+    public static func verify(_ text: String, key: SecretKey, container: String, now: Int64) throws(StratusError) -> WebAuthToken {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, let body = Base64URL.decode(String(parts[0])), let mac = Base64URL.decode(String(parts[1])) else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken is malformed")
         }
-        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key) else {
+        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key.symmetricKey) else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid")
         }
         guard let token = try? EventCoding.decoder.decode(WebAuthToken.self, from: body) else {
@@ -85,4 +85,48 @@ public enum APIToken {
     public static func digest(_ token: String) -> [UInt8] {
         Array(SHA256.hash(data: Data(token.utf8)))
     }
+}
+
+/// The server's secret key for signing tokens. Never logged: its description hides the bytes.
+public struct SecretKey: Sendable, CustomStringConvertible {
+    let bytes: [UInt8]
+
+    /// Wraps key bytes (at least 32).
+    public init(bytes: [UInt8]) throws(StratusError) {
+        guard bytes.count >= 32 else { throw StratusError(.internalError, "the secret key must be at least 32 bytes") }
+        self.bytes = bytes
+    }
+
+    /// Reads a key from its hex or base64 text form.
+    public init(text: String) throws(StratusError) {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.count >= 64, trimmed.count % 2 == 0, trimmed.allSatisfy(\.isHexDigit) {
+            var bytes: [UInt8] = []
+            var index = trimmed.startIndex
+            while index < trimmed.endIndex {
+                let next = trimmed.index(index, offsetBy: 2)
+                bytes.append(UInt8(trimmed[index..<next], radix: 16)!)
+                index = next
+            }
+            try self.init(bytes: bytes)
+        } else if let data = Data(base64Encoded: trimmed) {
+            try self.init(bytes: Array(data))
+        } else {
+            throw StratusError(.internalError, "the secret key must be hex or base64")
+        }
+    }
+
+    /// A new random key, for a locally generated development secret.
+    public static func generate() -> SecretKey {
+        var generator = SystemRandomNumberGenerator()
+        // 32 random bytes always satisfy the length check.
+        return try! SecretKey(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    /// The key as hex, for writing it to a local file.
+    public var hex: String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    var symmetricKey: SymmetricKey { SymmetricKey(data: bytes) }
+
+    public var description: String { "SecretKey(redacted)" }
 }

@@ -42,3 +42,24 @@ public enum DeadLetterStore {
         }
     }
 }
+
+extension CheckpointStore {
+    /// Custom zones whose change counter is ahead of a worker's checkpoint and were last written more
+    /// than `grace` ago: events the worker should have received and did not (a broker that lost
+    /// them). Returns each zone's key and latest sequence.
+    public static func zonesBehind(worker: String, grace: Duration, limit: Int, store: PostgresStore, logger: Logger) async throws -> [(zoneKey: ZoneKey, sequence: Int64)] {
+        let seconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
+        return try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT z.zone_key, z.change_counter FROM zones z
+                LEFT JOIN worker_checkpoints c ON c.worker = \(worker) AND c.zone_key = z.zone_key
+                WHERE z.change_counter > coalesce(c.last_sequence, 0)
+                  AND z.modified_at < now() - make_interval(secs => \(seconds))
+                LIMIT \(limit)
+                """, logger: logger)
+            var behind: [(ZoneKey, Int64)] = []
+            for try await (key, sequence) in rows.decode((String, Int64).self) { behind.append((ZoneKey(rawValue: key), sequence)) }
+            return behind
+        }
+    }
+}

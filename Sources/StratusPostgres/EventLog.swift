@@ -47,17 +47,6 @@ public struct EventLog: Sendable {
         }
     }
 
-    /// A zone's events with sequence in `from...through`, in sequence order.
-    public func events(zoneKey: ZoneKey, sequences: ClosedRange<Int64>, logger: Logger) async throws -> [EventEnvelope] {
-        try await store.withConnection { connection in
-            try await Self.decode(connection.query("""
-                SELECT \(unescaped: Self.columns) FROM events
-                WHERE zone_key = \(zoneKey.rawValue) AND zone_sequence BETWEEN \(sequences.lowerBound) AND \(sequences.upperBound)
-                ORDER BY zone_sequence
-                """, logger: logger))
-        }
-    }
-
     /// Marks events as acknowledged by the broker.
     public func markPublished(_ ids: [Int64], logger: Logger) async throws {
         guard !ids.isEmpty else { return }
@@ -118,5 +107,29 @@ public struct EventLog: Sendable {
                 schemaVersion: version, payload: Data(payload.utf8), causation: cause, createdAt: createdAt))
         }
         return events
+    }
+}
+
+extension EventLog {
+    /// A zone's events with sequence in the range, read inside a worker's transaction.
+    public static func events(zoneKey: ZoneKey, sequences: ClosedRange<Int64>, in transaction: Transaction) async throws -> [EventEnvelope] {
+        try await decode(transaction.connection.query("""
+            SELECT \(unescaped: columns) FROM events
+            WHERE zone_key = \(zoneKey.rawValue) AND zone_sequence BETWEEN \(sequences.lowerBound) AND \(sequences.upperBound)
+            ORDER BY zone_sequence
+            """, logger: transaction.logger))
+    }
+}
+
+extension EventLog {
+    /// A zone's events with sequence in the range, in sequence order.
+    public func events(zoneKey: ZoneKey, sequences: ClosedRange<Int64>, logger: Logger) async throws -> [EventEnvelope] {
+        try await store.withConnection { connection in
+            try await Self.decode(connection.query("""
+                SELECT \(unescaped: Self.columns) FROM events
+                WHERE zone_key = \(zoneKey.rawValue) AND zone_sequence BETWEEN \(sequences.lowerBound) AND \(sequences.upperBound)
+                ORDER BY zone_sequence
+                """, logger: logger))
+        }
     }
 }

@@ -86,7 +86,9 @@ public struct Migrator: Sendable {
                 for migration in migrations where applied[migration.version] == nil {
                     try await connection.query("BEGIN", logger: logger)
                     do {
-                        try await connection.query(PostgresQuery(unsafeSQL: migration.sql), logger: logger)
+                        for statement in SQLScript.statements(migration.sql) {
+                            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        }
                         try await connection.query(
                             "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
                             logger: logger)

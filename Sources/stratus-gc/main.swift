@@ -1,1 +1,5 @@
-print("x")
+import StratusRuntime
+
+await StratusProcess.main(label: "stratus-gc") { configuration, logger in
+    try await StratusProcess.runWorker(named: "stratus-gc", configuration, logger: logger)
+}

@@ -1,1 +1,5 @@
-print("x")
+import StratusRuntime
+
+await StratusProcess.main(label: "stratus-shares") { configuration, logger in
+    try await StratusProcess.runWorker(named: "stratus-shares", configuration, logger: logger)
+}

@@ -1,1 +1,5 @@
-print("x")
+import StratusRuntime
+
+await StratusProcess.main(label: "stratus-subscriptions") { configuration, logger in
+    try await StratusProcess.runWorker(named: "stratus-subscriptions", configuration, logger: logger)
+}

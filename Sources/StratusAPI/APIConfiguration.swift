@@ -1,0 +1,44 @@
+import Foundation
+import StratusCore
+
+/// Request limits, with CloudKit's published values as defaults.
+public struct APILimits: Sendable {
+    /// Operations per request.
+    public var maxOperations: Int = 200
+    /// Bytes per request body.
+    public var maxRequestBytes: Int = 10 * 1024 * 1024
+
+    /// The defaults.
+    public init() {}
+}
+
+/// Everything the HTTP API needs to know.
+public struct APIConfiguration: Sendable {
+    /// The address to listen on.
+    public var host: String = "127.0.0.1"
+    /// The port to listen on.
+    public var port: Int = 8080
+    /// Request limits.
+    public var limits = APILimits()
+    /// The key web auth tokens are signed with.
+    public var secretKey: SecretKey
+    /// Where AUTHENTICATION_REQUIRED sends a client to sign in.
+    public var signInURL: String = "/signin"
+
+    /// Creates a configuration.
+    public init(secretKey: SecretKey) { self.secretKey = secretKey }
+}
+
+/// A named readiness check: throws when the dependency is unreachable.
+public struct ReadinessCheck: Sendable {
+    /// What is checked, e.g. `database`.
+    public var name: String
+    /// The check.
+    public var check: @Sendable () async throws -> Void
+
+    /// Creates a check.
+    public init(name: String, check: @escaping @Sendable () async throws -> Void) {
+        self.name = name
+        self.check = check
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import StratusCore
+import StratusPostgres
+
+/// The API's collaborators, built by the runtime and by tests alike.
+public struct APIDependencies: Sendable {
+    /// The database.
+    public var store: PostgresStore
+    /// Checks `/ready` runs.
+    public var readiness: [ReadinessCheck]
+    /// Renders the process's metrics in Prometheus text format for `/metrics`.
+    public var metrics: @Sendable () -> String
+
+    /// Creates the dependencies.
+    public init(store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String) {
+        self.store = store
+        self.readiness = readiness
+        self.metrics = metrics
+    }
+}
+
+/// Builds the router: operations endpoints and the CloudKit Web Services routes.
+public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfiguration) -> Router<APIRequestContext> {
+    let router = Router(context: APIRequestContext.self)
+    router.add(middleware: RequestIDMiddleware())
+    router.add(middleware: RequestLogMiddleware())
+    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: CloudKitErrorMiddleware())
+    OperationsRoutes<APIRequestContext>(dependencies: dependencies).register(on: router)
+    let authenticator = Authenticator(
+        containers: ContainerStore(store: dependencies.store), secretKey: configuration.secretKey, signInURL: configuration.signInURL)
+    ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
+        .register(on: router)
+    return router
+}
+
+/// Builds the HTTP application; `services` (the database pool, the relay) start before the server
+/// and stop after it has drained.
+public func buildApplication(
+    _ dependencies: APIDependencies, configuration: APIConfiguration, services: [any Service], logger: Logger
+) -> some ApplicationProtocol {
+    Application(
+        router: buildRouter(dependencies, configuration: configuration),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "stratus"),
+        services: services,
+        logger: logger
+    )
+}

@@ -1,0 +1,158 @@
+import Foundation
+import Hummingbird
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// `zones/modify`, `zones/list` and `zones/lookup`.
+struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
+    let zones: ZoneStore
+    let authenticator: Authenticator
+    let limits: APILimits
+
+    func register(on router: Router<Context>) {
+        let base = "/database/1/:container/:environment/:database/zones"
+        router.post("\(base)/modify") { request, context in try await modify(request, context) }
+        router.post("\(base)/list") { request, context in try await list(request, context) }
+        router.get("\(base)/list") { request, context in try await list(request, context) }
+        router.post("\(base)/lookup") { request, context in try await lookup(request, context) }
+    }
+
+    struct ModifyRequest: Decodable {
+        struct Operation: Decodable {
+            var operationType: String
+            var zone: Zone
+        }
+        struct Zone: Decodable { var zoneID: WireZoneID }
+        var operations: [Operation]
+    }
+
+    struct LookupRequest: Decodable {
+        var zones: [WireZoneID]
+    }
+
+    /// A zone result or an error dictionary, in request order.
+    enum ZoneResult: Encodable {
+        case zone(WireZone)
+        case error(ErrorDictionary)
+
+        func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .zone(let zone): try zone.encode(to: encoder)
+            case .error(let error): try error.encode(to: encoder)
+            }
+        }
+    }
+
+    struct ZonesResponse: Encodable { var zones: [ZoneResult] }
+
+    func modify(_ request: Request, _ context: Context) async throws -> Response {
+        let path = try DatabasePath.parse(context)
+        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
+        let database = try authenticator.database(for: caller, path: path)
+        let body = try await RequestBody.decode(ModifyRequest.self, from: read(request))
+        guard !body.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
+        guard body.operations.count <= limits.maxOperations else {
+            throw StratusError(.badRequest, "At most \(limits.maxOperations) operations are allowed per request, got \(body.operations.count)")
+        }
+        guard database.scope == .private else {
+            throw StratusError(.badRequest, "Zones can be created and deleted only in the private database")
+        }
+        var seen = Set<String>()
+        var commands: [ZoneCommand] = []
+        for operation in body.operations {
+            let name = operation.zone.zoneID.zoneName
+            if name == ZoneID.defaultZoneName {
+                throw StratusError(.badRequest, "The default zone cannot be created or deleted")
+            }
+            try ZoneID.validate(zoneName: name)
+            if let owner = operation.zone.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
+                throw StratusError(.accessDenied, "Zones can be modified only in the caller's own private database")
+            }
+            guard seen.insert(name).inserted else {
+                throw StratusError(.badRequest, "Zone '\(name)' appears in more than one operation")
+            }
+            let zoneID = ZoneID(zoneName: name, ownerRecordName: database.owner)
+            switch operation.operationType {
+            case "create": commands.append(.create(zoneID))
+            case "delete": commands.append(.delete(zoneID))
+            default:
+                throw StratusError(.badRequest, "Unknown operationType '\(operation.operationType.prefix(64))': use create or delete")
+            }
+        }
+        let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName)
+        let outcomes = try await zones.modify(commands, in: database, causation: causation, logger: context.logger)
+        let results: [ZoneResult] = zip(commands, outcomes).map { command, outcome in
+            switch outcome {
+            case .success(.saved(let zone)): .zone(WireZone(zoneID: WireZoneID(zone.zoneID), atomic: true))
+            case .success(.deleted(let zoneID)): .zone(WireZone(zoneID: WireZoneID(zoneID), deleted: true))
+            case .failure(let error):
+                switch command {
+                case .create(let zoneID), .delete(let zoneID):
+                    .error(ErrorDictionary(error, uuid: context.requestID, zoneID: WireZoneID(zoneID)))
+                }
+            }
+        }
+        return try json(ZonesResponse(zones: results))
+    }
+
+    func list(_ request: Request, _ context: Context) async throws -> Response {
+        let path = try DatabasePath.parse(context)
+        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
+        let database = try authenticator.database(for: caller, path: path)
+        let zones = try await allZones(in: database, logger: context.logger)
+        return try json(ZonesResponse(zones: zones.map { .zone($0) }))
+    }
+
+    func lookup(_ request: Request, _ context: Context) async throws -> Response {
+        let path = try DatabasePath.parse(context)
+        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
+        let database = try authenticator.database(for: caller, path: path)
+        let body = try await RequestBody.decode(LookupRequest.self, from: read(request))
+        guard body.zones.count <= limits.maxOperations else {
+            throw StratusError(.badRequest, "At most \(limits.maxOperations) zones may be looked up per request")
+        }
+        var results: [ZoneResult] = []
+        for wire in body.zones {
+            if wire.zoneName == ZoneID.defaultZoneName, database.scope != .shared {
+                results.append(.zone(WireZone(zoneID: WireZoneID(zoneName: wire.zoneName, ownerRecordName: database.owner), atomic: false)))
+            } else if database.scope == .private, let zone = try await zones.lookup(wire.zoneName, in: database, logger: context.logger) {
+                results.append(.zone(WireZone(zoneID: WireZoneID(zone.zoneID), atomic: true)))
+            } else {
+                let error = StratusError(.zoneNotFound, "Zone '\(wire.zoneName.prefix(255))' does not exist")
+                results.append(.error(ErrorDictionary(error, uuid: context.requestID, zoneID: wire)))
+            }
+        }
+        return try json(ZonesResponse(zones: results))
+    }
+
+    /// Every database has its default zone; private databases add their custom zones.
+    private func allZones(in database: DatabaseID, logger: Logger) async throws -> [WireZone] {
+        switch database.scope {
+        case .public:
+            return [WireZone(zoneID: WireZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: database.owner), atomic: false)]
+        case .private:
+            let custom = try await zones.list(in: database, logger: logger)
+            return [WireZone(zoneID: WireZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: database.owner), atomic: false)]
+                + custom.map { WireZone(zoneID: WireZoneID($0.zoneID), atomic: true) }
+        case .shared:
+            // Zones shared with the caller arrive with sharing.
+            return []
+        }
+    }
+
+    private func read(_ request: Request) async throws -> Data {
+        do {
+            return Data(buffer: try await request.body.collect(upTo: limits.maxRequestBytes))
+        } catch {
+            throw StratusError(.quotaExceeded, "The request body exceeds \(limits.maxRequestBytes) bytes")
+        }
+    }
+}
+
+/// Encodes a response body as JSON.
+func json(_ value: some Encodable) throws -> Response {
+    var headers = HTTPFields()
+    headers[.contentType] = "application/json; charset=utf-8"
+    return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: EventCoding.encode(value))))
+}

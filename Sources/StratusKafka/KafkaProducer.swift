@@ -1,0 +1,224 @@
+import CRdkafka
+import Foundation
+import Logging
+import Synchronization
+
+/// A message to produce.
+public struct KafkaOutgoingMessage: Sendable {
+    /// The topic.
+    public var topic: String
+    /// The key: messages with one key go to one partition, in order.
+    public var key: [UInt8]
+    /// The value.
+    public var value: [UInt8]
+
+    /// Creates a message.
+    public init(topic: String, key: [UInt8], value: [UInt8]) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+    }
+}
+
+/// An idempotent producer (`enable.idempotence`, `acks=all`): per partition, messages are written
+/// once and in order, even across internal retries.
+public final class KafkaProducer: Sendable {
+    private let handle: ClientHandle
+    private let topics = Mutex<[String: TopicRef]>([:])
+    private let closed = Flag()
+    private let pollerDone = DispatchSemaphore(value: 0)
+    private let logger: Logger
+
+    /// Creates the producer and its delivery-report thread.
+    public init(configuration: KafkaClientConfiguration, logger: Logger) throws {
+        let conf = try KafkaConf.make(configuration.common + [
+            ("enable.idempotence", "true"),
+            ("acks", "all"),
+            ("linger.ms", "5"),
+            ("message.timeout.ms", "\(configuration.messageTimeoutMilliseconds)"),
+            ("topic.metadata.refresh.interval.ms", "10000"),
+        ], extra: configuration.extra)
+        rd_kafka_conf_set_dr_msg_cb(conf, deliveryReport)
+        self.handle = ClientHandle(try KafkaConf.client(RD_KAFKA_PRODUCER, conf: conf))
+        self.logger = logger
+        let handle = self.handle
+        let closed = self.closed
+        let done = self.pollerDone
+        let thread = Thread {
+            while !closed.isSet, let pointer = handle.pointer {
+                rd_kafka_poll(pointer, 100)
+            }
+            done.signal()
+        }
+        thread.name = "stratus-kafka-producer"
+        thread.start()
+    }
+
+    deinit { close() }
+
+    /// The fatal error the producer is in, if any: then it must be closed and recreated.
+    public var fatalError: KafkaError? {
+        guard let pointer = handle.pointer else {
+            return KafkaError(code: -1, message: "the producer is closed", isFatal: true, isRetriable: false)
+        }
+        var errorText = [CChar](repeating: 0, count: 512)
+        let error = rd_kafka_fatal_error(pointer, &errorText, errorText.count)
+        guard error != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+        return KafkaError(code: error.rawValue, message: "fatal producer error: \(CText.string(errorText))", isFatal: true, isRetriable: false)
+    }
+
+    /// Produces the messages in order and waits for every delivery report; one result per message.
+    /// Throws when the producer is in a fatal state.
+    public func send(_ messages: [KafkaOutgoingMessage], timeout: Duration) async throws -> [Result<Void, KafkaError>] {
+        if let fatalError { throw fatalError }
+        guard !messages.isEmpty else { return [] }
+        let batch = DeliveryBatch(count: messages.count)
+        let results: [Result<Void, KafkaError>] = await withCheckedContinuation { continuation in
+            batch.start(continuation)
+            for (index, message) in messages.enumerated() {
+                produce(message, index: index, batch: batch)
+            }
+            // A report always comes within message.timeout.ms; this is only a backstop.
+            let backstop = Task {
+                try? await Task.sleep(for: timeout + .seconds(5))
+                batch.expire()
+            }
+            batch.onFinish { backstop.cancel() }
+        }
+        if results.contains(where: { if case .failure = $0 { true } else { false } }), let fatalError { throw fatalError }
+        return results
+    }
+
+    private func produce(_ message: KafkaOutgoingMessage, index: Int, batch: DeliveryBatch) {
+        guard let pointer = handle.pointer, let topic = topicHandle(message.topic, pointer) else {
+            batch.complete(index, .failure(KafkaError(code: -1, message: "the producer is closed", isFatal: true, isRetriable: false)))
+            return
+        }
+        let token = Unmanaged.passRetained(DeliveryToken(batch: batch, index: index)).toOpaque()
+        while true {
+            let status = message.value.withUnsafeBytes { value in
+                message.key.withUnsafeBytes { key in
+                    rd_kafka_produce(
+                        topic, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY,
+                        UnsafeMutableRawPointer(mutating: value.baseAddress), value.count,
+                        key.baseAddress, key.count, token)
+                }
+            }
+            if status == 0 { return }
+            let error = rd_kafka_last_error()
+            if error == RD_KAFKA_RESP_ERR__QUEUE_FULL {
+                // The local queue drains as the poll thread serves delivery reports.
+                Thread.sleep(forTimeInterval: 0.005)
+                continue
+            }
+            Unmanaged<DeliveryToken>.fromOpaque(token).release()
+            batch.complete(index, .failure(KafkaError(error, context: "produce to \(message.topic)")))
+            return
+        }
+    }
+
+    private func topicHandle(_ name: String, _ pointer: OpaquePointer) -> OpaquePointer? {
+        let reference = TopicRef(pointer: pointer)
+        return topics.withLock { topics -> TopicRef? in
+            if let existing = topics[name] { return existing }
+            guard let created = rd_kafka_topic_new(reference.pointer, name, nil) else { return nil }
+            topics[name] = TopicRef(pointer: created)
+            return topics[name]
+        }?.pointer
+    }
+
+    /// Flushes briefly, fails what is still queued, and destroys the producer. Safe to call twice.
+    public func close() {
+        guard !closed.set() else { return }
+        pollerDone.wait()
+        guard let pointer = handle.pointer else { return }
+        rd_kafka_flush(pointer, 2000)
+        rd_kafka_purge(pointer, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+        rd_kafka_poll(pointer, 0)
+        let topicHandles = topics.withLock { topics in
+            defer { topics.removeAll() }
+            return Array(topics.values)
+        }
+        for topic in topicHandles { rd_kafka_topic_destroy(topic.pointer) }
+        if let pointer = handle.take() { rd_kafka_destroy(pointer) }
+    }
+}
+
+/// One `send` call's outstanding delivery reports.
+final class DeliveryBatch: Sendable {
+    private struct State {
+        var results: [Result<Void, KafkaError>?]
+        var remaining: Int
+        var continuation: CheckedContinuation<[Result<Void, KafkaError>], Never>?
+        var finished = false
+        var onFinish: (@Sendable () -> Void)?
+    }
+
+    private let state: Mutex<State>
+
+    init(count: Int) { state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count)) }
+
+    func start(_ continuation: CheckedContinuation<[Result<Void, KafkaError>], Never>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    func onFinish(_ action: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state -> Bool in
+            if state.finished { return true }
+            state.onFinish = action
+            return false
+        }
+        if runNow { action() }
+    }
+
+    func complete(_ index: Int, _ result: Result<Void, KafkaError>) {
+        finish { state in
+            guard state.results[index] == nil else { return false }
+            state.results[index] = result
+            state.remaining -= 1
+            return state.remaining == 0
+        }
+    }
+
+    /// Reports every message still outstanding as timed out.
+    func expire() {
+        finish { state in
+            for index in state.results.indices where state.results[index] == nil {
+                state.results[index] = .failure(KafkaError(code: RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue, message: "no delivery report in time"))
+            }
+            state.remaining = 0
+            return true
+        }
+    }
+
+    private func finish(_ update: (inout State) -> Bool) {
+        let done = state.withLock { state -> (CheckedContinuation<[Result<Void, KafkaError>], Never>, [Result<Void, KafkaError>], (@Sendable () -> Void)?)? in
+            guard !state.finished, update(&state), let continuation = state.continuation else { return nil }
+            state.finished = true
+            state.continuation = nil
+            return (continuation, state.results.map { $0! }, state.onFinish)
+        }
+        if let (continuation, results, onFinish) = done {
+            continuation.resume(returning: results)
+            onFinish?()
+        }
+    }
+}
+
+/// The opaque pointer a message carries to its delivery report.
+final class DeliveryToken {
+    let batch: DeliveryBatch
+    let index: Int
+    init(batch: DeliveryBatch, index: Int) {
+        self.batch = batch
+        self.index = index
+    }
+}
+
+/// librdkafka's delivery report callback, on the poll thread.
+private func deliveryReport(_: OpaquePointer?, _ message: UnsafePointer<rd_kafka_message_t>?, _: UnsafeMutableRawPointer?) {
+    guard let message, let opaque = message.pointee._private else { return }
+    let token = Unmanaged<DeliveryToken>.fromOpaque(opaque).takeRetainedValue()
+    let error = message.pointee.err
+    token.batch.complete(token.index, error == RD_KAFKA_RESP_ERR_NO_ERROR ? .success(()) : .failure(KafkaError(error, context: "delivery")))
+}

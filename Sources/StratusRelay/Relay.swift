@@ -1,0 +1,197 @@
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import StratusCore
+import StratusKafka
+import StratusPostgres
+
+/// How the relay publishes.
+public struct RelayConfiguration: Sendable {
+    /// The topic zone events go to.
+    public var topic: String = "stratus.zone-events"
+    /// Partitions the relay creates the topic with.
+    public var partitions: Int = 8
+    /// Events read and sent per round.
+    public var batchSize: Int = 500
+    /// How long to wait for a notification before looking for events anyway.
+    public var pollInterval: Duration = .milliseconds(500)
+    /// How often the topic is checked for lost messages (a broker that came back empty).
+    public var verifyInterval: Duration = .seconds(10)
+    /// How long one batch may wait for the broker's acknowledgements.
+    public var sendTimeout: Duration = .seconds(30)
+    /// The longest pause between retries when the broker is away.
+    public var maxBackoff: Duration = .seconds(5)
+
+    /// The defaults.
+    public init() {}
+}
+
+/// Publishes the event log to Kafka: in id order, keyed by zone, marking rows published only after
+/// the broker acknowledged them. Exactly one relay across processes publishes (an advisory lock);
+/// the others wait as standbys.
+public final class Relay: Service, Sendable {
+    let store: PostgresStore
+    let kafka: KafkaClientConfiguration
+    let configuration: RelayConfiguration
+    let logger: Logger
+    let wakeup = Signal()
+
+    /// Creates a relay.
+    public init(store: PostgresStore, kafka: KafkaClientConfiguration, configuration: RelayConfiguration = .init(), logger: Logger) {
+        self.store = store
+        var kafka = kafka
+        // The broker's verdict on every message arrives within one send.
+        kafka.messageTimeoutMilliseconds = Int(configuration.sendTimeout / .milliseconds(1))
+        self.kafka = kafka
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Runs until graceful shutdown or cancellation.
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown { [self] in
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask { try await self.listenForCommits() }
+                group.addTask { try await self.publishWhileLeader() }
+            }
+        }
+    }
+
+    private func listenForCommits() async throws {
+        while !Task.isCancelled {
+            do {
+                try await RelayStore(store: store).listen(logger: logger) { [wakeup] in wakeup.fire() }
+            } catch where !Task.isCancelled {
+                logger.warning("relay lost its notification connection; polling meanwhile", metadata: ["error": "\(error)"])
+                try await Task.sleep(for: configuration.pollInterval)
+            }
+        }
+    }
+
+    private func publishWhileLeader() async throws {
+        let relayStore = RelayStore(store: store)
+        while !Task.isCancelled {
+            do {
+                let led = try await relayStore.whileLeader(logger: logger) {
+                    logger.info("relay is the active publisher", metadata: ["topic": "\(configuration.topic)"])
+                    try await publishLoop()
+                }
+                if led == nil {
+                    Relay.standby.record(1)
+                    try await Task.sleep(for: configuration.pollInterval * 4)
+                }
+            } catch where !Task.isCancelled {
+                logger.warning("relay round failed; retrying", metadata: ["error": "\(error)"])
+                try await Task.sleep(for: configuration.maxBackoff)
+            }
+        }
+    }
+
+    /// Publishes until cancelled; recreates the producer after fatal errors.
+    func publishLoop() async throws {
+        Relay.standby.record(0)
+        var producer: KafkaProducer?
+        defer { producer?.close() }
+        var needsVerify = true
+        var lastVerify = ContinuousClock.now
+        var backoff = Duration.milliseconds(100)
+        let eventLog = EventLog(store: store)
+
+        while !Task.isCancelled {
+            do {
+                if producer == nil { producer = try KafkaProducer(configuration: kafka, logger: logger) }
+                if needsVerify || ContinuousClock.now - lastVerify > configuration.verifyInterval {
+                    try await verifyTopic()
+                    needsVerify = false
+                    lastVerify = .now
+                }
+                let batch = try await eventLog.unpublished(limit: configuration.batchSize, logger: logger)
+                if batch.isEmpty {
+                    await updateBacklog(eventLog)
+                    await wakeup.wait(timeout: configuration.pollInterval)
+                    continue
+                }
+                let failures = try await publish(batch, with: producer!, eventLog: eventLog)
+                if failures > 0 {
+                    // A producer whose messages fail may be wedged on a broker that lost its state
+                    // (producer ids, sequence numbers): a new one starts clean; its queue is purged.
+                    producer?.close()
+                    producer = nil
+                    needsVerify = true
+                    try await Task.sleep(for: backoff)
+                    backoff = min(backoff * 2, configuration.maxBackoff)
+                } else {
+                    backoff = .milliseconds(100)
+                }
+            } catch let error as KafkaError {
+                logger.warning("relay cannot reach the broker; retrying", metadata: ["error": "\(error)", "fatal": "\(error.isFatal)"])
+                if error.isFatal || producer?.fatalError != nil {
+                    producer?.close()
+                    producer = nil
+                }
+                needsVerify = true
+                try await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, configuration.maxBackoff)
+            }
+        }
+    }
+
+    /// Sends one batch; marks published, per zone, only the events before that zone's first failure so
+    /// a zone's events are never acknowledged out of order. Returns the number of failures.
+    private func publish(_ batch: [EventEnvelope], with producer: KafkaProducer, eventLog: EventLog) async throws -> Int {
+        let messages = batch.map { event in
+            KafkaOutgoingMessage(topic: configuration.topic, key: Array(event.zoneKey.rawValue.utf8), value: Array(EventCoding.encode(event)))
+        }
+        let results = try await producer.send(messages, timeout: configuration.sendTimeout)
+        var failedZones = Set<ZoneKey>()
+        var published: [Int64] = []
+        var failures = 0
+        for (event, result) in zip(batch, results) {
+            if failedZones.contains(event.zoneKey) { failures += 1; continue }
+            switch result {
+            case .success: published.append(event.id)
+            case .failure(let error):
+                failures += 1
+                failedZones.insert(event.zoneKey)
+                logger.warning("broker refused an event; it will be sent again", metadata: ["event": "\(event.id)", "error": "\(error)"])
+            }
+        }
+        try await eventLog.markPublished(published, logger: logger)
+        try await RelayStore(store: store).addAcknowledged(published.count, topic: configuration.topic, logger: logger)
+        Relay.published.increment(by: published.count)
+        if let last = batch.last { Relay.lastPublishedID.record(last.id) }
+        return failures
+    }
+
+    /// Makes sure the topic exists and still holds what the broker acknowledged; a broker that came
+    /// back empty gets everything again.
+    func verifyTopic() async throws {
+        let admin = KafkaAdmin(configuration: kafka, logger: logger)
+        try await admin.createTopic(configuration.topic, partitions: configuration.partitions, timeout: .seconds(10))
+        let watermarks = try await admin.watermarks(topic: configuration.topic, timeout: .seconds(10))
+        let held = watermarks.values.reduce(Int64(0)) { $0 + $1.high }
+        let relayStore = RelayStore(store: store)
+        let acknowledged = try await relayStore.acknowledged(topic: configuration.topic, logger: logger)
+        if held < acknowledged {
+            let count = try await relayStore.refill(topic: configuration.topic, logger: logger)
+            logger.warning("topic lost messages (the broker came back empty): publishing the event log again",
+                           metadata: ["topic": "\(configuration.topic)", "held": "\(held)", "acknowledged": "\(acknowledged)", "events": "\(count)"])
+            Relay.refills.increment()
+        }
+    }
+
+    private func updateBacklog(_ eventLog: EventLog) async {
+        if let backlog = try? await eventLog.backlog(logger: logger) {
+            Relay.backlog.record(backlog.count)
+            Relay.backlogAge.record(backlog.oldestAgeSeconds)
+        }
+    }
+
+    static let published = Counter(label: "stratus_relay_published_total")
+    static let refills = Counter(label: "stratus_relay_topic_refills_total")
+    static let backlog = Gauge(label: "stratus_relay_backlog_events")
+    static let backlogAge = Gauge(label: "stratus_relay_backlog_oldest_seconds")
+    static let lastPublishedID = Gauge(label: "stratus_relay_last_published_event_id")
+    static let standby = Gauge(label: "stratus_relay_standby")
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Logging
+import StratusAPI
+import StratusCore
+import StratusKafka
+import StratusRelay
+import StratusWorkers
+
+/// The configuration of every Stratus process, read from environment variables (documented in the
+/// README with their defaults). Flags of the admin CLI override the same values.
+public struct StratusConfiguration: Sendable {
+    /// `STRATUS_DATABASE_URL`.
+    public var databaseURL: String
+    /// `STRATUS_DATABASE_MAX_CONNECTIONS`.
+    public var databaseMaxConnections: Int
+    /// `STRATUS_SERIALIZABLE_ATTEMPTS`: tries of a transaction that loses serialization races.
+    public var serializableAttempts: Int
+    /// `STRATUS_KAFKA_BROKERS`, `STRATUS_KAFKA_SESSION_TIMEOUT_MS`, `STRATUS_KAFKA_HEARTBEAT_MS`.
+    public var kafka: KafkaClientConfiguration
+    /// `STRATUS_TOPIC` and `STRATUS_TOPIC_PARTITIONS`.
+    public var relay: RelayConfiguration
+    /// `STRATUS_RELAY`: `embedded` (run the relay inside stratus-api) or `off`.
+    public var embeddedRelay: Bool
+    /// The worker settings (topic from `STRATUS_TOPIC`).
+    public var worker: WorkerConfiguration
+    /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_MAX_OPERATIONS`, `STRATUS_MAX_REQUEST_BYTES`.
+    public var api: APIConfiguration
+    /// `STRATUS_METRICS_PORT`: where a worker serves `/health` and `/metrics` (0 = off).
+    public var metricsPort: Int
+    /// `STRATUS_LOG_LEVEL`.
+    public var logLevel: Logger.Level
+    /// `STRATUS_DATA_DIR`: where locally generated development secrets live.
+    public var dataDirectory: String
+
+    /// Reads the configuration; a missing secret key is generated once under the data folder and
+    /// marked as a development secret.
+    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> StratusConfiguration {
+        func int(_ name: String, _ fallback: Int) throws -> Int {
+            guard let text = environment[name] else { return fallback }
+            guard let value = Int(text) else { throw ConfigurationProblem("\(name) must be a whole number, got '\(text)'") }
+            return value
+        }
+        let dataDirectory = environment["STRATUS_DATA_DIR"] ?? FileManager.default.currentDirectoryPath + "/.stratus"
+        var kafka = KafkaClientConfiguration(brokers: environment["STRATUS_KAFKA_BROKERS"] ?? "127.0.0.1:9092")
+        kafka.sessionTimeoutMilliseconds = try int("STRATUS_KAFKA_SESSION_TIMEOUT_MS", 6000)
+        kafka.heartbeatIntervalMilliseconds = try int("STRATUS_KAFKA_HEARTBEAT_MS", 1000)
+        var relay = RelayConfiguration()
+        relay.topic = environment["STRATUS_TOPIC"] ?? relay.topic
+        relay.partitions = try int("STRATUS_TOPIC_PARTITIONS", relay.partitions)
+        var worker = WorkerConfiguration()
+        worker.topic = relay.topic
+        var api = APIConfiguration(secretKey: try secretKey(environment, dataDirectory: dataDirectory))
+        api.host = environment["STRATUS_HTTP_HOST"] ?? api.host
+        api.port = try int("STRATUS_HTTP_PORT", api.port)
+        api.limits.maxOperations = try int("STRATUS_MAX_OPERATIONS", api.limits.maxOperations)
+        api.limits.maxRequestBytes = try int("STRATUS_MAX_REQUEST_BYTES", api.limits.maxRequestBytes)
+        api.signInURL = environment["STRATUS_SIGN_IN_URL"] ?? api.signInURL
+        let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"
+        guard let level = Logger.Level(rawValue: levelText) else {
+            throw ConfigurationProblem("STRATUS_LOG_LEVEL must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        let relayMode = environment["STRATUS_RELAY"] ?? "embedded"
+        guard ["embedded", "off"].contains(relayMode) else { throw ConfigurationProblem("STRATUS_RELAY must be 'embedded' or 'off'") }
+        return StratusConfiguration(
+            databaseURL: environment["STRATUS_DATABASE_URL"] ?? "postgres://stratus@127.0.0.1:5432/stratus",
+            databaseMaxConnections: try int("STRATUS_DATABASE_MAX_CONNECTIONS", 20),
+            serializableAttempts: try int("STRATUS_SERIALIZABLE_ATTEMPTS", 8),
+            kafka: kafka, relay: relay, embeddedRelay: relayMode == "embedded", worker: worker, api: api,
+            metricsPort: try int("STRATUS_METRICS_PORT", 0), logLevel: level, dataDirectory: dataDirectory)
+    }
+
+    /// `STRATUS_SECRET_KEY` (hex or base64, ≥ 32 bytes), else `STRATUS_SECRET_KEY_FILE`, else a development
+    /// key generated once into `<data dir>/dev-secret-key` (mode 600).
+    static func secretKey(_ environment: [String: String], dataDirectory: String) throws -> SecretKey {
+        if let text = environment["STRATUS_SECRET_KEY"] { return try SecretKey(text: text) }
+        let path = environment["STRATUS_SECRET_KEY_FILE"] ?? dataDirectory + "/dev-secret-key"
+        if let text = try? String(contentsOfFile: path, encoding: .utf8) { return try SecretKey(text: text) }
+        guard environment["STRATUS_SECRET_KEY_FILE"] == nil else {
+            throw ConfigurationProblem("STRATUS_SECRET_KEY_FILE names a file that cannot be read")
+        }
+        let key = SecretKey.generate()
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: path, contents: Data((key.hex + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        return key
+    }
+}
+
+/// A configuration value that cannot be used.
+public struct ConfigurationProblem: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

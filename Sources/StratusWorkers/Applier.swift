@@ -1,0 +1,63 @@
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// Applies events to a projection exactly once per zone sequence, whatever order and however often
+/// they arrive: a redelivered event is skipped, and an event that arrives after a gap first pulls
+/// the missing events of its zone from the PostgreSQL event log.
+public struct Applier: Sendable {
+    /// The projection applied to.
+    public let projection: any Projection
+    let store: PostgresStore
+
+    /// Creates an applier.
+    public init(projection: any Projection, store: PostgresStore) {
+        self.projection = projection
+        self.store = store
+    }
+
+    /// What happened to an event.
+    public enum Outcome: Sendable, Equatable {
+        /// Applied, together with this many earlier events of its zone that had not arrived.
+        case applied(filledGap: Int)
+        /// Already applied before.
+        case duplicate
+    }
+
+    /// Applies one event in its own transaction.
+    @discardableResult
+    public func apply(_ event: EventEnvelope, logger: Logger) async throws -> Outcome {
+        let projection = projection
+        let worker = projection.name
+        return try await store.serializable(logger: logger) { transaction in
+            guard let sequence = event.zoneSequence else {
+                try await projection.apply(event, in: transaction, logger: logger)
+                return .applied(filledGap: 0)
+            }
+            let last = try await CheckpointStore.lastSequence(worker: worker, zoneKey: event.zoneKey, in: transaction)
+            if sequence <= last { return .duplicate }
+            var missing: [EventEnvelope] = []
+            if sequence > last + 1 {
+                missing = try await EventLog.events(zoneKey: event.zoneKey, sequences: (last + 1)...(sequence - 1), in: transaction)
+                guard missing.count == Int(sequence - last - 1) else {
+                    throw EventDecodingError(reason: "zone \(event.zoneKey) is missing sequences \(last + 1)..<\(sequence) in the event log")
+                }
+            }
+            for earlier in missing {
+                try await projection.apply(earlier, in: transaction, logger: logger)
+            }
+            try await projection.apply(event, in: transaction, logger: logger)
+            try await CheckpointStore.advance(worker: worker, event: event, sequence: sequence, in: transaction)
+            return .applied(filledGap: missing.count)
+        }
+    }
+
+    /// Forgets the projection's state and checkpoints in one transaction.
+    public func reset(logger: Logger) async throws {
+        let projection = projection
+        try await store.serializable(logger: logger) { transaction in
+            try await projection.reset(in: transaction, logger: logger)
+            try await CheckpointStore.reset(worker: projection.name, in: transaction)
+        }
+    }
+}

@@ -1,0 +1,42 @@
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// The indexer's projection so far: the query index's directory of live zones.
+/// Record documents join it when the query index lands.
+public struct IndexerProjection: Projection {
+    public let name = "stratus-indexer"
+
+    /// Creates the projection.
+    public init() {}
+
+    public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
+        switch event.type {
+        case .zoneCreated:
+            try await IndexZoneStore.upsert(event.decode(ZoneCreated.self), event: event, in: transaction)
+        case .zoneDeleted:
+            try await IndexZoneStore.remove(event.decode(ZoneDeleted.self), event: event, in: transaction)
+        default:
+            break
+        }
+    }
+
+    public func reset(in transaction: Transaction, logger: Logger) async throws {
+        try await IndexZoneStore.reset(in: transaction)
+    }
+}
+
+/// A worker whose own effects are not built yet: it consumes, checkpoints and logs every event, so
+/// the pipeline to it is exercised and its position is real when its effects arrive.
+public struct ObserverProjection: Projection {
+    public let name: String
+
+    /// Creates an observer under a worker name.
+    public init(name: String) { self.name = name }
+
+    public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
+        logger.info("event received", metadata: ["event": "\(event.id)", "type": "\(event.type)", "zone": "\(event.zoneKey)"])
+    }
+
+    public func reset(in transaction: Transaction, logger: Logger) async throws {}
+}

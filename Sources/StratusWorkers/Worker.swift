@@ -1,0 +1,165 @@
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import StratusCore
+import StratusKafka
+import StratusPostgres
+
+/// How a worker consumes.
+public struct WorkerConfiguration: Sendable {
+    /// The topic to consume.
+    public var topic: String = "stratus.zone-events"
+    /// Messages taken per poll.
+    public var batchSize: Int = 500
+    /// How long one poll waits for the first message.
+    public var pollTimeout: Duration = .milliseconds(500)
+    /// The longest pause between retries of a failing apply.
+    public var maxBackoff: Duration = .seconds(10)
+    /// Attempts before an event that keeps failing to apply is set aside as a dead letter.
+    public var maxApplyAttempts: Int = 10
+    /// How often an idle worker looks in the event log for zone events it never received.
+    public var reconcileInterval: Duration = .seconds(30)
+    /// How old a zone's last write must be before its missing events count as lost rather than in flight.
+    public var reconcileGrace: Duration = .seconds(10)
+
+    /// The defaults.
+    public init() {}
+}
+
+/// A worker: one consumer group reading zone events from Kafka and applying them to a projection.
+/// Offsets are committed only after the effects (and the checkpoint) are durable; delivery is
+/// at-least-once and the checkpoint makes it effectively once.
+public final class Worker: Service, Sendable {
+    let applier: Applier
+    let store: PostgresStore
+    let kafka: KafkaClientConfiguration
+    let configuration: WorkerConfiguration
+    let logger: Logger
+    let lagGauge: Gauge
+    let appliedCounter: Counter
+    let deadLetterCounter: Counter
+    let reconciledCounter: Counter
+
+    /// Creates a worker for a projection.
+    public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration, configuration: WorkerConfiguration = .init(), logger: Logger) {
+        self.applier = Applier(projection: projection, store: store)
+        self.store = store
+        self.kafka = kafka
+        self.configuration = configuration
+        var logger = logger
+        logger[metadataKey: "worker"] = "\(projection.name)"
+        self.logger = logger
+        let dimensions = [("worker", projection.name)]
+        self.lagGauge = Gauge(label: "stratus_consumer_lag_events", dimensions: dimensions)
+        self.appliedCounter = Counter(label: "stratus_worker_applied_total", dimensions: dimensions)
+        self.deadLetterCounter = Counter(label: "stratus_worker_dead_letters_total", dimensions: dimensions)
+        self.reconciledCounter = Counter(label: "stratus_worker_reconciled_total", dimensions: dimensions)
+    }
+
+    /// The consumer group id of this worker.
+    public var groupID: String { applier.projection.name }
+
+    /// Consumes until graceful shutdown; reconnects with backoff when the broker is away.
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown { [self] in
+            var backoff = Duration.milliseconds(200)
+            while !Task.isCancelled {
+                do {
+                    try await consume()
+                } catch where !Task.isCancelled {
+                    logger.warning("worker consumer failed; reconnecting", metadata: ["error": "\(error)"])
+                    try await Task.sleep(for: backoff)
+                    backoff = min(backoff * 2, configuration.maxBackoff)
+                }
+            }
+        }
+    }
+
+    private func consume() async throws {
+        let consumer = try KafkaConsumer(configuration: kafka, groupID: groupID, topics: [configuration.topic], logger: logger)
+        defer { consumer.close() }
+        logger.info("worker consuming", metadata: ["topic": "\(configuration.topic)", "group": "\(groupID)"])
+        var lastReconcile = ContinuousClock.now
+        while !Task.isCancelled {
+            let messages = try await consumer.poll(maxMessages: configuration.batchSize, timeout: configuration.pollTimeout)
+            if messages.isEmpty {
+                if let lag = try? consumer.lag() { lagGauge.record(lag) }
+                if ContinuousClock.now - lastReconcile >= configuration.reconcileInterval {
+                    try await reconcile()
+                    lastReconcile = .now
+                }
+                continue
+            }
+            var next: [String: KafkaTopicPartitionOffset] = [:]
+            for message in messages {
+                try await handle(message)
+                next["\(message.topic)/\(message.partition)"] = KafkaTopicPartitionOffset(topic: message.topic, partition: message.partition, offset: message.offset + 1)
+            }
+            try await consumer.commit(Array(next.values))
+            if let lag = try? consumer.lag() { lagGauge.record(lag) }
+        }
+    }
+
+    /// The safety net under Kafka: zones whose change counter is ahead of this worker's checkpoint
+    /// (their events were lost, e.g. by a broker that restarted empty) are caught up from the
+    /// PostgreSQL event log. Applying a zone's latest event pulls in everything before it.
+    func reconcile() async throws {
+        let behind = try await CheckpointStore.zonesBehind(
+            worker: groupID, grace: configuration.reconcileGrace, limit: 500, store: store, logger: logger)
+        for (zoneKey, sequence) in behind {
+            guard let latest = try await EventLog(store: store).events(zoneKey: zoneKey, sequences: sequence...sequence, logger: logger).first else { continue }
+            let outcome = try await applier.apply(latest, logger: logger)
+            if case .applied(let filled) = outcome {
+                appliedCounter.increment(by: 1 + filled)
+                reconciledCounter.increment(by: 1 + filled)
+                logger.warning("caught up a zone from the event log", metadata: ["zone": "\(zoneKey)", "events": "\(1 + filled)"])
+            }
+        }
+    }
+
+    /// Applies one message, retrying transient failures with backoff; a message that cannot be read,
+    /// or keeps failing, goes to the dead letters so the partition keeps moving.
+    private func handle(_ message: KafkaMessage) async throws {
+        let event: EventEnvelope
+        do {
+            event = try EventCoding.decoder.decode(EventEnvelope.self, from: Data(message.value))
+        } catch {
+            try await deadLetter(message, reason: "undecodable event: \(error)")
+            return
+        }
+        var attempt = 0
+        var backoff = Duration.milliseconds(100)
+        while true {
+            attempt += 1
+            do {
+                let outcome = try await applier.apply(event, logger: logger)
+                if case .applied(let filled) = outcome {
+                    appliedCounter.increment(by: 1 + filled)
+                    logger.debug("applied event", metadata: ["event": "\(event.id)", "type": "\(event.type)", "zone": "\(event.zoneKey)"])
+                }
+                return
+            } catch let error as EventDecodingError {
+                try await deadLetter(message, reason: error.reason)
+                return
+            } catch where !Task.isCancelled && attempt < configuration.maxApplyAttempts {
+                logger.warning("apply failed; retrying", metadata: ["event": "\(event.id)", "attempt": "\(attempt)", "error": "\(error)"])
+                try await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, configuration.maxBackoff)
+            } catch where !Task.isCancelled {
+                try await deadLetter(message, reason: "apply failed \(attempt) times: \(error)")
+                return
+            }
+        }
+    }
+
+    private func deadLetter(_ message: KafkaMessage, reason: String) async throws {
+        logger.error("event set aside as a dead letter", metadata: [
+            "topic": "\(message.topic)", "partition": "\(message.partition)", "offset": "\(message.offset)", "reason": "\(reason)",
+        ])
+        deadLetterCounter.increment()
+        try await DeadLetterStore.record(
+            worker: groupID, topic: message.topic, partition: message.partition, offset: message.offset,
+            value: message.value, reason: reason, store: store, logger: logger)
+    }
+}

@@ -1,0 +1,130 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StratusRuntime
+
+/// The admin CLI: migrate, run the relay, re-publish, replay workers, manage containers.
+@main
+struct Stratus: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stratus",
+        abstract: "Administer a Stratus deployment.",
+        subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, ContainerCommand.self, UserCommand.self]
+    )
+}
+
+/// Options every subcommand shares; flags override the environment.
+struct CommonOptions: ParsableArguments {
+    @Option(help: "PostgreSQL URL (default: $STRATUS_DATABASE_URL).")
+    var databaseURL: String?
+
+    @Option(help: "Kafka bootstrap brokers (default: $STRATUS_KAFKA_BROKERS).")
+    var kafkaBrokers: String?
+
+    func resolve(label: String) throws -> (StratusConfiguration, Logger) {
+        var configuration = try StratusConfiguration.fromEnvironment()
+        if let databaseURL { configuration.databaseURL = databaseURL }
+        if let kafkaBrokers { configuration.kafka.brokers = kafkaBrokers }
+        CLI.bootstrapOnce(level: configuration.logLevel)
+        return (configuration, Logger(label: label))
+    }
+}
+
+enum CLI {
+    nonisolated(unsafe) static var bootstrapped = false
+    static func bootstrapOnce(level: Logger.Level) {
+        guard !bootstrapped else { return }
+        bootstrapped = true
+        Observability.bootstrap(level: level)
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply pending migrations from migrations/ (a no-op when up to date).")
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let (configuration, logger) = try options.resolve(label: "stratus-migrate")
+        let applied = try await Admin.migrate(configuration, logger: logger)
+        print(applied.isEmpty ? "database is up to date" : "applied: \(applied.joined(separator: ", "))")
+    }
+}
+
+struct RelayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "relay", abstract: "Run the event relay alone (outbox → Kafka) until interrupted.")
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let (configuration, logger) = try options.resolve(label: "stratus-relay")
+        try await StratusProcess.runRelay(configuration, logger: logger)
+    }
+}
+
+struct Republish: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Publish the event log again from an event id (the running relay sends it).")
+    @OptionGroup var options: CommonOptions
+    @Option(help: "The first event id to publish again.")
+    var from: Int64
+
+    func run() async throws {
+        let (configuration, logger) = try options.resolve(label: "stratus-republish")
+        let count = try await Admin.republish(from: from, configuration, logger: logger)
+        print("marked \(count) events for publishing from id \(from)")
+    }
+}
+
+struct Replay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Rebuild a worker's state from the beginning of the event log and reset its consumer group.",
+        discussion: "Stop the worker first so its consumer group can be moved; a running worker stays correct but keeps its position.")
+    @OptionGroup var options: CommonOptions
+    @Argument(help: "The worker: stratus-indexer, stratus-subscriptions, stratus-gc or stratus-shares.")
+    var worker: String
+
+    func run() async throws {
+        let (configuration, logger) = try options.resolve(label: "stratus-replay")
+        let count = try await Admin.replay(worker: worker, configuration, logger: logger) { progress in
+            print(String(format: "replay %@: %d events, at id %lld of %lld, %.0f events/s", worker, progress.events, progress.position, progress.target, progress.eventsPerSecond))
+        }
+        print("replay \(worker) done: \(count) events")
+    }
+}
+
+struct ContainerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a container (if new) and a new API token for it; prints the token once.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier, e.g. iCloud.com.example.notes.")
+        var container: String
+        @Option(help: "A label for the token.")
+        var label: String = ""
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-container")
+            let token = try await Admin.createContainer(container, label: label, configuration, logger: logger)
+            print(token)
+        }
+    }
+}
+
+struct UserCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "user", abstract: "Users.", subcommands: [Token.self])
+
+    struct Token: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Issue a web auth token (ckWebAuthToken) for a user of a container; prints it.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The user record name (default: a new '_' + random id).")
+        var user: String?
+        @Option(help: "Days until the token expires.")
+        var days: Int = 30
+
+        func run() async throws {
+            let (configuration, _) = try options.resolve(label: "stratus-user")
+            print(Admin.webAuthToken(container: container, user: user, days: days, configuration))
+        }
+    }
+}

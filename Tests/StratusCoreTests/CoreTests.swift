@@ -1,0 +1,82 @@
+import Foundation
+import StratusCore
+import XCTest
+
+final class ZoneDecisionTests: XCTestCase {
+    let database = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
+
+    func testCreateNewZoneEmitsCreatedAtNextSequence() throws {
+        let incarnation = UUID()
+        let outcome = try ZoneDecision.decide(.create(ZoneID(zoneName: "A", ownerRecordName: "_u")), database: database, current: nil, lastSequence: 4, newIncarnation: incarnation)
+        guard case .changed(let events, let after) = outcome else { return XCTFail("expected a change") }
+        XCTAssertEqual(events, [.created(ZoneCreated(database: database, zoneID: ZoneID(zoneName: "A", ownerRecordName: "_u"), incarnation: incarnation))])
+        XCTAssertEqual(after?.changeCounter, 5)
+    }
+
+    func testCreateExistingZoneIsUnchangedAndDeleteMissingIsZoneNotFound() throws {
+        let zone = Zone(database: database, zoneID: ZoneID(zoneName: "A", ownerRecordName: "_u"), incarnation: UUID(), changeCounter: 3)
+        XCTAssertEqual(try ZoneDecision.decide(.create(zone.zoneID), database: database, current: zone, lastSequence: 3, newIncarnation: UUID()), .unchanged(zone))
+        XCTAssertThrowsError(try ZoneDecision.decide(.delete(zone.zoneID), database: database, current: nil, lastSequence: 3, newIncarnation: UUID())) { error in
+            XCTAssertEqual((error as? StratusError)?.code, .zoneNotFound)
+        }
+    }
+
+    func testZoneNameValidation() {
+        XCTAssertNoThrow(try ZoneID.validate(zoneName: "Notes-2024.v1"))
+        for bad in ["", "_private", "a/b", "with space", String(repeating: "x", count: 256), "é"] {
+            XCTAssertThrowsError(try ZoneID.validate(zoneName: bad), bad)
+        }
+    }
+
+    func testZoneKeyIsStableAcrossIncarnationsAndDistinctAcrossDatabases() {
+        let other = DatabaseID(container: "iCloud.a", environment: .production, scope: .private, owner: "_u")
+        XCTAssertEqual(ZoneKey(database: database, zoneName: "A").rawValue, "iCloud.a/development/private/_u/A")
+        XCTAssertNotEqual(ZoneKey(database: database, zoneName: "A"), ZoneKey(database: other, zoneName: "A"))
+        XCTAssertEqual(DatabaseID(container: "c", environment: .development, scope: .public, owner: "_someone").owner, DatabaseID.publicOwner)
+    }
+}
+
+final class EventTests: XCTestCase {
+    func testEnvelopeRoundTripsAndDecodesItsPayload() throws {
+        let database = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
+        let payload = ZoneCreated(database: database, zoneID: ZoneID(zoneName: "A", ownerRecordName: "_u"), incarnation: UUID())
+        let new = NewEvent(zoneKey: ZoneKey(database: database, zoneName: "A"), zoneSequence: 1, payload: payload, causation: Causation(requestID: "r"))
+        let envelope = EventEnvelope(id: 7, zoneKey: new.zoneKey, zoneSequence: 1, type: new.type, schemaVersion: new.schemaVersion, payload: new.payload, causation: new.causation, createdAt: 1)
+        let decoded = try EventCoding.decoder.decode(EventEnvelope.self, from: EventCoding.encode(envelope))
+        XCTAssertEqual(decoded, envelope)
+        XCTAssertEqual(try decoded.decode(ZoneCreated.self), payload)
+        XCTAssertThrowsError(try decoded.decode(ZoneDeleted.self))
+    }
+}
+
+final class TokenTests: XCTestCase {
+    func testWebAuthTokenVerifiesAndRejectsTamperingExpiryAndOtherContainers() throws {
+        let key = SecretKey.generate()
+        let token = WebAuthToken(userRecordName: "_u1", container: "iCloud.a", expiresAt: 2_000).signed(with: key)
+        XCTAssertEqual(try WebAuthToken.verify(token, key: key, container: "iCloud.a", now: 1_000).userRecordName, "_u1")
+        XCTAssertThrowsError(try WebAuthToken.verify(token, key: key, container: "iCloud.b", now: 1_000))
+        XCTAssertThrowsError(try WebAuthToken.verify(token, key: key, container: "iCloud.a", now: 3_000))
+        XCTAssertThrowsError(try WebAuthToken.verify(token, key: SecretKey.generate(), container: "iCloud.a", now: 1_000))
+        var tampered = Array(token)
+        tampered[3] = tampered[3] == "A" ? "B" : "A"
+        XCTAssertThrowsError(try WebAuthToken.verify(String(tampered), key: key, container: "iCloud.a", now: 1_000)) { error in
+            XCTAssertEqual((error as? StratusError)?.code, .authenticationFailed)
+        }
+        XCTAssertThrowsError(try WebAuthToken.verify("garbage", key: key, container: "iCloud.a", now: 1_000))
+    }
+
+    func testSecretKeyParsingAndRedaction() throws {
+        let key = SecretKey.generate()
+        XCTAssertEqual(try SecretKey(text: key.hex).hex, key.hex)
+        XCTAssertThrowsError(try SecretKey(text: "short"))
+        XCTAssertFalse(String(describing: key).contains(key.hex))
+    }
+
+    func testAPITokensAreRandomAndDigestsStable() {
+        let a = APIToken.generate(), b = APIToken.generate()
+        XCTAssertNotEqual(a, b)
+        XCTAssertEqual(a.count, 64)
+        XCTAssertEqual(APIToken.digest(a), APIToken.digest(a))
+        XCTAssertNotEqual(APIToken.digest(a), APIToken.digest(b))
+    }
+}

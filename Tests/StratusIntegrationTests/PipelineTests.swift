@@ -1,0 +1,211 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+import StratusKafka
+@testable import StratusPostgres
+@testable import StratusRelay
+import StratusWorkers
+import XCTest
+
+/// The event pipeline end to end: serializable write + event → relay → Kafka → worker.
+struct PipelineFixture: Sendable {
+    let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+
+    func kafka(_ brokers: String) -> KafkaClientConfiguration {
+        KafkaClientConfiguration(brokers: brokers)
+    }
+
+    func uniqueTopic() -> String { "test-events-" + UUID().uuidString.prefix(8).lowercased() }
+
+    /// Creates, deletes and re-creates zones: `rounds` times over `zoneCount` zones.
+    func workload(_ store: PostgresStore, zoneCount: Int, rounds: Int, prefix: String = "Z") async throws {
+        let zones = ZoneStore(store: store)
+        for round in 0..<rounds {
+            for index in 0..<zoneCount {
+                let zoneID = ZoneID(zoneName: "\(prefix)\(index)", ownerRecordName: database.owner)
+                let command: ZoneCommand = (round + index) % 3 == 2 ? .delete(zoneID) : .create(zoneID)
+                _ = try await zones.modify([command], in: database, causation: Causation(requestID: "w\(round)"), logger: TestSupport.logger)
+            }
+        }
+    }
+
+    /// The live zones according to the write path: what the indexer's directory must converge to.
+    func expectedDirectory(_ store: PostgresStore) async throws -> [String: UUID] {
+        var expected: [String: UUID] = [:]
+        for zone in try await ZoneStore(store: store).list(in: database, logger: TestSupport.logger) {
+            expected[zone.key.rawValue] = zone.incarnation
+        }
+        return expected
+    }
+
+    func directory(_ store: PostgresStore) async throws -> [String: UUID] {
+        Dictionary(uniqueKeysWithValues: try await IndexZoneStore.all(store: store, logger: TestSupport.logger).map { ($0.zoneKey, $0.incarnation) })
+    }
+
+    func runServices<T: Sendable>(_ services: [any Sendable & RunnableService], _ body: @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for service in services { group.addTask { try await service.run() } }
+            defer { group.cancelAll() }
+            return try await body()
+        }
+    }
+
+}
+
+final class PipelineTests: XCTestCase {
+    let fixture = PipelineFixture()
+
+    func testRelayPublishesEveryEventInZoneOrder() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        let topic = fixture.uniqueTopic()
+        let fixture = fixture
+        try await TestSupport.withMigratedStore { store, _ in
+            try await fixture.workload(store, zoneCount: 6, rounds: 5)
+            var relayConfiguration = RelayConfiguration()
+            relayConfiguration.topic = topic
+            relayConfiguration.partitions = 3
+            let relay = Relay(store: store, kafka: fixture.kafka(brokers), configuration: relayConfiguration, logger: TestSupport.logger)
+            let total = try await EventLog(store: store).lastID(logger: TestSupport.logger)
+            try await fixture.runServices([relay]) {
+                try await TestSupport.eventually("the relay to publish everything") {
+                    try await EventLog(store: store).backlog(logger: TestSupport.logger).count == 0
+                }
+                // More events while the relay runs arrive through LISTEN/NOTIFY.
+                try await fixture.workload(store, zoneCount: 2, rounds: 2, prefix: "Late")
+                try await TestSupport.eventually("the relay to publish the late events") {
+                    try await EventLog(store: store).backlog(logger: TestSupport.logger).count == 0
+                }
+            }
+            let expectedCount = try await EventLog(store: store).lastID(logger: TestSupport.logger)
+            XCTAssertGreaterThan(expectedCount, total)
+            let consumer = try KafkaConsumer(configuration: fixture.kafka(brokers), groupID: "reader-\(UUID())", topics: [topic], logger: TestSupport.logger)
+            defer { consumer.close() }
+            var received: [EventEnvelope] = []
+            let deadline = ContinuousClock.now + .seconds(60)
+            while received.count < expectedCount, ContinuousClock.now < deadline {
+                for message in try await consumer.poll(maxMessages: 500, timeout: .seconds(1)) {
+                    let event = try EventCoding.decoder.decode(EventEnvelope.self, from: Data(message.value))
+                    XCTAssertEqual(message.key.map { String(decoding: $0, as: UTF8.self) }, event.zoneKey.rawValue, "keyed by zone")
+                    received.append(event)
+                }
+            }
+            XCTAssertEqual(Set(received.map(\.id)).count, Int(expectedCount), "every event arrives")
+            for (key, events) in Dictionary(grouping: received, by: \.zoneKey) {
+                let sequences = events.compactMap(\.zoneSequence)
+                XCTAssertEqual(sequences, Array(1...Int64(sequences.count)), "zone \(key) in order, without gaps")
+            }
+        }
+    }
+
+    func testApplierSkipsRedeliveriesAndFillsGapsFromTheEventLog() async throws {
+        let fixture = fixture
+        try await TestSupport.withMigratedStore { store, _ in
+            let zoneID = ZoneID(zoneName: "Gap", ownerRecordName: fixture.database.owner)
+            for command in [ZoneCommand.create(zoneID), .delete(zoneID), .create(zoneID), .delete(zoneID)] {
+                _ = try await ZoneStore(store: store).modify([command], in: fixture.database, causation: Causation(requestID: "gap"), logger: TestSupport.logger)
+            }
+            let events = try await EventLog(store: store).events(after: 0, limit: 100, logger: TestSupport.logger)
+            guard events.count == 4 else { return XCTFail("expected four events, got \(events.count)") }
+            let applier = Applier(projection: IndexerProjection(), store: store)
+            // The last event first: its three predecessors are pulled from the event log.
+            let first = try await applier.apply(events[3], logger: TestSupport.logger)
+            XCTAssertEqual(first, .applied(filledGap: 3))
+            for event in events {
+                let again = try await applier.apply(event, logger: TestSupport.logger)
+                XCTAssertEqual(again, .duplicate)
+            }
+            let directory = try await fixture.directory(store)
+            let expected = try await fixture.expectedDirectory(store)
+            XCTAssertEqual(directory, expected)
+        }
+    }
+
+    func testWorkerAppliesOnceDespiteRedeliveryAndReplayRebuildsIdentically() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        let topic = fixture.uniqueTopic()
+        let fixture = fixture
+        try await TestSupport.withMigratedStore { store, _ in
+            var relayConfiguration = RelayConfiguration()
+            relayConfiguration.topic = topic
+            relayConfiguration.partitions = 4
+            var workerConfiguration = WorkerConfiguration()
+            workerConfiguration.topic = topic
+            let kafka = fixture.kafka(brokers)
+            let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
+            let worker = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            try await fixture.runServices([relay, worker]) {
+                try await fixture.workload(store, zoneCount: 8, rounds: 6)
+                let expected = try await fixture.expectedDirectory(store)
+                XCTAssertFalse(expected.isEmpty)
+                try await TestSupport.eventually("the indexer to catch up") { try await fixture.directory(store) == expected }
+                // Publish everything again: every event is delivered a second time and must change nothing.
+                let again = try await EventLog(store: store).republish(from: 1, logger: TestSupport.logger)
+                XCTAssertGreaterThan(again, 0)
+                try await TestSupport.eventually("the relay to re-send") {
+                    try await EventLog(store: store).backlog(logger: TestSupport.logger).count == 0
+                }
+                try await Task.sleep(for: .seconds(2))
+                let after = try await fixture.directory(store)
+                XCTAssertEqual(after, expected)
+            }
+            let live = try await IndexZoneStore.all(store: store, logger: TestSupport.logger)
+            let count = try await Rebuild(projection: IndexerProjection(), store: store, kafka: kafka, topic: topic).run(logger: TestSupport.logger)
+            let lastID = try await EventLog(store: store).lastID(logger: TestSupport.logger)
+            XCTAssertEqual(count, Int(lastID))
+            let rebuilt = try await IndexZoneStore.all(store: store, logger: TestSupport.logger)
+            XCTAssertEqual(rebuilt, live, "a replay rebuilds the same state")
+        }
+    }
+
+    /// The broker is killed mid-run and comes back empty: no event is lost, and the worker's state
+    /// ends equal to a fresh replay.
+    func testBrokerRestartLosesNoEvent() async throws {
+        let broker = try Broker()
+        try broker.start()
+        defer { broker.kill() }
+        let topic = fixture.uniqueTopic()
+        let fixture = fixture
+        try await TestSupport.withMigratedStore { store, _ in
+            var relayConfiguration = RelayConfiguration()
+            relayConfiguration.topic = topic
+            relayConfiguration.partitions = 4
+            relayConfiguration.verifyInterval = .seconds(2)
+            relayConfiguration.maxBackoff = .seconds(1)
+            relayConfiguration.sendTimeout = .seconds(5)
+            var workerConfiguration = WorkerConfiguration()
+            workerConfiguration.topic = topic
+            workerConfiguration.maxBackoff = .seconds(1)
+            workerConfiguration.reconcileInterval = .seconds(3)
+            workerConfiguration.reconcileGrace = .seconds(2)
+            let kafka = fixture.kafka(broker.address)
+            let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
+            let worker = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            try await fixture.runServices([relay, worker]) {
+                try await fixture.workload(store, zoneCount: 6, rounds: 3, prefix: "Before")
+                let before = try await fixture.expectedDirectory(store)
+                try await TestSupport.eventually("the indexer to catch up before the restart") { try await fixture.directory(store) == before }
+
+                broker.kill()
+                try await fixture.workload(store, zoneCount: 6, rounds: 3, prefix: "During")
+                try await Task.sleep(for: .seconds(2))
+                try broker.start()
+                try await fixture.workload(store, zoneCount: 6, rounds: 3, prefix: "After")
+
+                let expected = try await fixture.expectedDirectory(store)
+                try await TestSupport.eventually(timeout: .seconds(120), "the indexer to converge after the restart") {
+                    try await fixture.directory(store) == expected
+                }
+            }
+            let live = try await IndexZoneStore.all(store: store, logger: TestSupport.logger)
+            try await Rebuild(projection: IndexerProjection(), store: store, kafka: nil, topic: topic).run(logger: TestSupport.logger)
+            let rebuilt = try await IndexZoneStore.all(store: store, logger: TestSupport.logger)
+            XCTAssertEqual(rebuilt, live)
+        }
+    }
+}
+
+/// Anything with a `run()`: the relay, workers and the store.
+protocol RunnableService { func run() async throws }
+extension Relay: RunnableService {}
+extension Worker: RunnableService {}

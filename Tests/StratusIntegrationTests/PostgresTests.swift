@@ -1,0 +1,212 @@
+import Foundation
+import PostgresNIO
+import StratusCore
+@testable import StratusPostgres
+import Synchronization
+import XCTest
+
+final class MigrationTests: XCTestCase {
+    func testMigrateTwiceIsANoOpAndServicesRefuseUnmigratedDatabases() async throws {
+        let url = try await TestSupport.createDatabase()
+        let migrations = try TestSupport.migrations()
+        XCTAssertFalse(migrations.isEmpty)
+        try await TestSupport.withStore(url: url) { store in
+            let migrator = Migrator(store: store, migrations: migrations)
+            do {
+                try await migrator.verify(logger: TestSupport.logger)
+                XCTFail("an unmigrated database must be refused")
+            } catch let error as MigrationError {
+                XCTAssertTrue(error.description.contains("stratus migrate"), error.description)
+            }
+            let first = try await migrator.migrate(logger: TestSupport.logger)
+            XCTAssertEqual(first, migrations.map(\.name))
+            let second = try await migrator.migrate(logger: TestSupport.logger)
+            XCTAssertEqual(second, [])
+            try await migrator.verify(logger: TestSupport.logger)
+        }
+    }
+
+    func testAChangedAppliedMigrationIsAnError() async throws {
+        let url = try await TestSupport.createDatabase()
+        var migrations = try TestSupport.migrations()
+        try await TestSupport.withStore(url: url) { [migrations] store in
+            try await Migrator(store: store, migrations: migrations).migrate(logger: TestSupport.logger)
+        }
+        migrations[0].sql += "\n-- edited\n"
+        try await TestSupport.withStore(url: url) { [migrations] store in
+            do {
+                try await Migrator(store: store, migrations: migrations).migrate(logger: TestSupport.logger)
+                XCTFail("a changed migration must be refused")
+            } catch let error as MigrationError {
+                XCTAssertTrue(error.description.contains("changed after it was applied"), error.description)
+            }
+        }
+    }
+
+    func testMigrationsLoadInNumberOrderAndRejectDuplicates() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try "SELECT 2".write(to: directory.appendingPathComponent("0010_b.sql"), atomically: true, encoding: .utf8)
+        try "SELECT 1".write(to: directory.appendingPathComponent("0002_a.sql"), atomically: true, encoding: .utf8)
+        XCTAssertEqual(try Migration.load(from: directory).map(\.version), [2, 10])
+        try "SELECT 3".write(to: directory.appendingPathComponent("0010_c.sql"), atomically: true, encoding: .utf8)
+        XCTAssertThrowsError(try Migration.load(from: directory))
+    }
+}
+
+final class SerializableTransactionTests: XCTestCase {
+    /// Concurrent read-modify-write transactions on one row: PostgreSQL aborts the losers with 40001,
+    /// the helper retries them, and no increment is lost.
+    func testConflictingTransactionsAreRetriedAndNoUpdateIsLost() async throws {
+        try await TestSupport.withMigratedStore(maxAttempts: 50) { store, _ in
+            try await store.withConnection { connection in
+                try await connection.query("CREATE TABLE counter (id int PRIMARY KEY, value int NOT NULL)", logger: TestSupport.logger)
+                try await connection.query("INSERT INTO counter VALUES (1, 0)", logger: TestSupport.logger)
+            }
+            let attempts = AttemptCounter()
+            let writers = 12
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<writers {
+                    group.addTask {
+                        try await store.serializable(logger: TestSupport.logger) { transaction in
+                            attempts.increment()
+                            var value = 0
+                            for try await v in try await transaction.connection.query("SELECT value FROM counter WHERE id = 1", logger: TestSupport.logger).decode(Int.self) { value = v }
+                            try await Task.sleep(for: .milliseconds(20))
+                            try await transaction.connection.query("UPDATE counter SET value = \(value + 1) WHERE id = 1", logger: TestSupport.logger)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            var final = 0
+            try await store.withConnection { connection in
+                for try await v in try await connection.query("SELECT value FROM counter", logger: TestSupport.logger).decode(Int.self) { final = v }
+            }
+            XCTAssertEqual(final, writers, "every committed increment must be there")
+            XCTAssertGreaterThan(attempts.value, writers, "the conflict must have caused retries")
+        }
+    }
+
+    /// When attempts run out the caller gets TRY_AGAIN_LATER with retryAfter, never a raw database error.
+    func testExhaustedRetriesSurfaceAsTryAgainLater() async throws {
+        try await TestSupport.withMigratedStore(maxAttempts: 1) { store, _ in
+            try await store.withConnection { connection in
+                try await connection.query("CREATE TABLE counter (id int PRIMARY KEY, value int NOT NULL)", logger: TestSupport.logger)
+                try await connection.query("INSERT INTO counter VALUES (1, 0)", logger: TestSupport.logger)
+            }
+            let outcomes = try await withThrowingTaskGroup(of: StratusError?.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        do {
+                            try await store.serializable(logger: TestSupport.logger) { transaction in
+                                var value = 0
+                                for try await v in try await transaction.connection.query("SELECT value FROM counter WHERE id = 1", logger: TestSupport.logger).decode(Int.self) { value = v }
+                                try await Task.sleep(for: .milliseconds(50))
+                                try await transaction.connection.query("UPDATE counter SET value = \(value + 1) WHERE id = 1", logger: TestSupport.logger)
+                            }
+                            return nil
+                        } catch let error as StratusError {
+                            return error
+                        }
+                    }
+                }
+                var errors: [StratusError?] = []
+                for try await outcome in group { errors.append(outcome) }
+                return errors
+            }
+            let failures = outcomes.compactMap { $0 }
+            XCTAssertFalse(failures.isEmpty, "six concurrent writers with one attempt each must conflict")
+            for failure in failures {
+                XCTAssertEqual(failure.code, .tryAgainLater)
+                XCTAssertNotNil(failure.retryAfter)
+            }
+        }
+    }
+}
+
+final class ZoneStoreTests: XCTestCase {
+    func testZoneEventsAreAppendedWithConsecutiveSequencesAcrossIncarnations() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            let zones = ZoneStore(store: store)
+            let zoneID = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
+            let causation = Causation(requestID: "r1", userRecordName: "_alice")
+            let created = try await zones.modify([.create(zoneID)], in: database, causation: causation, logger: TestSupport.logger)
+            guard case .success(.saved(let first)) = created[0] else { return XCTFail("create failed: \(created)") }
+            // Creating again returns the same zone and appends nothing.
+            let again = try await zones.modify([.create(zoneID)], in: database, causation: causation, logger: TestSupport.logger)
+            XCTAssertEqual(again, [.success(.saved(first))])
+            _ = try await zones.modify([.delete(zoneID)], in: database, causation: causation, logger: TestSupport.logger)
+            let recreated = try await zones.modify([.create(zoneID)], in: database, causation: causation, logger: TestSupport.logger)
+            guard case .success(.saved(let second)) = recreated[0] else { return XCTFail("re-create failed") }
+            XCTAssertNotEqual(first.incarnation, second.incarnation, "a re-created zone is a new incarnation")
+            let missing = try await zones.modify([.delete(ZoneID(zoneName: "Nope", ownerRecordName: "_alice"))], in: database, causation: causation, logger: TestSupport.logger)
+            guard case .failure(let missingError) = missing.first else { return XCTFail("deleting a missing zone must fail") }
+            XCTAssertEqual(missingError.code, .zoneNotFound)
+
+            let events = try await EventLog(store: store).events(after: 0, limit: 100, logger: TestSupport.logger)
+            let listed = try await zones.list(in: database, logger: TestSupport.logger)
+            XCTAssertEqual(listed.map(\.zoneID.zoneName), ["Notes"])
+            XCTAssertEqual(events.map(\.type), [.zoneCreated, .zoneDeleted, .zoneCreated])
+            XCTAssertEqual(events.map(\.zoneSequence), [1, 2, 3])
+            XCTAssertEqual(Set(events.map(\.zoneKey)), [ZoneKey(database: database, zoneName: "Notes")])
+            XCTAssertEqual(try events[2].decode(ZoneCreated.self).incarnation, second.incarnation)
+            XCTAssertEqual(events[0].causation.requestID, "r1")
+        }
+    }
+}
+
+final class RelayLeadershipTests: XCTestCase {
+    /// Exactly one relay publishes: while one holds the lock, another is turned away, and after it
+    /// lets go the other takes over.
+    func testOnlyOneRelayLeadsAtATime() async throws {
+        try await TestSupport.withMigratedStore { store, url in
+            try await TestSupport.withStore(url: url) { otherStore in
+                let first = RelayStore(store: store)
+                let second = RelayStore(store: otherStore)
+                let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
+                let (release, releaseContinuation) = AsyncStream<Void>.makeStream()
+                let leader = Task {
+                    try await first.whileLeader(logger: TestSupport.logger) {
+                        enteredContinuation.yield()
+                        for await _ in release { break }
+                        return true
+                    }
+                }
+                for await _ in entered { break }
+                let refused = try await second.whileLeader(logger: TestSupport.logger) { true }
+                XCTAssertNil(refused, "a second relay must not publish while the first leads")
+                releaseContinuation.yield()
+                let led = try await leader.value
+                XCTAssertEqual(led, true)
+                let takeover = try await second.whileLeader(logger: TestSupport.logger) { true }
+                XCTAssertEqual(takeover, true, "once the leader lets go, a standby takes over")
+            }
+        }
+    }
+}
+
+final class AttemptCounter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
+
+final class SQLScriptTests: XCTestCase {
+    func testSplitsOnSemicolonsOutsideQuotesCommentsAndDollarBodies() {
+        let sql = """
+            -- a comment; not a statement
+            CREATE TABLE a (x text DEFAULT 'semi;colon');
+            /* block; comment */ INSERT INTO a VALUES ('it''s; fine');
+            CREATE FUNCTION f() RETURNS int AS $body$ BEGIN RETURN 1; END; $body$ LANGUAGE plpgsql;
+            SELECT "odd;name" FROM a
+            """
+        let statements = SQLScript.statements(sql)
+        XCTAssertEqual(statements.count, 4, "\(statements)")
+        XCTAssertTrue(statements[0].hasSuffix("DEFAULT 'semi;colon')"))
+        XCTAssertTrue(statements[1].hasSuffix("('it''s; fine')"))
+        XCTAssertTrue(statements[2].contains("RETURN 1; END;"))
+        XCTAssertEqual(statements[3], #"SELECT "odd;name" FROM a"#)
+    }
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Runs the test suite: installs what is missing, starts a throwaway PostgreSQL and a throwaway
+# broker on free ports, runs `swift test` (arguments pass through, e.g. --filter ZoneAPITests),
+# and always stops both servers, exiting with swift test's status.
+#
+# `scripts/test.sh --servers-only` starts the servers, prints the variables the tests read, and
+# keeps the servers until Ctrl-C (for running tests from an editor).
+#
+# The tests read STRATUS_TEST_DATABASE_URL (superuser `stratus` on database `stratus`; tests create
+# a database each), STRATUS_TEST_KAFKA_BROKERS, and STRATUS_TANSU_BIN (the broker binary, for
+# tests that run and kill a broker of their own).
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$STRATUS_ROOT"
+
+servers_only=0
+if [[ "${1:-}" == "--servers-only" ]]; then
+    servers_only=1
+    shift
+fi
+
+"$STRATUS_ROOT/scripts/install-deps.sh"
+ensure_swift_on_path || die "swift is not on PATH"
+
+work=""
+pg_dir=""
+PG_PID=""
+TANSU_PID=""
+status=0
+
+# Stops what the tests left running (e.g. a broker of a test that crashed): the processes that
+# inherited this run's STRATUS_TEST_RUN marker.
+# shellcheck disable=SC2317 # invoked by the trap
+stop_test_leftovers() {
+    [[ -n "${STRATUS_TEST_RUN:-}" ]] || return 0
+    local entry pid environment command
+    for entry in /proc/[0-9]*; do
+        pid="${entry#/proc/}"
+        [[ "$pid" != "$$" ]] || continue
+        environment="$(tr '\0' '\n' 2>/dev/null <"$entry/environ")" || continue
+        if [[ $'\n'"$environment"$'\n' == *$'\n'"STRATUS_TEST_RUN=$STRATUS_TEST_RUN"$'\n'* ]]; then
+            command="$(tr '\0' ' ' 2>/dev/null <"$entry/cmdline")" || command="pid $pid"
+            command="${command% }"
+            stop_pid "$pid" "${command:0:80} (left by the tests)" 5
+        fi
+    done
+}
+
+# shellcheck disable=SC2317 # invoked by the trap
+cleanup() {
+    local exit_status=$?
+    trap - EXIT INT TERM
+    if ((status == 0)); then
+        status=$exit_status
+    fi
+    if [[ -n "$TANSU_PID" ]]; then
+        tansu_stop "$TANSU_PID"
+    fi
+    if [[ -n "$pg_dir" ]]; then
+        pg_stop "$pg_dir" "$PG_PID"
+    fi
+    stop_test_leftovers
+    if [[ -n "$work" && -d "$work" ]]; then
+        if ((status != 0)); then
+            show_log_tail "$work/postgres.log" 30
+            show_log_tail "$work/broker.log" 30
+        fi
+        rm -rf "$work"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'status=130; exit 130' INT
+trap 'status=143; exit 143' TERM
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/stratus-test.XXXXXX")"
+chmod 755 "$work"
+give_to_pg_owner "$work"
+pg_dir="$work/pg"
+STRATUS_TEST_RUN="$work"
+export STRATUS_TEST_RUN
+
+# PostgreSQL: throwaway, so durability is off.
+pg_init "$pg_dir"
+pg_port=""
+for attempt in 1 2 3; do
+    candidate="$(free_port)"
+    if pg_start "$pg_dir" "$candidate" "$work/postgres.log" \
+        -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off; then
+        pg_port="$candidate"
+        break
+    fi
+    log "PostgreSQL did not start on port $candidate (attempt $attempt)"
+done
+[[ -n "$pg_port" ]] || die "PostgreSQL did not start"
+pg_create_database "$pg_port" stratus
+
+broker_port=""
+for attempt in 1 2 3; do
+    candidate="$(free_port)"
+    if tansu_start "$candidate" "$work/broker.log"; then
+        broker_port="$candidate"
+        break
+    fi
+    log "the broker did not start on port $candidate (attempt $attempt)"
+done
+[[ -n "$broker_port" ]] || die "the broker did not start"
+
+STRATUS_TEST_DATABASE_URL="postgres://stratus@127.0.0.1:$pg_port/stratus"
+STRATUS_TEST_KAFKA_BROKERS="127.0.0.1:$broker_port"
+STRATUS_TANSU_BIN="$(tansu_path)"
+export STRATUS_TEST_DATABASE_URL STRATUS_TEST_KAFKA_BROKERS STRATUS_TANSU_BIN
+
+if ((servers_only)); then
+    printf 'export STRATUS_TEST_DATABASE_URL=%q\n' "$STRATUS_TEST_DATABASE_URL"
+    printf 'export STRATUS_TEST_KAFKA_BROKERS=%q\n' "$STRATUS_TEST_KAFKA_BROKERS"
+    printf 'export STRATUS_TANSU_BIN=%q\n' "$STRATUS_TANSU_BIN"
+    log "servers are up; Ctrl-C stops them"
+    while kill -0 "$TANSU_PID" 2>/dev/null && pg_running "$pg_dir"; do
+        sleep 1
+    done
+    log "a server exited"
+    status=1
+    exit 1
+fi
+
+log "swift test $*"
+set +e
+swift test "$@"
+status=$?
+set -e
+if ((status != 0)); then
+    log "swift test failed with status $status"
+fi
+exit "$status"
