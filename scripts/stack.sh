@@ -23,9 +23,6 @@ cd "$STRATUS_ROOT"
 DEV_CONTAINER="iCloud.dev.stratus"
 # The development user's record name.
 DEV_USER="${STRATUS_DEV_USER:-_dev}"
-# Placeholder: a header naming the user, for a development authentication mode if one is added.
-# Leave empty to print the example without it.
-DEV_USER_HEADER="X-Stratus-User: $DEV_USER"
 # Prints a web auth token (ckWebAuthToken) for DEV_USER; prints nothing when none can be made.
 dev_web_auth_token() {
     "$BIN/stratus" user token "$DEV_CONTAINER" --user "$DEV_USER" --days 30 2>>"$LOGS/stratus-cli.log" | tail -n 1 || true
@@ -229,10 +226,6 @@ if [[ "$host_for_curl" == "0.0.0.0" ]]; then
     host_for_curl=127.0.0.1
 fi
 base="http://$host_for_curl:$HTTP_PORT/database/1/$DEV_CONTAINER/development/private"
-header_option=""
-if [[ -n "$DEV_USER_HEADER" ]]; then
-    header_option=" -H '$DEV_USER_HEADER'"
-fi
 web_assignment=""
 web_variable=""
 if [[ -n "$WEB_TOKEN" ]]; then
@@ -257,9 +250,9 @@ if [[ -n "$web_assignment" ]]; then
     printf '  %s\n' "$web_assignment"
 fi
 cat <<EOF
-  curl -s -X POST "$base/zones/modify?$query"$header_option \\
+  curl -s -X POST "$base/zones/modify?$query" \\
     -d '{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Notes"}}}]}'
-  curl -s "$base/zones/list?$query"$header_option
+  curl -s "$base/zones/list?$query"
 
 EOF
 
