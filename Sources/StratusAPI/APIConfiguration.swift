@@ -7,6 +7,8 @@ public struct APILimits: Sendable {
     public var maxOperations: Int = 200
     /// Bytes per request body.
     public var maxRequestBytes: Int = 10 * 1024 * 1024
+    /// Bytes of one record's fields.
+    public var maxRecordBytes: Int = 1_000_000
 
     /// The defaults.
     public init() {}

@@ -34,6 +34,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         containers: ContainerStore(store: dependencies.store), secretKey: configuration.secretKey, signInURL: configuration.signInURL)
     ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
         .register(on: router)
+    RecordRoutes<APIRequestContext>(records: RecordStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
+        .register(on: router)
     return router
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import StratusCore
 
 /// A zone id as clients send it: `{zoneName, ownerRecordName}` (some send `ownerName`).
@@ -48,6 +49,15 @@ enum RequestBody {
             throw StratusError(.badRequest, describe(error))
         } catch {
             throw StratusError(.badRequest, "The request body is not valid JSON")
+        }
+    }
+
+    /// Reads the whole body, refusing (before processing anything) one over the limit.
+    static func read(_ request: Request, limit: Int) async throws -> Data {
+        do {
+            return Data(buffer: try await request.body.collect(upTo: limit))
+        } catch {
+            throw StratusError(.limitExceeded, "The request body exceeds \(limit) bytes")
         }
     }
 

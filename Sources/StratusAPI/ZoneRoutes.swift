@@ -53,7 +53,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         let body = try await RequestBody.decode(ModifyRequest.self, from: read(request))
         guard !body.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
         guard body.operations.count <= limits.maxOperations else {
-            throw StratusError(.badRequest, "At most \(limits.maxOperations) operations are allowed per request, got \(body.operations.count)")
+            throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(body.operations.count)")
         }
         guard database.scope == .private else {
             throw StratusError(.badRequest, "Zones can be created and deleted only in the private database")
@@ -142,11 +142,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     private func read(_ request: Request) async throws -> Data {
-        do {
-            return Data(buffer: try await request.body.collect(upTo: limits.maxRequestBytes))
-        } catch {
-            throw StratusError(.quotaExceeded, "The request body exceeds \(limits.maxRequestBytes) bytes")
-        }
+        try await RequestBody.read(request, limit: limits.maxRequestBytes)
     }
 }
 

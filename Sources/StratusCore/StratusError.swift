@@ -20,6 +20,7 @@ public struct ServerErrorCode: Sendable, Hashable, Codable, CustomStringConverti
     public static let badRequest = ServerErrorCode("BAD_REQUEST", httpStatus: 400)
     public static let conflict = ServerErrorCode("CONFLICT", httpStatus: 409)
     public static let exists = ServerErrorCode("EXISTS", httpStatus: 409)
+    public static let limitExceeded = ServerErrorCode("LIMIT_EXCEEDED", httpStatus: 400)
     public static let internalError = ServerErrorCode("INTERNAL_ERROR", httpStatus: 500)
     public static let notFound = ServerErrorCode("NOT_FOUND", httpStatus: 404)
     public static let quotaExceeded = ServerErrorCode("QUOTA_EXCEEDED", httpStatus: 413)

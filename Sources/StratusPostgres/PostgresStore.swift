@@ -41,8 +41,13 @@ public final class PostgresStore: Service, Sendable {
     /// backoff. When attempts run out it throws `StratusError(.tryAgainLater)` with `retryAfter`.
     ///
     /// The closure must be safe to run more than once: it may not have effects outside the transaction.
+    ///
+    /// With `lock`, the transaction first takes a session advisory lock on that key and keeps it until
+    /// after COMMIT: writers of one zone (or one record) then queue instead of aborting each other, and
+    /// the transaction's snapshot is taken only once the lock is held.
     public func serializable<T: Sendable>(
         logger: Logger,
+        lock: String? = nil,
         _ body: @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         var attempt = 0
@@ -50,7 +55,18 @@ public final class PostgresStore: Service, Sendable {
             attempt += 1
             do {
                 return try await client.withConnection { connection in
-                    try await Self.inSerializableTransaction(connection, logger: logger, body)
+                    guard let lock else {
+                        return try await Self.inSerializableTransaction(connection, logger: logger, body)
+                    }
+                    try await connection.query("SELECT pg_advisory_lock(hashtextextended(\(lock), 0))", logger: logger)
+                    do {
+                        let value = try await Self.inSerializableTransaction(connection, logger: logger, body)
+                        try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                        return value
+                    } catch {
+                        _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                        throw error
+                    }
                 }
             } catch let error where PostgresErrors.isSerializationFailure(error) {
                 StoreMetrics.serializationRetries.increment()

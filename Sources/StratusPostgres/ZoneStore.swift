@@ -66,6 +66,14 @@ public struct ZoneStore: Sendable {
                         SET incarnation = EXCLUDED.incarnation, change_counter = EXCLUDED.change_counter,
                             deleted = EXCLUDED.deleted, modified_at = now()
                         """, logger: logger)
+                    if after == nil {
+                        // A deleted zone takes its records with it; its zone.deleted event speaks for them all.
+                        for table in ["records", "record_references"] {
+                            try await connection.query(PostgresQuery(unsafeSQL: """
+                                DELETE FROM \(table) WHERE container = $1 AND environment = $2 AND scope = $3 AND owner = $4 AND zone_name = $5
+                                """, binds: Self.zoneBinds(database, zoneID.zoneName)), logger: logger)
+                        }
+                    }
                     try await EventLog.append(events, on: connection, logger: logger)
                     if var after {
                         after.changeCounter = sequence
@@ -103,6 +111,16 @@ public struct ZoneStore: Sendable {
             try await Self.row(database: database, zoneName: zoneName, on: connection, logger: logger)
                 .flatMap { $0.deleted ? nil : $0.zone }
         }
+    }
+
+    private static func zoneBinds(_ database: DatabaseID, _ zoneName: String) -> PostgresBindings {
+        var binds = PostgresBindings()
+        binds.append(database.container)
+        binds.append(database.environment.rawValue)
+        binds.append(database.scope.rawValue)
+        binds.append(database.owner)
+        binds.append(zoneName)
+        return binds
     }
 
     private static func row(

@@ -73,7 +73,7 @@ public final class Relay: Service, Sendable {
         let relayStore = RelayStore(store: store)
         while !Task.isCancelled {
             do {
-                let led = try await relayStore.whileLeader(logger: logger) {
+                let led: Void? = try await relayStore.whileLeader(logger: logger) {
                     logger.info("relay is the active publisher", metadata: ["topic": "\(configuration.topic)"])
                     try await publishLoop()
                 }

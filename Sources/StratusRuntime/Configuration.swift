@@ -23,7 +23,7 @@ public struct StratusConfiguration: Sendable {
     public var embeddedRelay: Bool
     /// The worker settings (topic from `STRATUS_TOPIC`).
     public var worker: WorkerConfiguration
-    /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_MAX_OPERATIONS`, `STRATUS_MAX_REQUEST_BYTES`.
+    /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_MAX_OPERATIONS`, `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`.
     public var api: APIConfiguration
     /// `STRATUS_METRICS_PORT`: where a worker serves `/health` and `/metrics` (0 = off).
     public var metricsPort: Int
@@ -54,6 +54,7 @@ public struct StratusConfiguration: Sendable {
         api.port = try int("STRATUS_HTTP_PORT", api.port)
         api.limits.maxOperations = try int("STRATUS_MAX_OPERATIONS", api.limits.maxOperations)
         api.limits.maxRequestBytes = try int("STRATUS_MAX_REQUEST_BYTES", api.limits.maxRequestBytes)
+        api.limits.maxRecordBytes = try int("STRATUS_MAX_RECORD_BYTES", api.limits.maxRecordBytes)
         api.signInURL = environment["STRATUS_SIGN_IN_URL"] ?? api.signInURL
         let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelText) else {
@@ -80,7 +81,7 @@ public struct StratusConfiguration: Sendable {
         }
         let key = SecretKey.generate()
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: path, contents: Data((key.hex + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: path, contents: Data((key.hex + "\n").utf8), attributes: [.posixPermissions: 0o600])
         return key
     }
 }

@@ -143,7 +143,7 @@ final class ZoneAPITests: XCTestCase {
             }
             let tooMany = #"{"operations":["# + (0..<201).map { #"{"operationType":"create","zone":{"zoneID":{"zoneName":"Z\#($0)"}}}"# }.joined(separator: ",") + "]}"
             try await client.execute(uri: fixture.path("zones/modify"), method: .post, body: Self.body(tooMany)) { response in
-                XCTAssertEqual(try Self.json(response)["serverErrorCode"] as? String, "BAD_REQUEST")
+                XCTAssertEqual(try Self.json(response)["serverErrorCode"] as? String, "LIMIT_EXCEEDED")
             }
             for badPath in ["/database/1/\(fixture.container)/staging/private/zones/list", "/database/1/\(fixture.container)/development/secret/zones/list"] {
                 try await client.execute(uri: badPath + "?ckAPIToken=\(fixture.apiToken)", method: .get) { response in

@@ -1,0 +1,133 @@
+import Foundation
+import Hummingbird
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// `records/modify` and `records/lookup`.
+struct RecordRoutes<Context: StratusRequestContext>: Sendable {
+    let records: RecordStore
+    let authenticator: Authenticator
+    let limits: APILimits
+
+    func register(on router: Router<Context>) {
+        let base = "/database/1/:container/:environment/:database/records"
+        router.post("\(base)/modify") { request, context in try await modify(request, context) }
+        router.post("\(base)/lookup") { request, context in try await lookup(request, context) }
+    }
+
+    struct ModifyRequest: Decodable {
+        struct Operation: Decodable {
+            var operationType: String
+            var record: WireRecordInput
+            var desiredKeys: [String]?
+        }
+        var operations: [Operation]
+        var zoneID: WireZoneID?
+        var atomic: Bool?
+        var desiredKeys: [String]?
+        var numbersAsStrings: Bool?
+    }
+
+    struct LookupRequest: Decodable {
+        struct Item: Decodable {
+            var recordName: String
+            var desiredKeys: [String]?
+        }
+        var records: [Item]
+        var zoneID: WireZoneID?
+        var desiredKeys: [String]?
+        var numbersAsStrings: Bool?
+    }
+
+    struct RecordsResponse: Encodable { var records: [JSONValue] }
+
+    func modify(_ request: Request, _ context: Context) async throws -> Response {
+        let path = try DatabasePath.parse(context)
+        let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
+        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
+        let database = try authenticator.database(for: caller, path: path)
+        let parsed = try RequestBody.decode(ModifyRequest.self, from: body)
+        guard !parsed.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
+        guard parsed.operations.count <= limits.maxOperations else {
+            throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(parsed.operations.count)")
+        }
+        let zone = try zoneID(parsed.zoneID, database: database)
+        if database.scope == .public, caller.userRecordName == nil {
+            throw StratusError(.authenticationRequired, "Sign in to write to the public database", redirectURL: authenticator.signInURL)
+        }
+        var commands: [RecordStore.Command] = []
+        var names = Set<String>()
+        for (index, operation) in parsed.operations.enumerated() {
+            guard let type = RecordOperationType(rawValue: operation.operationType) else {
+                throw StratusError(.badRequest, "operations[\(index)]: unknown operationType '\(operation.operationType.prefix(64))'; use one of \(RecordOperationType.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            let input = try RecordWire.input(operation.record, operation: type, zone: zone)
+            guard names.insert(input.recordName).inserted else {
+                throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' appears in more than one operation; send one operation per record")
+            }
+            commands.append(RecordStore.Command(type: type, input: input))
+        }
+        // Default zones cannot be atomic (no zone-wide transaction); custom zones are atomic unless told otherwise.
+        let atomic = !zone.isDefaultZone && (parsed.atomic ?? true)
+        let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName)
+        var storeLimits = RecordStore.Limits()
+        storeLimits.maxRecordBytes = limits.maxRecordBytes
+        let outcomes = try await records.modify(
+            commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, logger: context.logger)
+        let numbersAsStrings = parsed.numbersAsStrings ?? false
+        let results: [JSONValue] = zip(parsed.operations, zip(commands, outcomes)).map { operation, pair in
+            let (command, outcome) = pair
+            switch outcome {
+            case .success(.saved(let record)):
+                return RecordWire.dictionary(record, zone: zone, desiredKeys: operation.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings)
+            case .success(.deleted(let recordName)):
+                return .object(["recordName": .string(recordName), "deleted": .bool(true),
+                                "zoneID": .object(["zoneName": .string(zone.zoneName), "ownerRecordName": .string(zone.ownerRecordName)])])
+            case .failure(let failure):
+                let server = failure.serverRecord.map { RecordWire.dictionary($0, zone: zone, desiredKeys: nil, numbersAsStrings: numbersAsStrings) }
+                return RecordWire.error(failure.error, recordName: command.input.recordName, uuid: context.requestID, serverRecord: server)
+            }
+        }
+        return try json(RecordsResponse(records: results))
+    }
+
+    func lookup(_ request: Request, _ context: Context) async throws -> Response {
+        let path = try DatabasePath.parse(context)
+        let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
+        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
+        let database = try authenticator.database(for: caller, path: path)
+        let parsed = try RequestBody.decode(LookupRequest.self, from: body)
+        guard parsed.records.count <= limits.maxOperations else {
+            throw StratusError(.limitExceeded, "At most \(limits.maxOperations) records may be looked up per request")
+        }
+        let zone = try zoneID(parsed.zoneID, database: database)
+        for item in parsed.records { try Record.validate(recordName: item.recordName) }
+        let found = try await records.lookup(parsed.records.map(\.recordName), zone: zone, in: database, logger: context.logger)
+        let numbersAsStrings = parsed.numbersAsStrings ?? false
+        let results: [JSONValue] = parsed.records.map { item in
+            guard let record = found[item.recordName] else {
+                return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
+            }
+            return RecordWire.dictionary(record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings)
+        }
+        return try json(RecordsResponse(records: results))
+    }
+
+    /// The request's zone: the default zone when absent; only the caller's own zones.
+    private func zoneID(_ wire: WireZoneID?, database: DatabaseID) throws(StratusError) -> ZoneID {
+        let name = wire?.zoneName ?? ZoneID.defaultZoneName
+        if name != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: name) }
+        if let owner = wire?.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
+            throw StratusError(.zoneNotFound, "Zone '\(name.prefix(255))' does not exist in this database")
+        }
+        switch database.scope {
+        case .public where name != ZoneID.defaultZoneName:
+            throw StratusError(.zoneNotFound, "The public database has only _defaultZone")
+        case .shared:
+            throw StratusError(.zoneNotFound, "No zone '\(name.prefix(255))' is shared with the caller")
+        default:
+            return ZoneID(zoneName: name, ownerRecordName: database.owner)
+        }
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+
+/// Who changed a record, when, from which device.
+public struct RecordStamp: Sendable, Hashable, Codable {
+    /// Milliseconds since 1970.
+    public var timestamp: Int64
+    /// The acting user's record name.
+    public var userRecordName: String
+    /// The client's device id, if it sent one.
+    public var deviceID: String?
+
+    /// Creates a stamp.
+    public init(timestamp: Int64, userRecordName: String, deviceID: String?) {
+        self.timestamp = timestamp
+        self.userRecordName = userRecordName
+        self.deviceID = deviceID
+    }
+}
+
+/// A stored record: its name and type, fields and system fields.
+public struct Record: Sendable, Hashable, Codable {
+    /// Unique within its zone.
+    public var recordName: String
+    /// The record type, e.g. `Note`.
+    public var recordType: String
+    /// The fields by name.
+    public var fields: [String: FieldValue]
+    /// Opaque; changes on every write. Clients send it back to prove what they last saw.
+    public var changeTag: String
+    /// Creation stamp.
+    public var created: RecordStamp
+    /// Last modification stamp.
+    public var modified: RecordStamp
+    /// The parent record's name (CloudKit's parent reference), if any.
+    public var parent: String?
+    /// The share record's name, if the record is shared.
+    public var share: String?
+    /// A short id for share URLs, when one was asked for.
+    public var shortGUID: String?
+    /// The zone change counter value of the record's latest write (custom zones).
+    public var version: Int64?
+    /// The zone change counter value of the record's creation (custom zones).
+    public var createdVersion: Int64?
+
+    /// Creates a record.
+    public init(recordName: String, recordType: String, fields: [String: FieldValue], changeTag: String, created: RecordStamp,
+                modified: RecordStamp, parent: String? = nil, share: String? = nil, shortGUID: String? = nil,
+                version: Int64? = nil, createdVersion: Int64? = nil) {
+        self.recordName = recordName
+        self.recordType = recordType
+        self.fields = fields
+        self.changeTag = changeTag
+        self.created = created
+        self.modified = modified
+        self.parent = parent
+        self.share = share
+        self.shortGUID = shortGUID
+        self.version = version
+        self.createdVersion = createdVersion
+    }
+
+    /// Every reference the record holds, with its field name.
+    public var references: [(field: String, reference: Reference)] {
+        fields.sorted { $0.key < $1.key }.flatMap { name, value in value.references.map { (name, $0) } }
+    }
+
+    /// Checks a client-supplied record name: 1–255 characters, no control characters, not starting with `_`
+    /// unless it is a system name the client may use.
+    public static func validate(recordName: String) throws(StratusError) {
+        guard !recordName.isEmpty, recordName.utf8.count <= 255 else {
+            throw StratusError(.badRequest, "recordName must be 1 to 255 bytes")
+        }
+        guard !recordName.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw StratusError(.badRequest, "recordName must not contain control characters")
+        }
+    }
+
+    /// Checks a record type name: letters, digits and `_`, starting with a letter, at most 255 characters.
+    public static func validate(recordType: String) throws(StratusError) {
+        guard let first = recordType.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic,
+              recordType.utf8.count <= 255,
+              recordType.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") })
+        else {
+            throw StratusError(.badRequest, "recordType '\(recordType.prefix(64))' must start with a letter and contain only letters, digits and '_'")
+        }
+    }
+
+    /// Checks a field name: letters, digits and `_`, starting with a letter, at most 255 characters.
+    public static func validate(fieldName: String) throws(StratusError) {
+        guard let first = fieldName.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic,
+              fieldName.utf8.count <= 255,
+              fieldName.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") })
+        else {
+            throw StratusError(.badRequest, "Field name '\(fieldName.prefix(64))' must start with a letter and contain only letters, digits and '_'")
+        }
+    }
+}
+
+/// CloudKit's record operation types.
+public enum RecordOperationType: String, Sendable, Hashable, Codable, CaseIterable {
+    case create, update, forceUpdate, replace, forceReplace, delete, forceDelete
+
+    /// Whether the operation deletes.
+    public var isDelete: Bool { self == .delete || self == .forceDelete }
+}
+
+/// What a client sent for one record operation, already type-checked.
+public struct RecordInput: Sendable, Hashable {
+    public var recordName: String
+    public var recordType: String?
+    public var changeTag: String?
+    public var fields: [String: FieldValue]
+    /// nil: not sent (keep); .some(nil): sent empty (clear).
+    public var parent: String??
+    public var share: String??
+    public var createShortGUID: Bool
+
+    /// Creates an input.
+    public init(recordName: String, recordType: String? = nil, changeTag: String? = nil, fields: [String: FieldValue] = [:],
+                parent: String?? = nil, share: String?? = nil, createShortGUID: Bool = false) {
+        self.recordName = recordName
+        self.recordType = recordType
+        self.changeTag = changeTag
+        self.fields = fields
+        self.parent = parent
+        self.share = share
+        self.createShortGUID = createShortGUID
+    }
+}
+
+/// The pure decision for one record operation against the record's current state.
+public enum RecordDecision {
+    /// What to do.
+    public enum Outcome: Sendable, Hashable {
+        /// Store this record (created or changed).
+        case save(Record, before: Record?)
+        /// Delete this record.
+        case delete(Record)
+    }
+
+    /// A CONFLICT that carries the server's record, so the client can merge.
+    public struct Conflict: Error, Sendable {
+        /// The error to report.
+        public var error: StratusError
+        /// The server's current record.
+        public var serverRecord: Record
+    }
+
+    /// Decides an operation.
+    /// - Parameters:
+    ///   - stamp: who is writing, and when.
+    ///   - newChangeTag: the tag a saved record gets.
+    ///   - newShortGUID: makes a short GUID when one is asked for.
+    public static func decide(
+        _ type: RecordOperationType, _ input: RecordInput, current: Record?, stamp: RecordStamp, newChangeTag: String,
+        newShortGUID: () -> String
+    ) throws -> Outcome {
+        switch type {
+        case .delete, .forceDelete:
+            guard let current else { throw StratusError(.notFound, "Record '\(input.recordName.prefix(255))' does not exist") }
+            if type == .delete { try checkTag(input, current) }
+            return .delete(current)
+        case .create:
+            if current != nil { throw StratusError(.exists, "Record '\(input.recordName.prefix(255))' already exists") }
+            return .save(try new(input, stamp: stamp, changeTag: newChangeTag, newShortGUID: newShortGUID), before: nil)
+        case .update, .replace, .forceUpdate, .forceReplace:
+            guard let current else {
+                if type == .forceUpdate || type == .forceReplace {
+                    // A forced save of a missing record creates it, as CloudKit's "save regardless" policies do.
+                    return .save(try new(input, stamp: stamp, changeTag: newChangeTag, newShortGUID: newShortGUID), before: nil)
+                }
+                throw StratusError(.notFound, "Record '\(input.recordName.prefix(255))' does not exist")
+            }
+            if type == .update || type == .replace { try checkTag(input, current) }
+            if let recordType = input.recordType, recordType != current.recordType {
+                throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' is a \(current.recordType); its type cannot change to \(recordType.prefix(64))")
+            }
+            var next = current
+            // update merges the sent fields (older clients must not erase newer fields); replace drops unsent ones.
+            next.fields = (type == .update || type == .forceUpdate) ? current.fields.merging(input.fields) { _, new in new } : input.fields
+            if let parent = input.parent { next.parent = parent }
+            if let share = input.share { next.share = share }
+            if input.createShortGUID, next.shortGUID == nil { next.shortGUID = newShortGUID() }
+            next.changeTag = newChangeTag
+            next.modified = stamp
+            return .save(next, before: current)
+        }
+    }
+
+    private static func checkTag(_ input: RecordInput, _ current: Record) throws {
+        guard let tag = input.changeTag else {
+            throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))': this operation needs recordChangeTag (or use its force form)")
+        }
+        guard tag == current.changeTag else {
+            throw Conflict(error: StratusError(.conflict, "Record '\(input.recordName.prefix(255))' was changed on the server; merge with serverRecord and retry"), serverRecord: current)
+        }
+    }
+
+    private static func new(_ input: RecordInput, stamp: RecordStamp, changeTag: String, newShortGUID: () -> String) throws(StratusError) -> Record {
+        guard let recordType = input.recordType else {
+            throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' needs a recordType to be created")
+        }
+        return Record(
+            recordName: input.recordName, recordType: recordType, fields: input.fields, changeTag: changeTag, created: stamp, modified: stamp,
+            parent: input.parent ?? nil, share: input.share ?? nil, shortGUID: input.createShortGUID ? newShortGUID() : nil)
+    }
+}
+
+/// `record.saved`: a record was created or changed; carries the stored after-image.
+public struct RecordSaved: EventPayload {
+    public static let eventType: EventType = "record.saved"
+    public static let schemaVersion = 1
+    public var database: DatabaseID
+    public var zoneID: ZoneID
+    /// The zone incarnation (custom zones).
+    public var zoneIncarnation: UUID?
+    /// The record as stored.
+    public var record: Record
+    /// The change tag the record had before, nil when created.
+    public var previousChangeTag: String?
+    /// The fields whose values changed (all of them for a new record).
+    public var changedFields: [String]
+
+    /// Creates the payload.
+    public init(database: DatabaseID, zoneID: ZoneID, zoneIncarnation: UUID?, record: Record, before: Record?) {
+        self.database = database
+        self.zoneID = zoneID
+        self.zoneIncarnation = zoneIncarnation
+        self.record = record
+        self.previousChangeTag = before?.changeTag
+        let names = Set(record.fields.keys).union(before?.fields.keys ?? [:].keys)
+        self.changedFields = names.filter { record.fields[$0] != before?.fields[$0] }.sorted()
+    }
+}
+
+/// `record.deleted`: a record is gone; remembers the version at which it was created.
+public struct RecordDeleted: EventPayload {
+    public static let eventType: EventType = "record.deleted"
+    public static let schemaVersion = 1
+    public var database: DatabaseID
+    public var zoneID: ZoneID
+    public var zoneIncarnation: UUID?
+    public var recordName: String
+    public var recordType: String
+    /// The zone change counter value at the record's creation (custom zones).
+    public var createdVersion: Int64?
+    /// The record whose deletion cascaded to this one through a DELETE_SELF reference.
+    public var cascadedFrom: String?
+
+    /// Creates the payload.
+    public init(database: DatabaseID, zoneID: ZoneID, zoneIncarnation: UUID?, record: Record, cascadedFrom: String?) {
+        self.database = database
+        self.zoneID = zoneID
+        self.zoneIncarnation = zoneIncarnation
+        self.recordName = record.recordName
+        self.recordType = record.recordType
+        self.createdVersion = record.createdVersion
+        self.cascadedFrom = cascadedFrom
+    }
+}
