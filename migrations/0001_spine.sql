@@ -49,12 +49,13 @@ CREATE TABLE events (
 CREATE INDEX events_unpublished ON events (id) WHERE published_at IS NULL;
 CREATE UNIQUE INDEX events_zone_sequence ON events (zone_key, zone_sequence) WHERE zone_sequence IS NOT NULL;
 
--- What the relay knows about the topics it owns: how many messages the broker acknowledged since
--- the topic was (re)created, so a broker that comes back empty is noticed and refilled.
+-- The high watermark of each partition of the topics the relay owns, as last seen: a partition
+-- whose watermark goes down means the broker came back empty, and the relay publishes the event
+-- log again.
 CREATE TABLE relay_topics (
-    topic         text PRIMARY KEY,
-    acknowledged  bigint NOT NULL DEFAULT 0,
-    updated_at    timestamptz NOT NULL DEFAULT now()
+    topic       text PRIMARY KEY,
+    watermarks  jsonb NOT NULL DEFAULT '{}',
+    updated_at  timestamptz NOT NULL DEFAULT now()
 );
 
 -- Per worker and zone, the last applied zone sequence, written in the same transaction as the

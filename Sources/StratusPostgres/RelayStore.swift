@@ -38,34 +38,37 @@ public struct RelayStore: Sendable {
         }
     }
 
-    /// How many messages the broker acknowledged for a topic since it was last found empty.
-    public func acknowledged(topic: String, logger: Logger) async throws -> Int64 {
+    /// The high watermark of each partition of a topic when the relay last looked.
+    public func watermarks(topic: String, logger: Logger) async throws -> [Int32: Int64] {
         try await store.withConnection { connection in
-            let rows = try await connection.query("SELECT acknowledged FROM relay_topics WHERE topic = \(topic)", logger: logger)
-            for try await count in rows.decode(Int64.self) { return count }
-            return 0
+            let rows = try await connection.query("SELECT watermarks::text FROM relay_topics WHERE topic = \(topic)", logger: logger)
+            for try await text in rows.decode(String.self) {
+                let decoded = (try? JSONDecoder().decode([String: Int64].self, from: Data(text.utf8))) ?? [:]
+                return Dictionary(uniqueKeysWithValues: decoded.compactMap { key, value in Int32(key).map { ($0, value) } })
+            }
+            return [:]
         }
     }
 
-    /// Adds acknowledged messages to a topic's count.
-    public func addAcknowledged(_ count: Int, topic: String, logger: Logger) async throws {
-        guard count > 0 else { return }
+    /// Remembers the high watermarks the relay saw.
+    public func saveWatermarks(_ watermarks: [Int32: Int64], topic: String, logger: Logger) async throws {
+        let text = String(decoding: EventCoding.encode(Dictionary(uniqueKeysWithValues: watermarks.map { (String($0.key), $0.value) })), as: UTF8.self)
         _ = try await store.withConnection { connection in
             try await connection.query("""
-                INSERT INTO relay_topics (topic, acknowledged) VALUES (\(topic), \(Int64(count)))
-                ON CONFLICT (topic) DO UPDATE SET acknowledged = relay_topics.acknowledged + EXCLUDED.acknowledged, updated_at = now()
+                INSERT INTO relay_topics (topic, watermarks) VALUES (\(topic), \(text)::jsonb)
+                ON CONFLICT (topic) DO UPDATE SET watermarks = EXCLUDED.watermarks, updated_at = now()
                 """, logger: logger)
         }
     }
 
-    /// A topic came back empty: everything is sent again, and the count starts over. One transaction.
+    /// A topic came back empty: everything is sent again, and the watermarks start over. One transaction.
     public func refill(topic: String, logger: Logger) async throws -> Int {
         try await store.withConnection { connection in
             try await connection.query("BEGIN", logger: logger)
             do {
                 try await connection.query("""
-                    INSERT INTO relay_topics (topic, acknowledged) VALUES (\(topic), 0)
-                    ON CONFLICT (topic) DO UPDATE SET acknowledged = 0, updated_at = now()
+                    INSERT INTO relay_topics (topic) VALUES (\(topic))
+                    ON CONFLICT (topic) DO UPDATE SET watermarks = '{}', updated_at = now()
                     """, logger: logger)
                 let rows = try await connection.query("""
                     WITH changed AS (UPDATE events SET published_at = NULL WHERE published_at IS NOT NULL RETURNING 1)

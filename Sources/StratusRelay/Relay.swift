@@ -158,27 +158,29 @@ public final class Relay: Service, Sendable {
             }
         }
         try await eventLog.markPublished(published, logger: logger)
-        try await RelayStore(store: store).addAcknowledged(published.count, topic: configuration.topic, logger: logger)
         Relay.published.increment(by: published.count)
         if let last = batch.last { Relay.lastPublishedID.record(last.id) }
         return failures
     }
 
-    /// Makes sure the topic exists and still holds what the broker acknowledged; a broker that came
-    /// back empty gets everything again.
+    /// Makes sure the topic exists and still holds what it held: a partition whose high watermark went
+    /// down (or a partition that vanished) means the broker came back empty, and the relay publishes
+    /// the whole event log again. Watermarks, not message counts, are compared because brokers differ
+    /// in how they count offsets of batched messages; every broker keeps a partition's watermark rising.
     func verifyTopic() async throws {
         let admin = KafkaAdmin(configuration: kafka, logger: logger)
         try await admin.createTopic(configuration.topic, partitions: configuration.partitions, timeout: .seconds(10))
-        let watermarks = try await admin.watermarks(topic: configuration.topic, timeout: .seconds(10))
-        let held = watermarks.values.reduce(Int64(0)) { $0 + $1.high }
+        let current = try await admin.watermarks(topic: configuration.topic, timeout: .seconds(10)).mapValues(\.high)
         let relayStore = RelayStore(store: store)
-        let acknowledged = try await relayStore.acknowledged(topic: configuration.topic, logger: logger)
-        if held < acknowledged {
+        let last = try await relayStore.watermarks(topic: configuration.topic, logger: logger)
+        let lost = last.contains { partition, high in (current[partition] ?? 0) < high }
+        if lost {
             let count = try await relayStore.refill(topic: configuration.topic, logger: logger)
             logger.warning("topic lost messages (the broker came back empty): publishing the event log again",
-                           metadata: ["topic": "\(configuration.topic)", "held": "\(held)", "acknowledged": "\(acknowledged)", "events": "\(count)"])
+                           metadata: ["topic": "\(configuration.topic)", "events": "\(count)"])
             Relay.refills.increment()
         }
+        try await relayStore.saveWatermarks(current, topic: configuration.topic, logger: logger)
     }
 
     private func updateBacklog(_ eventLog: EventLog) async {

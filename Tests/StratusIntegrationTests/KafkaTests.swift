@@ -1,0 +1,70 @@
+import Foundation
+import StratusKafka
+import XCTest
+
+/// The Kafka adapter against the real broker the test script starts.
+final class KafkaTests: XCTestCase {
+    func testLoadedLibraryIsNewEnough() throws {
+        XCTAssertNoThrow(try Librdkafka.ensureSupported(), "loaded librdkafka \(Librdkafka.version)")
+    }
+
+    func testTopicsProduceConsumeCommitAndRewind() async throws {
+        let configuration = KafkaClientConfiguration(brokers: try TestSupport.kafkaBrokers())
+        let admin = KafkaAdmin(configuration: configuration, logger: TestSupport.logger)
+        let topic = "kafka-test-" + UUID().uuidString.prefix(8).lowercased()
+        let absent = try await admin.partitionCount(topic: topic, timeout: .seconds(10))
+        XCTAssertNil(absent, "asking about a topic does not create it")
+        try await admin.createTopic(topic, partitions: 3, timeout: .seconds(10))
+        try await admin.createTopic(topic, partitions: 3, timeout: .seconds(10))
+        let partitions = try await admin.partitionCount(topic: topic, timeout: .seconds(10))
+        XCTAssertEqual(partitions, 3)
+
+        let producer = try KafkaProducer(configuration: configuration, logger: TestSupport.logger)
+        defer { producer.close() }
+        let messages = (0..<100).map { index in
+            KafkaOutgoingMessage(topic: topic, key: Array("key-\(index % 7)".utf8), value: Array("\(index)".utf8))
+        }
+        let results = try await producer.send(messages, timeout: .seconds(30))
+        XCTAssertEqual(results.filter { if case .success = $0 { true } else { false } }.count, 100)
+        let watermarks = try await admin.watermarks(topic: topic, timeout: .seconds(10))
+        // Brokers count batched offsets differently (one broker advances the watermark per batch), so
+        // only what every broker guarantees is checked: each partition that received messages moved.
+        let used = Set(try await consume(configuration, group: "peek-\(UUID())", topic: topic, expecting: 100, commit: false).map(\.key))
+        XCTAssertFalse(used.isEmpty)
+        XCTAssertTrue(watermarks.values.contains { $0.high > 0 }, "\(watermarks)")
+
+        let group = "kafka-test-group-" + UUID().uuidString.prefix(8)
+        var received = try await consume(configuration, group: group, topic: topic, expecting: 100, commit: true)
+        XCTAssertEqual(received.count, 100)
+        for (key, values) in Dictionary(grouping: received, by: \.key) {
+            XCTAssertEqual(values.map(\.value), values.map(\.value).sorted(), "per-key order is kept for \(key)")
+        }
+        let committed = try await admin.committedOffsets(groupID: group, topic: topic, timeout: .seconds(10))
+        XCTAssertFalse(committed.isEmpty, "the group's commits are visible to the admin client")
+        // After the commit the group has nothing more to read; rewinding makes it read everything again.
+        received = try await consume(configuration, group: group, topic: topic, expecting: 0, commit: false, wait: .seconds(4))
+        XCTAssertEqual(received.count, 0)
+        try await admin.setCommittedOffsets(groupID: group, (0..<3).map { KafkaTopicPartitionOffset(topic: topic, partition: $0, offset: 0) }, timeout: .seconds(10))
+        received = try await consume(configuration, group: group, topic: topic, expecting: 100, commit: false)
+        XCTAssertEqual(received.count, 100)
+    }
+
+    private func consume(
+        _ configuration: KafkaClientConfiguration, group: String, topic: String, expecting count: Int, commit: Bool, wait: Duration = .seconds(40)
+    ) async throws -> [(key: String, value: Int)] {
+        let consumer = try KafkaConsumer(configuration: configuration, groupID: group, topics: [topic], logger: TestSupport.logger)
+        defer { consumer.close() }
+        var received: [(key: String, value: Int)] = []
+        let deadline = ContinuousClock.now + wait
+        while ContinuousClock.now < deadline, count == 0 || received.count < count {
+            let batch = try await consumer.poll(maxMessages: 100, timeout: .milliseconds(500))
+            received += batch.map { (String(decoding: $0.key ?? [], as: UTF8.self), Int(String(decoding: $0.value, as: UTF8.self)) ?? -1) }
+            if commit, !batch.isEmpty {
+                var next: [Int32: KafkaTopicPartitionOffset] = [:]
+                for message in batch { next[message.partition] = KafkaTopicPartitionOffset(topic: topic, partition: message.partition, offset: message.offset + 1) }
+                try await consumer.commit(Array(next.values))
+            }
+        }
+        return received
+    }
+}
