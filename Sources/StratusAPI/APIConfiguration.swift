@@ -9,6 +9,8 @@ public struct APILimits: Sendable {
     public var maxRequestBytes: Int = 10 * 1024 * 1024
     /// Bytes of one record's fields.
     public var maxRecordBytes: Int = 1_000_000
+    /// Changes (records or zones) per sync response; a client's `resultsLimit` is capped by it.
+    public var maxResults: Int = 200
 
     /// The defaults.
     public init() {}

@@ -36,6 +36,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         .register(on: router)
     RecordRoutes<APIRequestContext>(records: RecordStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
         .register(on: router)
+    SyncRoutes<APIRequestContext>(sync: SyncStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
+        .register(on: router)
     return router
 }
 

@@ -28,22 +28,13 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
 
     /// Signs the token with the secret key.
     public func signed(with key: SecretKey) -> String {
-        let body = Data(EventCoding.encode(self))
-        let mac = HMAC<SHA256>.authenticationCode(for: body, using: key.symmetricKey)
-        return Base64URL.encode(body) + "." + Base64URL.encode(Data(mac))
+        SignedToken.sign(self, key: key)
     }
 
     /// Verifies a token's text form: signature, container and expiry.
     public static func verify(_ text: String, key: SecretKey, container: String, now: Int64) throws(StratusError) -> WebAuthToken {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let body = Base64URL.decode(String(parts[0])), let mac = Base64URL.decode(String(parts[1])) else {
-            throw StratusError(.authenticationFailed, "ckWebAuthToken is malformed")
-        }
-        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key.symmetricKey) else {
+        guard let token = SignedToken.open(text, as: WebAuthToken.self, key: key) else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid")
-        }
-        guard let token = try? EventCoding.decoder.decode(WebAuthToken.self, from: body) else {
-            throw StratusError(.authenticationFailed, "ckWebAuthToken is malformed")
         }
         guard token.container == container else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken belongs to another container")

@@ -50,21 +50,35 @@ public final class PostgresStore: Service, Sendable {
         lock: String? = nil,
         _ body: @Sendable (Transaction) async throws -> T
     ) async throws -> T {
+        try await serializable(logger: logger, locks: lock.map { [$0] } ?? [], body)
+    }
+
+    /// `serializable(logger:lock:_:)` with several lock keys, taken in sorted order so two
+    /// transactions never wait for each other in a cycle.
+    public func serializable<T: Sendable>(
+        logger: Logger,
+        locks: [String],
+        _ body: @Sendable (Transaction) async throws -> T
+    ) async throws -> T {
+        let locks = Array(Set(locks)).sorted()
         var attempt = 0
         while true {
             attempt += 1
             do {
                 return try await client.withConnection { connection in
-                    guard let lock else {
-                        return try await Self.inSerializableTransaction(connection, logger: logger, body)
+                    for lock in locks {
+                        try await connection.query("SELECT pg_advisory_lock(hashtextextended(\(lock), 0))", logger: logger)
                     }
-                    try await connection.query("SELECT pg_advisory_lock(hashtextextended(\(lock), 0))", logger: logger)
                     do {
                         let value = try await Self.inSerializableTransaction(connection, logger: logger, body)
-                        try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                        for lock in locks.reversed() {
+                            try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                        }
                         return value
                     } catch {
-                        _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                        for lock in locks.reversed() {
+                            _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                        }
                         throw error
                     }
                 }
@@ -132,6 +146,24 @@ extension PostgresStore {
     public func ping(logger: Logger) async throws {
         _ = try await client.withConnection { connection in
             try await connection.query("SELECT 1", logger: logger)
+        }
+    }
+}
+
+extension PostgresStore {
+    /// Runs `body` in one read-only REPEATABLE READ transaction: every query sees the same snapshot,
+    /// so a sync page and the token it returns describe one moment.
+    public func snapshot<T: Sendable>(logger: Logger, _ body: @Sendable (Transaction) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+            do {
+                let value = try await body(Transaction(connection: connection, logger: logger))
+                try await connection.query("COMMIT", logger: logger)
+                return value
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
         }
     }
 }

@@ -200,6 +200,15 @@ struct ZoneWriter {
             record.version = version
             if before == nil { record.createdVersion = version }
             try await store(record, fields: fields, in: transaction)
+            if before == nil, version != nil {
+                // A re-created record is live again: its old tombstone no longer applies.
+                let database = context.database
+                try await transaction.connection.query("""
+                    DELETE FROM record_tombstones WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
+                      AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
+                      AND record_name = \(record.recordName)
+                    """, logger: transaction.logger)
+            }
             events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
                 database: context.database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, before: before), causation: context.causation))
             return .saved(record)
@@ -242,6 +251,17 @@ struct ZoneWriter {
             """, logger: transaction.logger)
         for (record, cascadedFrom) in order {
             let version = nextSequence()
+            if let version {
+                // The sync index keeps a tombstone so devices learn of the delete.
+                try await transaction.connection.query("""
+                    INSERT INTO record_tombstones (container, environment, scope, owner, zone_name, record_name, record_type, created_version, deleted_version)
+                    VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(context.zone.zoneName),
+                            \(record.recordName), \(record.recordType), \(record.createdVersion), \(version))
+                    ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
+                        record_type = EXCLUDED.record_type, created_version = EXCLUDED.created_version,
+                        deleted_version = EXCLUDED.deleted_version, deleted_at = now()
+                    """, logger: transaction.logger)
+            }
             events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordDeleted(
                 database: database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, cascadedFrom: cascadedFrom), causation: context.causation))
         }

@@ -23,7 +23,13 @@ public struct ZoneStore: Sendable {
     public func modify(
         _ commands: [ZoneCommand], in database: DatabaseID, causation: Causation, logger: Logger
     ) async throws -> [Swift.Result<Result, StratusError>] {
-        try await store.serializable(logger: logger) { transaction in
+        // The same per-zone locks record writers take: a zone change queues behind them instead of aborting.
+        let locks = commands.map { command in
+            switch command {
+            case .create(let zoneID), .delete(let zoneID): ZoneKey(database: database, zoneName: zoneID.zoneName).rawValue
+            }
+        }
+        return try await store.serializable(logger: logger, locks: locks) { transaction in
             let connection = transaction.connection
             var outcomes: [Swift.Result<Result, StratusError>] = []
             for command in commands {
@@ -64,11 +70,11 @@ public struct ZoneStore: Sendable {
                                 \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil))
                         ON CONFLICT (container, environment, scope, owner, zone_name) DO UPDATE
                         SET incarnation = EXCLUDED.incarnation, change_counter = EXCLUDED.change_counter,
-                            deleted = EXCLUDED.deleted, modified_at = now()
+                            deleted = EXCLUDED.deleted, modified_at = now(), tombstone_horizon = 0
                         """, logger: logger)
                     if after == nil {
                         // A deleted zone takes its records with it; its zone.deleted event speaks for them all.
-                        for table in ["records", "record_references"] {
+                        for table in ["records", "record_references", "record_tombstones"] {
                             try await connection.query(PostgresQuery(unsafeSQL: """
                                 DELETE FROM \(table) WHERE container = $1 AND environment = $2 AND scope = $3 AND owner = $4 AND zone_name = $5
                                 """, binds: Self.zoneBinds(database, zoneID.zoneName)), logger: logger)

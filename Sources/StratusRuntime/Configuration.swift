@@ -55,6 +55,7 @@ public struct StratusConfiguration: Sendable {
         api.limits.maxOperations = try int("STRATUS_MAX_OPERATIONS", api.limits.maxOperations)
         api.limits.maxRequestBytes = try int("STRATUS_MAX_REQUEST_BYTES", api.limits.maxRequestBytes)
         api.limits.maxRecordBytes = try int("STRATUS_MAX_RECORD_BYTES", api.limits.maxRecordBytes)
+        api.limits.maxResults = try int("STRATUS_MAX_RESULTS", api.limits.maxResults)
         api.signInURL = environment["STRATUS_SIGN_IN_URL"] ?? api.signInURL
         let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelText) else {

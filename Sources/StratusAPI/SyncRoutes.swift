@@ -1,0 +1,155 @@
+import Foundation
+import Hummingbird
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// Change tracking: `records/changes`, `changes/zone`, `zones/changes` and `changes/database`.
+struct SyncRoutes<Context: StratusRequestContext>: Sendable {
+    let sync: SyncStore
+    let authenticator: Authenticator
+    let limits: APILimits
+    let secretKey: SecretKey
+
+    func register(on router: Router<Context>) {
+        let base = "/database/1/:container/:environment/:database"
+        router.post("\(base)/records/changes") { request, context in try await recordChanges(request, context) }
+        router.post("\(base)/changes/zone") { request, context in try await zoneChanges(request, context) }
+        router.post("\(base)/zones/changes") { request, context in try await databaseChanges(request, context) }
+        router.post("\(base)/changes/database") { request, context in try await databaseChanges(request, context) }
+    }
+
+    struct ZoneRequest: Decodable {
+        var zoneID: WireZoneID
+        var syncToken: String?
+        var resultsLimit: Int?
+        var desiredKeys: [String]?
+        var desiredRecordTypes: [String]?
+        var numbersAsStrings: Bool?
+    }
+
+    struct ZonesRequest: Decodable {
+        var zones: [ZoneRequest]
+    }
+
+    struct DatabaseRequest: Decodable {
+        var syncToken: String?
+        var metaSyncToken: String?
+        var resultsLimit: Int?
+    }
+
+    func recordChanges(_ request: Request, _ context: Context) async throws -> Response {
+        let (database, body) = try await open(request, context)
+        let parsed = try RequestBody.decode(ZoneRequest.self, from: body)
+        return try json(try await changes(parsed, database: database, context: context))
+    }
+
+    func zoneChanges(_ request: Request, _ context: Context) async throws -> Response {
+        let (database, body) = try await open(request, context)
+        let parsed = try RequestBody.decode(ZonesRequest.self, from: body)
+        guard !parsed.zones.isEmpty, parsed.zones.count <= limits.maxOperations else {
+            throw StratusError(.badRequest, "zones must name 1 to \(limits.maxOperations) zones")
+        }
+        var results: [JSONValue] = []
+        for zone in parsed.zones {
+            do {
+                results.append(try await changes(zone, database: database, context: context))
+            } catch let error as StratusError where error.code != .tryAgainLater {
+                var entry = RecordWire.error(error, recordName: "", uuid: context.requestID)
+                if case .object(var members) = entry {
+                    members["recordName"] = nil
+                    members["zoneID"] = .object(["zoneName": .string(zone.zoneID.zoneName), "ownerRecordName": .string(database.owner)])
+                    entry = .object(members)
+                }
+                results.append(entry)
+            }
+        }
+        return try json(["zones": JSONValue.array(results)])
+    }
+
+    /// One zone's page of changes as CloudKit's dictionary.
+    private func changes(_ zoneRequest: ZoneRequest, database: DatabaseID, context: Context) async throws -> JSONValue {
+        let name = zoneRequest.zoneID.zoneName
+        if name != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: name) }
+        if let owner = zoneRequest.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
+            throw StratusError(.zoneNotFound, "Zone '\(name.prefix(255))' does not exist in this database")
+        }
+        let zone = ZoneID(zoneName: name, ownerRecordName: database.owner)
+        let zoneKey = ZoneKey(database: database, zoneName: name).rawValue
+        var incarnation: UUID?
+        var version: Int64 = 0
+        if let text = zoneRequest.syncToken, !text.isEmpty {
+            guard let token = SignedToken.open(text, as: ZoneSyncToken.self, key: secretKey) else {
+                throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
+            }
+            guard token.zoneKey == zoneKey else {
+                throw StratusError(.changeTokenExpired, "This sync token belongs to another zone or database; discard the local copy and sync from the start")
+            }
+            incarnation = token.incarnation
+            version = token.version
+        }
+        let limit = min(max(zoneRequest.resultsLimit ?? limits.maxResults, 1), limits.maxResults)
+        if let resultsLimit = zoneRequest.resultsLimit, resultsLimit < 1 {
+            throw StratusError(.badRequest, "resultsLimit must be at least 1")
+        }
+        let page = try await sync.changes(
+            zone: zone, in: database, incarnation: incarnation, since: version, limit: limit,
+            recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), logger: context.logger)
+        let numbersAsStrings = zoneRequest.numbersAsStrings ?? false
+        let records: [JSONValue] = page.changes.map { change in
+            switch change {
+            case .saved(let record):
+                return RecordWire.dictionary(record, zone: zone, desiredKeys: zoneRequest.desiredKeys, numbersAsStrings: numbersAsStrings)
+            case .deleted(let recordName, _):
+                return .object(["recordName": .string(recordName), "deleted": .bool(true)])
+            }
+        }
+        let token = SignedToken.sign(ZoneSyncToken(zoneKey: zoneKey, incarnation: page.incarnation, version: page.version), key: secretKey)
+        return .object([
+            "zoneID": .object(["zoneName": .string(zone.zoneName), "ownerRecordName": .string(zone.ownerRecordName)]),
+            "records": .array(records), "syncToken": .string(token), "moreComing": .bool(page.moreComing),
+        ])
+    }
+
+    func databaseChanges(_ request: Request, _ context: Context) async throws -> Response {
+        let (database, body) = try await open(request, context)
+        let parsed = body.isEmpty ? DatabaseRequest() : try RequestBody.decode(DatabaseRequest.self, from: body)
+        let databaseKey = [database.container, database.environment.rawValue, database.scope.rawValue, database.owner].joined(separator: "/")
+        var known: [String: String] = [:]
+        if let text = parsed.syncToken ?? parsed.metaSyncToken, !text.isEmpty {
+            guard let token = SignedToken.open(text, as: DatabaseSyncToken.self, key: secretKey) else {
+                throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
+            }
+            guard token.database == databaseKey else {
+                throw StratusError(.changeTokenExpired, "This sync token belongs to another database; discard the local copy and sync from the start")
+            }
+            known = token.zones
+        }
+        if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
+        let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
+        let states = database.scope == .private ? try await sync.zoneStates(in: database, logger: context.logger) : []
+        // New zones, and known zones whose incarnation or counter moved; a deleted zone the client never knew is no news.
+        let changed = states.filter { state in
+            known[state.zoneName] != state.fingerprint && !(state.deleted && known[state.zoneName] == nil)
+        }
+        let page = changed.prefix(limit)
+        for state in page { known[state.zoneName] = state.fingerprint }
+        let zones: [JSONValue] = page.map { state in
+            var members: [String: JSONValue] = ["zoneID": .object(["zoneName": .string(state.zoneName), "ownerRecordName": .string(database.owner)])]
+            if state.deleted { members["deleted"] = .bool(true) } else { members["atomic"] = .bool(true) }
+            return .object(members)
+        }
+        let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), key: secretKey)
+        return try json([
+            "zones": JSONValue.array(zones), "syncToken": .string(token), "moreComing": .bool(changed.count > page.count),
+        ])
+    }
+
+    private func open(_ request: Request, _ context: Context) async throws -> (DatabaseID, Data) {
+        let path = try DatabasePath.parse(context)
+        let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
+        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
+        let database = try authenticator.database(for: caller, path: path)
+        return (database, body)
+    }
+}

@@ -1,0 +1,274 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StratusAPI
+import StratusCore
+import StratusPostgres
+import Synchronization
+import XCTest
+
+/// records/changes, changes/zone, zones/changes and changes/database against the real PostgreSQL.
+final class SyncTests: XCTestCase {
+    typealias Fixture = RecordAPITests.Fixture
+    typealias Body = [String: Any]
+
+    func withFixture(maxResults: Int = 200, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            configuration.limits.maxResults = maxResults
+            let fixture = Fixture(store: store, configuration: configuration, apiToken: token)
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
+            try await Application(router: router).test(.router) { client in try await body(fixture, client) }
+        }
+    }
+
+    /// A device's local copy of a zone, kept current with records/changes.
+    struct Device {
+        var records: [String: String] = [:]  // recordName → value of field "v"
+        var token: String?
+        var resets = 0
+
+        /// Pulls until moreComing is false. On CHANGE_TOKEN_EXPIRED it drops everything and starts over.
+        mutating func sync(_ client: any TestClientProtocol, _ fixture: Fixture, zone: String, limit: Int) async throws {
+            while true {
+                var body: Body = ["zoneID": ["zoneName": zone], "resultsLimit": limit]
+                if let token { body["syncToken"] = token }
+                let (status, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), body)
+                if reply["serverErrorCode"] as? String == "CHANGE_TOKEN_EXPIRED" {
+                    records = [:]
+                    token = nil
+                    resets += 1
+                    continue
+                }
+                if reply["serverErrorCode"] as? String == "ZONE_NOT_FOUND" { return }  // deleted right now; try later
+                XCTAssertEqual(status, 200, "\(reply)")
+                for record in reply["records"] as? [Body] ?? [] {
+                    let name = record["recordName"] as? String ?? ""
+                    if record["deleted"] as? Bool == true {
+                        records[name] = nil
+                    } else {
+                        records[name] = RecordAPITests.fields(record)["v"]?["value"] as? String
+                    }
+                }
+                token = reply["syncToken"] as? String
+                if reply["moreComing"] as? Bool != true { return }
+            }
+        }
+    }
+
+    /// The zone's records as the server holds them.
+    static func serverState(_ fixture: Fixture, zone: String) async throws -> [String: String] {
+        let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+        let page = try await SyncStore(store: fixture.store).changes(
+            zone: ZoneID(zoneName: zone, ownerRecordName: "_alice"), in: database, incarnation: nil, since: 0, limit: 100_000, logger: TestSupport.logger)
+        var state: [String: String] = [:]
+        for case .saved(let record) in page.changes {
+            if case .string(let value)? = record.fields["v"] { state[record.recordName] = value }
+        }
+        return state
+    }
+
+    /// Writers create, update and delete records (and once delete and re-create the zone) while a
+    /// device pulls with a small resultsLimit; after the writers stop and the device drains, its copy
+    /// equals the server's exactly: nothing missing, nothing stale, no delete resurrected.
+    func testSyncingDeviceConvergesUnderConcurrentWritesAcrossSeeds() async throws {
+        for seed: UInt64 in [1, 2, 3, 4, 5, 6] {
+            try await withFixture { fixture, client in
+                try await RecordAPITests.createZone(client, fixture, "Sync")
+                let writersDone = ManagedFlag()
+                let recreateAt = seed % 2 == 0 ? 40 : -1
+                async let writes: Void = withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in 0..<3 {
+                        group.addTask {
+                            var random = SplitMix64(seed: seed &* 31 &+ UInt64(writer))
+                            for step in 0..<70 {
+                                if writer == 0, step == recreateAt {
+                                    let (deleted, _) = try await RecordAPITests.post(client, fixture.path("zones/modify"), ["operations": [["operationType": "delete", "zone": ["zoneID": ["zoneName": "Sync"]]]]])
+                                    XCTAssertEqual(deleted, 200, "a zone delete waits for the zone's writers instead of failing")
+                                    try await RecordAPITests.createZone(client, fixture, "Sync")
+                                    continue
+                                }
+                                let name = "r\(random.next() % 25)"
+                                let value = "s\(seed)w\(writer)n\(step)"
+                                let operation: Body = switch random.next() % 4 {
+                                case 0: ["operationType": "forceDelete", "record": ["recordName": name]]
+                                case 1: ["operationType": "forceReplace", "record": RecordAPITests.note(name, ["v": ["value": value], "w": ["value": writer]])]
+                                default: ["operationType": "forceUpdate", "record": RecordAPITests.note(name, ["v": ["value": value]])]
+                                }
+                                _ = try await RecordAPITests.modify(client, fixture, zone: "Sync", [operation])
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                    writersDone.set()
+                }
+                var device = Device()
+                var random = SplitMix64(seed: seed)
+                var rounds = 0
+                while !writersDone.isSet {
+                    try await device.sync(client, fixture, zone: "Sync", limit: Int(1 + random.next() % 4))
+                    rounds += 1
+                }
+                print("seed \(seed): \(rounds) sync rounds during the writes, \(device.resets) resets")
+                try await writes
+                try await device.sync(client, fixture, zone: "Sync", limit: 3)
+                let server = try await Self.serverState(fixture, zone: "Sync")
+                XCTAssertEqual(device.records, server, "seed \(seed): the device's copy equals the server's")
+                XCTAssertFalse(server.isEmpty, "seed \(seed): the workload leaves records behind")
+                if recreateAt >= 0 { XCTAssertGreaterThanOrEqual(device.resets, 1, "seed \(seed): the re-created zone made the device reset") }
+                // A fresh device agrees too.
+                var fresh = Device()
+                try await fresh.sync(client, fixture, zone: "Sync", limit: 7)
+                XCTAssertEqual(fresh.records, server, "seed \(seed): a fresh sync equals the server")
+            }
+        }
+    }
+
+    func testDeletesOfRecordsTheDeviceNeverSawAreNotReportedAndTokensResetWhenTheyMust() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Z")
+            try await RecordAPITests.createZone(client, fixture, "Other")
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Z", [["operationType": "create", "record": RecordAPITests.note("seen", ["v": ["value": "1"]])]])
+            var device = Device()
+            try await device.sync(client, fixture, zone: "Z", limit: 10)
+            XCTAssertEqual(device.records, ["seen": "1"])
+            let token = try XCTUnwrap(device.token)
+            // Created and deleted after the token: never reported. Seen and deleted: reported.
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Z", [["operationType": "create", "record": RecordAPITests.note("brief", ["v": ["value": "x"]])]])
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Z", [
+                ["operationType": "forceDelete", "record": ["recordName": "brief"]], ["operationType": "forceDelete", "record": ["recordName": "seen"]],
+            ])
+            let (_, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "Z"], "syncToken": token])
+            let records = reply["records"] as? [Body] ?? []
+            XCTAssertEqual(records.map { $0["recordName"] as? String }, ["seen"])
+            XCTAssertEqual(records.first?["deleted"] as? Bool, true)
+
+            func expectError(_ body: Body, user: String = "_alice", _ code: String, _ status: Int, _ what: String) async throws {
+                let (actualStatus, reply) = try await RecordAPITests.post(client, fixture.path("records/changes", user: user), body)
+                XCTAssertEqual(reply["serverErrorCode"] as? String, code, what)
+                XCTAssertEqual(actualStatus, status, what)
+                XCTAssertNotNil(reply["reason"] as? String)
+            }
+            // Tampered token.
+            var tampered = Array(token)
+            tampered[5] = tampered[5] == "A" ? "B" : "A"
+            try await expectError(["zoneID": ["zoneName": "Z"], "syncToken": String(tampered)], "BAD_REQUEST", 400, "tampered")
+            try await expectError(["zoneID": ["zoneName": "Z"], "syncToken": "garbage"], "BAD_REQUEST", 400, "garbage")
+            // Token of another zone, and of another user's database.
+            try await expectError(["zoneID": ["zoneName": "Other"], "syncToken": token], "CHANGE_TOKEN_EXPIRED", 410, "other zone")
+            try await RecordAPITests.createZone(client, fixture, "Z", user: "_bob")
+            try await expectError(["zoneID": ["zoneName": "Z"], "syncToken": token], user: "_bob", "CHANGE_TOKEN_EXPIRED", 410, "other database")
+            // Tombstones collected past the token.
+            let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+            let collected = try await SyncStore(store: fixture.store).collectTombstones(
+                zone: ZoneID(zoneName: "Z", ownerRecordName: "_alice"), in: database, olderThan: Date().addingTimeInterval(60), logger: TestSupport.logger)
+            XCTAssertEqual(collected, 2)
+            try await expectError(["zoneID": ["zoneName": "Z"], "syncToken": token], "CHANGE_TOKEN_EXPIRED", 410, "older than the horizon")
+            // A token taken after the horizon still works.
+            var current = Device()
+            try await current.sync(client, fixture, zone: "Z", limit: 10)
+            let (okStatus, _) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "Z"], "syncToken": current.token!])
+            XCTAssertEqual(okStatus, 200)
+            // The zone deleted and created again.
+            _ = try await RecordAPITests.post(client, fixture.path("zones/modify"), ["operations": [["operationType": "delete", "zone": ["zoneID": ["zoneName": "Z"]]]]])
+            try await RecordAPITests.createZone(client, fixture, "Z")
+            try await expectError(["zoneID": ["zoneName": "Z"], "syncToken": current.token!], "CHANGE_TOKEN_EXPIRED", 410, "re-created zone")
+            // The default zone has no change tracking.
+            try await expectError(["zoneID": ["zoneName": "_defaultZone"]], "BAD_REQUEST", 400, "default zone")
+        }
+    }
+
+    func testChangesZoneAndDatabaseChanges() async throws {
+        try await withFixture { fixture, client in
+            for zone in ["A", "B", "C"] { try await RecordAPITests.createZone(client, fixture, zone) }
+            var (_, reply) = try await RecordAPITests.post(client, fixture.path("changes/database"), [String: Any]())
+            XCTAssertEqual((reply["zones"] as? [Body])?.compactMap { ($0["zoneID"] as? Body)?["zoneName"] as? String }, ["A", "B", "C"])
+            let token = try XCTUnwrap(reply["syncToken"] as? String)
+            // Nothing changed: nothing reported.
+            (_, reply) = try await RecordAPITests.post(client, fixture.path("zones/changes"), ["syncToken": token])
+            XCTAssertEqual((reply["zones"] as? [Body])?.count, 0)
+            // A record change in A, B deleted, D created; pages of one zone.
+            _ = try await RecordAPITests.modify(client, fixture, zone: "A", [["operationType": "create", "record": RecordAPITests.note("a1", ["v": ["value": "1"]])]])
+            _ = try await RecordAPITests.post(client, fixture.path("zones/modify"), ["operations": [["operationType": "delete", "zone": ["zoneID": ["zoneName": "B"]]]]])
+            try await RecordAPITests.createZone(client, fixture, "D")
+            var next: String? = token
+            var seen: [String: Bool] = [:]
+            var pages = 0
+            repeat {
+                (_, reply) = try await RecordAPITests.post(client, fixture.path("changes/database"), ["metaSyncToken": next!, "resultsLimit": 1])
+                for zone in reply["zones"] as? [Body] ?? [] { seen[(zone["zoneID"] as? Body)?["zoneName"] as? String ?? "?"] = zone["deleted"] as? Bool ?? false }
+                next = reply["syncToken"] as? String
+                pages += 1
+            } while reply["moreComing"] as? Bool == true && pages < 10
+            XCTAssertEqual(seen, ["A": false, "B": true, "D": false])
+            XCTAssertEqual(pages, 3)
+            // changes/zone: several zones at once, with desiredRecordTypes.
+            _ = try await RecordAPITests.modify(client, fixture, zone: "A", [["operationType": "create", "record": RecordAPITests.note("t1", ["v": ["value": "x"]], type: "Task")]])
+            (_, reply) = try await RecordAPITests.post(client, fixture.path("changes/zone"), ["zones": [
+                ["zoneID": ["zoneName": "A"], "desiredRecordTypes": ["Task"]], ["zoneID": ["zoneName": "D"]], ["zoneID": ["zoneName": "B"]],
+            ]])
+            let zones = reply["zones"] as? [Body] ?? []
+            XCTAssertEqual(zones.count, 3)
+            XCTAssertEqual((zones[0]["records"] as? [Body])?.compactMap { $0["recordName"] as? String }, ["t1"])
+            XCTAssertEqual((zones[1]["records"] as? [Body])?.count, 0)
+            XCTAssertNotNil(zones[1]["syncToken"] as? String)
+            XCTAssertEqual(zones[2]["serverErrorCode"] as? String, "ZONE_NOT_FOUND")
+            // Bad database tokens.
+            (_, reply) = try await RecordAPITests.post(client, fixture.path("changes/database", user: "_bob"), ["syncToken": token])
+            XCTAssertEqual(reply["serverErrorCode"] as? String, "CHANGE_TOKEN_EXPIRED")
+            (_, reply) = try await RecordAPITests.post(client, fixture.path("changes/database"), ["syncToken": "x" + token])
+            XCTAssertEqual(reply["serverErrorCode"] as? String, "BAD_REQUEST")
+        }
+    }
+
+    /// Measured, not asserted: how long pulling 1,000 and 10,000 changes takes here.
+    func testMeasurePullingThousandsOfChanges() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Big")
+            for batch in 0..<50 {
+                let operations: [Body] = (0..<200).map { index in
+                    ["operationType": "create", "record": RecordAPITests.note("r\(batch * 200 + index)", ["v": ["value": "value \(index)"], "n": ["value": index]])]
+                }
+                let (status, _) = try await RecordAPITests.modify(client, fixture, zone: "Big", operations)
+                XCTAssertEqual(status, 200)
+            }
+            for count in [1_000, 10_000] {
+                var device = Device()
+                let started = ContinuousClock.now
+                var pulled = 0
+                while pulled < count {
+                    var body: Body = ["zoneID": ["zoneName": "Big"], "resultsLimit": 200]
+                    if let token = device.token { body["syncToken"] = token }
+                    let (_, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), body)
+                    pulled += (reply["records"] as? [Body])?.count ?? 0
+                    device.token = reply["syncToken"] as? String
+                    if reply["moreComing"] as? Bool != true { break }
+                }
+                let elapsed = ContinuousClock.now - started
+                XCTAssertEqual(pulled >= count, true)
+                print("sync measurement: pulled \(pulled) changes in pages of 200 in \(elapsed) (\(Int(Double(pulled) / (elapsed / .seconds(1)))) changes/s)")
+            }
+        }
+    }
+}
+
+/// A small seeded generator so every run of a seed makes the same choices.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A flag one task sets and another polls.
+final class ManagedFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
