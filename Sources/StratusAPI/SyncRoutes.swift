@@ -26,6 +26,10 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         var desiredKeys: [String]?
         var desiredRecordTypes: [String]?
         var numbersAsStrings: Bool?
+        /// Stratus extension: newest changes first.
+        var reverse: Bool?
+        /// Stratus extension: every change in order, so each pulled prefix is a state that existed.
+        var snapshot: Bool?
     }
 
     struct ZonesRequest: Decodable {
@@ -78,6 +82,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let zoneKey = ZoneKey(database: database, zoneName: name).rawValue
         var incarnation: UUID?
         var version: Int64 = 0
+        var reverseBounds: (upTo: Int64?, below: Int64?) = (nil, nil)
         if let text = zoneRequest.syncToken, !text.isEmpty {
             guard let token = SignedToken.open(text, as: ZoneSyncToken.self, key: secretKey) else {
                 throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
@@ -87,14 +92,23 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             }
             incarnation = token.incarnation
             version = token.version
+            reverseBounds = (token.reverseUpTo, token.reverseBelow)
         }
+        if zoneRequest.reverse == true, zoneRequest.snapshot == true {
+            throw StratusError(.badRequest, "reverse and snapshot cannot be combined")
+        }
+        if reverseBounds.upTo != nil, zoneRequest.reverse != true {
+            throw StratusError(.badRequest, "This sync token continues a reverse sync; send reverse: true until moreComing is false")
+        }
+        let mode: SyncStore.Mode = zoneRequest.reverse == true ? .reverse(upTo: reverseBounds.upTo, below: reverseBounds.below)
+            : zoneRequest.snapshot == true ? .snapshot : .forward
         let limit = min(max(zoneRequest.resultsLimit ?? limits.maxResults, 1), limits.maxResults)
         if let resultsLimit = zoneRequest.resultsLimit, resultsLimit < 1 {
             throw StratusError(.badRequest, "resultsLimit must be at least 1")
         }
         let page = try await sync.changes(
             zone: zone, in: database, incarnation: incarnation, since: version, limit: limit,
-            recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), logger: context.logger)
+            recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, logger: context.logger)
         let numbersAsStrings = zoneRequest.numbersAsStrings ?? false
         let records: [JSONValue] = page.changes.map { change in
             switch change {
@@ -104,7 +118,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
                 return .object(["recordName": .string(recordName), "deleted": .bool(true)])
             }
         }
-        let token = SignedToken.sign(ZoneSyncToken(zoneKey: zoneKey, incarnation: page.incarnation, version: page.version), key: secretKey)
+        let token = SignedToken.sign(ZoneSyncToken(
+            zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below), key: secretKey)
         return .object([
             "zoneID": .object(["zoneName": .string(zone.zoneName), "ownerRecordName": .string(zone.ownerRecordName)]),
             "records": .array(records), "syncToken": .string(token), "moreComing": .bool(page.moreComing),

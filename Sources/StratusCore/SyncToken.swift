@@ -29,16 +29,22 @@ public struct ZoneSyncToken: Sendable, Hashable, Codable {
     public var incarnation: UUID
     /// The zone change counter value the client has seen everything up to.
     public var version: Int64
+    /// During a reverse (newest-first) sync: the counter value the sync is bringing the client up to.
+    public var reverseUpTo: Int64?
+    /// During a reverse sync: the next page holds versions below this.
+    public var reverseBelow: Int64?
 
     enum CodingKeys: String, CodingKey {
-        case zoneKey = "z", incarnation = "i", version = "v"
+        case zoneKey = "z", incarnation = "i", version = "v", reverseUpTo = "u", reverseBelow = "b"
     }
 
     /// Creates a token value.
-    public init(zoneKey: String, incarnation: UUID, version: Int64) {
+    public init(zoneKey: String, incarnation: UUID, version: Int64, reverseUpTo: Int64? = nil, reverseBelow: Int64? = nil) {
         self.zoneKey = zoneKey
         self.incarnation = incarnation
         self.version = version
+        self.reverseUpTo = reverseUpTo
+        self.reverseBelow = reverseBelow
     }
 }
 

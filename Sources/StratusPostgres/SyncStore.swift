@@ -24,6 +24,17 @@ public struct SyncStore: Sendable {
         }
     }
 
+    /// How a page is cut from a zone's history.
+    public enum Mode: Sendable, Hashable {
+        /// Oldest change first; each record once, at its latest version.
+        case forward
+        /// Newest change first within `(since, upTo]`, continuing below `below`; each record once.
+        case reverse(upTo: Int64?, below: Int64?)
+        /// Every change in the order it happened, intermediate versions included: any prefix the
+        /// client has applied is a state the zone really had.
+        case snapshot
+    }
+
     /// A page of a zone's changes.
     public struct ZoneChanges: Sendable {
         /// The changes, oldest first.
@@ -34,6 +45,8 @@ public struct SyncStore: Sendable {
         public var version: Int64
         /// More changes wait beyond `version`.
         public var moreComing: Bool
+        /// For a reverse sync that is not finished: the bounds to continue with.
+        public var reverse: (upTo: Int64, below: Int64)?
     }
 
     /// The changes of a custom zone after `version` (0 = from the start), at most `limit`, in version
@@ -42,7 +55,7 @@ public struct SyncStore: Sendable {
     /// zone is another incarnation or its tombstones were collected past `version`.
     public func changes(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
-        recordTypes: Set<String>? = nil, logger: Logger
+        recordTypes: Set<String>? = nil, mode: Mode = .forward, logger: Logger
     ) async throws -> ZoneChanges {
         guard !zone.isDefaultZone else {
             throw StratusError(.badRequest, "Change tracking is available in custom zones only, not in \(ZoneID.defaultZoneName)")
@@ -69,18 +82,33 @@ public struct SyncStore: Sendable {
                 throw StratusError(.changeTokenExpired, "This sync token is ahead of the zone; discard the local copy and sync from the start")
             }
             let types = recordTypes.map { Array($0) }
+            switch mode {
+            case .snapshot:
+                return try await Self.history(zone: zone, database: database, incarnation: incarnation, since: version, counter: counter,
+                                              limit: limit, types: types, in: transaction)
+            case .forward, .reverse:
+                break
+            }
+            var upper = counter
+            var below = Int64.max
+            var descending = false
+            if case .reverse(let upTo, let continueBelow) = mode {
+                descending = true
+                upper = min(upTo ?? counter, counter)
+                below = continueBelow ?? Int64.max
+            }
             let rows = try await connection.query("""
                 SELECT version, record_name, record_type, false FROM records
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-                  AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND version > \(version)
+                  AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND version > \(version) AND version <= \(upper) AND version < \(below)
                   AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
                 UNION ALL
                 SELECT deleted_version, record_name, record_type, true FROM record_tombstones
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND deleted_version > \(version)
-                  AND created_version <= \(version)
+                  AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
                   AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
-                ORDER BY 1
+                ORDER BY 1 \(unescaped: descending ? "DESC" : "ASC")
                 LIMIT \(limit + 1)
                 """, logger: logger)
             var entries: [(version: Int64, name: String, type: String, deleted: Bool)] = []
@@ -100,8 +128,45 @@ public struct SyncStore: Sendable {
             let changes: [Change] = entries.compactMap { entry in
                 entry.deleted ? .deleted(recordName: entry.name, recordType: entry.type) : records[entry.name].map { .saved($0) }
             }
-            return ZoneChanges(changes: changes, incarnation: incarnation, version: moreComing ? entries.last!.version : counter, moreComing: moreComing)
+            if descending {
+                // Until the reverse range is exhausted the client keeps its old position; then it holds everything up to `upper`.
+                if moreComing {
+                    return ZoneChanges(changes: changes, incarnation: incarnation, version: version, moreComing: true, reverse: (upper, entries.last!.version))
+                }
+                return ZoneChanges(changes: changes, incarnation: incarnation, version: upper, moreComing: false, reverse: nil)
+            }
+            return ZoneChanges(changes: changes, incarnation: incarnation, version: moreComing ? entries.last!.version : counter, moreComing: moreComing, reverse: nil)
         }
+    }
+
+    /// Snapshot mode: the zone's record events after `version`, in order, from the event log.
+    private static func history(
+        zone: ZoneID, database: DatabaseID, incarnation: UUID, since version: Int64, counter: Int64, limit: Int, types: [String]?,
+        in transaction: Transaction
+    ) async throws -> ZoneChanges {
+        let key = ZoneKey(database: database, zoneName: zone.zoneName).rawValue
+        let rows = try await transaction.connection.query("""
+            SELECT zone_sequence, type, payload::text FROM events
+            WHERE zone_key = \(key) AND zone_sequence > \(version) AND zone_sequence <= \(counter)
+              AND type IN ('record.saved', 'record.deleted') AND payload->>'zoneIncarnation' = \(incarnation.uuidString)
+              AND (\(types)::text[] IS NULL OR coalesce(payload->'record'->>'recordType', payload->>'recordType') = ANY(\(types)::text[]))
+            ORDER BY zone_sequence
+            LIMIT \(limit + 1)
+            """, logger: transaction.logger)
+        var entries: [(Int64, String, String)] = []
+        for try await row in rows.decode((Int64, String, String).self) { entries.append(row) }
+        let moreComing = entries.count > limit
+        if moreComing { entries.removeLast(entries.count - limit) }
+        var changes: [Change] = []
+        for (_, type, payload) in entries {
+            if type == RecordSaved.eventType.rawValue {
+                changes.append(.saved(try EventCoding.decoder.decode(RecordSaved.self, from: Data(payload.utf8)).record))
+            } else {
+                let deleted = try EventCoding.decoder.decode(RecordDeleted.self, from: Data(payload.utf8))
+                changes.append(.deleted(recordName: deleted.recordName, recordType: deleted.recordType))
+            }
+        }
+        return ZoneChanges(changes: changes, incarnation: incarnation, version: moreComing ? entries.last!.0 : counter, moreComing: moreComing, reverse: nil)
     }
 
     /// A zone as database change tracking sees it.

@@ -30,9 +30,13 @@ final class SyncTests: XCTestCase {
         var resets = 0
 
         /// Pulls until moreComing is false. On CHANGE_TOKEN_EXPIRED it drops everything and starts over.
-        mutating func sync(_ client: any TestClientProtocol, _ fixture: Fixture, zone: String, limit: Int) async throws {
+        mutating func sync(
+            _ client: any TestClientProtocol, _ fixture: Fixture, zone: String, limit: Int, extra: Body = [:],
+            afterPage: ([String: String], [Body]) -> Void = { _, _ in }
+        ) async throws {
             while true {
                 var body: Body = ["zoneID": ["zoneName": zone], "resultsLimit": limit]
+                body.merge(extra) { _, new in new }
                 if let token { body["syncToken"] = token }
                 let (status, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), body)
                 if reply["serverErrorCode"] as? String == "CHANGE_TOKEN_EXPIRED" {
@@ -52,6 +56,7 @@ final class SyncTests: XCTestCase {
                     }
                 }
                 token = reply["syncToken"] as? String
+                afterPage(records, reply["records"] as? [Body] ?? [])
                 if reply["moreComing"] as? Bool != true { return }
             }
         }
@@ -219,6 +224,73 @@ final class SyncTests: XCTestCase {
             XCTAssertEqual(reply["serverErrorCode"] as? String, "CHANGE_TOKEN_EXPIRED")
             (_, reply) = try await RecordAPITests.post(client, fixture.path("changes/database"), ["syncToken": "x" + token])
             XCTAssertEqual(reply["serverErrorCode"] as? String, "BAD_REQUEST")
+        }
+    }
+
+    /// Reverse sync (an extension): newest first, and writes made during it arrive with the next forward sync.
+    func testReverseSyncDeliversNewestFirstAndMissesNothing() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "R")
+            for index in 0..<10 {
+                _ = try await RecordAPITests.modify(client, fixture, zone: "R", [["operationType": "create", "record": RecordAPITests.note("r\(index)", ["v": ["value": "\(index)"]])]])
+            }
+            // The first reverse page, then writes while the reverse sync is under way, then the rest.
+            var device = Device()
+            var order: [String] = []
+            var (_, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "R"], "resultsLimit": 3, "reverse": true])
+            order += (reply["records"] as? [Body] ?? []).compactMap { $0["recordName"] as? String }
+            for record in reply["records"] as? [Body] ?? [] { device.records[record["recordName"] as! String] = RecordAPITests.fields(record)["v"]?["value"] as? String }
+            device.token = reply["syncToken"] as? String
+            XCTAssertEqual(reply["moreComing"] as? Bool, true)
+            _ = try await RecordAPITests.modify(client, fixture, zone: "R", [
+                ["operationType": "forceUpdate", "record": RecordAPITests.note("r0", ["v": ["value": "changed"]])],
+                ["operationType": "create", "record": RecordAPITests.note("r10", ["v": ["value": "10"]])],
+            ])
+            try await device.sync(client, fixture, zone: "R", limit: 3, extra: ["reverse": true]) { _, page in
+                order += page.compactMap { $0["recordName"] as? String }
+            }
+            // r0 changed meanwhile: it left the reverse range and comes with the next forward sync instead.
+            XCTAssertEqual(order, (1..<10).reversed().map { "r\($0)" }, "newest first, within the range fixed when the reverse sync began")
+            var forwardOrder: [String] = []
+            try await device.sync(client, fixture, zone: "R", limit: 50) { _, page in forwardOrder += page.compactMap { $0["recordName"] as? String } }
+            XCTAssertEqual(forwardOrder, ["r0", "r10"], "the forward sync after a reverse one brings exactly the later changes")
+            let server = try await Self.serverState(fixture, zone: "R")
+            XCTAssertEqual(device.records, server)
+            // A reverse continuation token is refused for a forward request.
+            let (_, start) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "R"], "resultsLimit": 2, "reverse": true])
+            let (status, refused) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "R"], "syncToken": start["syncToken"] as! String])
+            XCTAssertEqual(status, 400, "\(refused)")
+        }
+    }
+
+    /// Snapshot sync (an extension): every prefix the device has applied is a state the zone had.
+    func testSnapshotSyncPrefixesAreRealStates() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "S")
+            var states: [[String: String]] = [[:]]
+            var state: [String: String] = [:]
+            let steps: [(String, String, String?)] = [
+                ("create", "a", "1"), ("create", "b", "1"), ("forceUpdate", "a", "2"), ("forceDelete", "b", nil),
+                ("create", "c", "1"), ("forceUpdate", "a", "3"), ("forceUpdate", "c", "2"), ("forceDelete", "a", nil),
+            ]
+            for (operation, name, value) in steps {
+                var record: Body = ["recordName": name]
+                if let value { record = RecordAPITests.note(name, ["v": ["value": value]]) }
+                let (status, _) = try await RecordAPITests.modify(client, fixture, zone: "S", [["operationType": operation, "record": record]])
+                XCTAssertEqual(status, 200)
+                state[name] = value
+                states.append(state)
+            }
+            for limit in [1, 2, 3] {
+                var device = Device()
+                var prefixes = 0
+                try await device.sync(client, fixture, zone: "S", limit: limit, extra: ["snapshot": true]) { copy, _ in
+                    prefixes += 1
+                    XCTAssertTrue(states.contains(copy), "limit \(limit): \(copy) is not a state the zone had")
+                }
+                XCTAssertEqual(device.records, state)
+                XCTAssertGreaterThan(prefixes, 1)
+            }
         }
     }
 
