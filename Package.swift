@@ -84,6 +84,7 @@ let package = Package(
             dependencies: [
                 "StratusCore", "StratusPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]

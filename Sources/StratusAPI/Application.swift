@@ -38,6 +38,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         .register(on: router)
     SyncRoutes<APIRequestContext>(sync: SyncStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
         .register(on: router)
+    QueryRoutes<APIRequestContext>(queries: QueryStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
+        .register(on: router)
     return router
 }
 

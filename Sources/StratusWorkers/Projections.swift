@@ -2,8 +2,7 @@ import Logging
 import StratusCore
 import StratusPostgres
 
-/// The indexer's projection so far: the query index's directory of live zones.
-/// Record documents join it when the query index lands.
+/// The indexer's projection: the query index (every record's queryable document) and its directory of live zones.
 public struct IndexerProjection: Projection {
     public let name = "stratus-indexer"
 
@@ -15,7 +14,13 @@ public struct IndexerProjection: Projection {
         case .zoneCreated:
             try await IndexZoneStore.upsert(event.decode(ZoneCreated.self), event: event, in: transaction)
         case .zoneDeleted:
-            try await IndexZoneStore.remove(event.decode(ZoneDeleted.self), event: event, in: transaction)
+            let deleted = try event.decode(ZoneDeleted.self)
+            try await IndexZoneStore.remove(deleted, event: event, in: transaction)
+            try await QueryIndexStore.apply(deleted, event: event, in: transaction)
+        case RecordSaved.eventType:
+            try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, in: transaction)
+        case RecordDeleted.eventType:
+            try await QueryIndexStore.apply(event.decode(RecordDeleted.self), event: event, in: transaction)
         default:
             break
         }
@@ -23,6 +28,7 @@ public struct IndexerProjection: Projection {
 
     public func reset(in transaction: Transaction, logger: Logger) async throws {
         try await IndexZoneStore.reset(in: transaction)
+        try await QueryIndexStore.reset(in: transaction)
     }
 }
 

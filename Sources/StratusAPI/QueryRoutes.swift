@@ -1,0 +1,75 @@
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// `records/query`, served from the asynchronously maintained query index.
+struct QueryRoutes<Context: StratusRequestContext>: Sendable {
+    let queries: QueryStore
+    let authenticator: Authenticator
+    let limits: APILimits
+    let secretKey: SecretKey
+
+    func register(on router: Router<Context>) {
+        router.post("/database/1/:container/:environment/:database/records/query") { request, context in try await query(request, context) }
+    }
+
+    struct QueryRequest: Decodable {
+        var query: JSONValue
+        var zoneID: WireZoneID?
+        var zoneWide: Bool?
+        var resultsLimit: Int?
+        var continuationMarker: String?
+        var desiredKeys: [String]?
+        var numbersAsStrings: Bool?
+    }
+
+    /// What a continuation marker carries: which query it continues, and after which row.
+    struct Marker: Codable {
+        var query: String
+        var after: [JSONValue]
+
+        enum CodingKeys: String, CodingKey { case query = "q", after = "a" }
+    }
+
+    func query(_ request: Request, _ context: Context) async throws -> Response {
+        let path = try DatabasePath.parse(context)
+        let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
+        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
+        let database = try authenticator.database(for: caller, path: path)
+        let parsed = try RequestBody.decode(QueryRequest.self, from: body)
+        let query = try RecordQuery.parse(parsed.query)
+        if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
+        let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
+        let zoneName = parsed.zoneID?.zoneName ?? ZoneID.defaultZoneName
+        if zoneName != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: zoneName) }
+        if let owner = parsed.zoneID?.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
+            throw StratusError(.zoneNotFound, "Zone '\(zoneName.prefix(255))' does not exist in this database")
+        }
+        if database.scope == .shared { throw StratusError(.zoneNotFound, "No zone is shared with the caller") }
+        let scope: QueryStore.Scope = parsed.zoneWide == true ? .allZones : .zone(zoneName)
+        // The marker is bound to the query and the database it was issued for.
+        let fingerprint = Base64URL.encode(Data(SHA256.hash(data: EventCoding.encode(parsed.query) + Data("\(ZoneKey(database: database, zoneName: ""))|\(scope)".utf8))))
+        var after: [JSONValue]?
+        if let text = parsed.continuationMarker, !text.isEmpty {
+            guard let marker = SignedToken.open(text, as: Marker.self, key: secretKey) else {
+                throw StratusError(.badRequest, "continuationMarker is not valid: it was altered or not issued by this server")
+            }
+            guard marker.query == fingerprint else { throw StratusError(.badRequest, "continuationMarker belongs to another query") }
+            after = marker.after
+        }
+        let page = try await queries.run(query, in: database, scope: scope, limit: limit, after: after, logger: context.logger)
+        let numbersAsStrings = parsed.numbersAsStrings ?? false
+        var members: [String: JSONValue] = [
+            "records": .array(page.records.map { zone, record in
+                RecordWire.dictionary(record, zone: ZoneID(zoneName: zone, ownerRecordName: database.owner), desiredKeys: parsed.desiredKeys, numbersAsStrings: numbersAsStrings)
+            }),
+        ]
+        if let continuation = page.continuation {
+            members["continuationMarker"] = .string(SignedToken.sign(Marker(query: fingerprint, after: continuation), key: secretKey))
+        }
+        return try json(JSONValue.object(members))
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// The query index: written by the indexer from record events, read by `records/query`.
+public enum QueryIndexStore {
+    /// Applies `record.saved` to every generation being served or built; an event older than what a
+    /// generation holds for the record changes nothing.
+    public static func apply(_ saved: RecordSaved, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
+        let database = saved.database
+        let record = saved.record
+        let recordJSON = String(decoding: EventCoding.encode(record), as: UTF8.self)
+        let text = record.fields.values.compactMap { value -> String? in
+            switch value {
+            case .string(let string): string
+            case .list(.string, let values): values.compactMap { if case .string(let s) = $0 { s } else { nil } }.joined(separator: " ")
+            default: nil
+            }
+        }.joined(separator: " ")
+        let targets = try await targetGenerations(generations, in: transaction)
+        try await transaction.connection.query("""
+            INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
+                version, deleted, created_at, modified_at, record, search)
+            SELECT g, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(saved.zoneID.zoneName),
+                \(record.recordName), \(record.recordType), \(event.id), false, \(record.created.timestamp), \(record.modified.timestamp),
+                \(recordJSON)::jsonb, to_tsvector('simple', \(text))
+            FROM unnest(\(targets)::int[]) AS g
+            ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
+                record_type = EXCLUDED.record_type, version = EXCLUDED.version, deleted = false, created_at = EXCLUDED.created_at,
+                modified_at = EXCLUDED.modified_at, record = EXCLUDED.record, search = EXCLUDED.search
+            WHERE r.version < EXCLUDED.version
+            """, logger: transaction.logger)
+    }
+
+    /// Applies `record.deleted`: the row becomes a deletion marker (so an older event arriving late cannot bring it back).
+    public static func apply(_ deleted: RecordDeleted, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
+        let database = deleted.database
+        let targets = try await targetGenerations(generations, in: transaction)
+        try await transaction.connection.query("""
+            INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type, version, deleted)
+            SELECT g, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(deleted.zoneID.zoneName),
+                \(deleted.recordName), \(deleted.recordType), \(event.id), true
+            FROM unnest(\(targets)::int[]) AS g
+            ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
+                version = EXCLUDED.version, deleted = true, record = NULL, search = NULL
+            WHERE r.version < EXCLUDED.version
+            """, logger: transaction.logger)
+    }
+
+    /// Applies `zone.deleted`: everything the zone held before the event goes.
+    public static func apply(_ deleted: ZoneDeleted, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
+        let database = deleted.database
+        let targets = try await targetGenerations(generations, in: transaction)
+        try await transaction.connection.query("""
+            DELETE FROM query_index.records
+            WHERE generation = ANY(\(targets)::int[]) AND container = \(database.container) AND environment = \(database.environment.rawValue)
+              AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(deleted.zoneID.zoneName) AND version < \(event.id)
+            """, logger: transaction.logger)
+    }
+
+    /// Empties every generation (a replay starts from nothing).
+    public static func reset(in transaction: Transaction) async throws {
+        try await transaction.connection.query("DELETE FROM query_index.records", logger: transaction.logger)
+        try await transaction.connection.query("DELETE FROM query_index.generations WHERE state <> 'live'", logger: transaction.logger)
+    }
+
+    private static func targetGenerations(_ explicit: [Int]?, in transaction: Transaction) async throws -> [Int] {
+        if let explicit { return explicit }
+        let rows = try await transaction.connection.query(
+            "SELECT generation FROM query_index.generations WHERE state IN ('live', 'building')", logger: transaction.logger)
+        var generations: [Int] = []
+        for try await generation in rows.decode(Int.self) { generations.append(generation) }
+        return generations
+    }
+}
+
+/// Index generations: the live one serves queries; a rebuild fills a new one and swaps it in.
+public struct QueryIndexGenerations: Sendable {
+    let store: PostgresStore
+
+    /// Creates the generation manager.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// The generation queries read.
+    public func live(logger: Logger) async throws -> Int {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT generation FROM query_index.generations WHERE state = 'live'", logger: logger)
+            for try await generation in rows.decode(Int.self) { return generation }
+            throw StratusError(.internalError, "the query index has no live generation")
+        }
+    }
+
+    /// Starts a new generation that the indexer also writes to from now on.
+    public func begin(logger: Logger) async throws -> Int {
+        try await store.serializable(logger: logger, lock: "query_index.generations") { transaction in
+            let rows = try await transaction.connection.query(
+                "INSERT INTO query_index.generations (generation, state) SELECT coalesce(max(generation), 0) + 1, 'building' FROM query_index.generations RETURNING generation",
+                logger: transaction.logger)
+            for try await generation in rows.decode(Int.self) { return generation }
+            throw StratusError(.internalError, "could not start an index generation")
+        }
+    }
+
+    /// Applies one event to one generation only (the rebuild's path).
+    public func apply(_ event: EventEnvelope, to generation: Int, logger: Logger) async throws {
+        try await store.serializable(logger: logger) { transaction in
+            switch event.type {
+            case RecordSaved.eventType: try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, generations: [generation], in: transaction)
+            case RecordDeleted.eventType: try await QueryIndexStore.apply(event.decode(RecordDeleted.self), event: event, generations: [generation], in: transaction)
+            case .zoneDeleted: try await QueryIndexStore.apply(event.decode(ZoneDeleted.self), event: event, generations: [generation], in: transaction)
+            default: break
+            }
+        }
+    }
+
+    /// Makes `generation` live in one transaction and drops the old rows.
+    public func swap(to generation: Int, logger: Logger) async throws {
+        try await store.serializable(logger: logger, lock: "query_index.generations") { transaction in
+            try await transaction.connection.query(
+                "UPDATE query_index.generations SET state = 'retired' WHERE state = 'live'", logger: transaction.logger)
+            try await transaction.connection.query(
+                "UPDATE query_index.generations SET state = 'live' WHERE generation = \(generation)", logger: transaction.logger)
+        }
+        _ = try await store.withConnection { connection in
+            try await connection.query("""
+                DELETE FROM query_index.records WHERE generation IN (SELECT generation FROM query_index.generations WHERE state = 'retired')
+                """, logger: logger)
+        }
+    }
+}

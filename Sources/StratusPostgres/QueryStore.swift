@@ -1,0 +1,228 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// Runs `records/query` against the live generation of the query index.
+public struct QueryStore: Sendable {
+    let store: PostgresStore
+
+    /// Creates the query store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// Where to look: one zone, or every zone of the database.
+    public enum Scope: Sendable, Hashable {
+        case zone(String)
+        case allZones
+    }
+
+    /// A page of results.
+    public struct Page: Sendable {
+        /// Matching records, in query order.
+        public var records: [(zoneName: String, record: Record)]
+        /// The sort values of the last row, to continue after it; nil when there is nothing more.
+        public var continuation: [JSONValue]?
+    }
+
+    /// Runs a query. `after` continues after a previous page's last row (keyset paging: stable under
+    /// concurrent writes).
+    public func run(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> Page {
+        var sql = SQLBuilder()
+        let generation = sql.bind(try await QueryIndexGenerations(store: store).live(logger: logger))
+        var conditions = [
+            "generation = \(generation)", "NOT deleted",
+            "container = \(sql.bind(database.container))", "environment = \(sql.bind(database.environment.rawValue))",
+            "scope = \(sql.bind(database.scope.rawValue))", "owner = \(sql.bind(database.owner))",
+            "record_type = \(sql.bind(query.recordType))",
+        ]
+        if case .zone(let name) = scope { conditions.append("zone_name = \(sql.bind(name))") }
+        for filter in query.filters { conditions.append(try Self.condition(filter, &sql)) }
+        // Sort keys, all as jsonb so one comparison rule serves every key; then zone and name break ties.
+        var keys: [(expression: String, ascending: Bool)] = query.sorts.map { sort in
+            (Self.sortExpression(sort, &sql), sort.ascending)
+        }
+        keys.append(("to_jsonb(zone_name)", true))
+        keys.append(("to_jsonb(record_name)", true))
+        if let after {
+            guard after.count == keys.count else { throw StratusError(.badRequest, "continuationMarker does not belong to this query") }
+            var alternatives: [String] = []
+            for index in keys.indices {
+                var parts: [String] = []
+                for earlier in 0..<index {
+                    parts.append("\(keys[earlier].expression) = \(sql.bind(Self.jsonText(after[earlier])))::jsonb")
+                }
+                parts.append("\(keys[index].expression) \(keys[index].ascending ? ">" : "<") \(sql.bind(Self.jsonText(after[index])))::jsonb")
+                alternatives.append("(" + parts.joined(separator: " AND ") + ")")
+            }
+            conditions.append("(" + alternatives.joined(separator: " OR ") + ")")
+        }
+        let order = keys.map { "\($0.expression) \($0.ascending ? "ASC" : "DESC")" }.joined(separator: ", ")
+        let selectKeys = keys.map { "\($0.expression)::text" }.joined(separator: ", ")
+        let text = """
+            SELECT zone_name, record::text, jsonb_build_array(\(selectKeys.isEmpty ? "" : keys.map(\.expression).joined(separator: ", ")))::text
+            FROM query_index.records
+            WHERE \(conditions.joined(separator: " AND "))
+            ORDER BY \(order)
+            LIMIT \(sql.bind(limit + 1))
+            """
+        _ = selectKeys
+        return try await store.withConnection { connection in
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: text, binds: sql.bindings), logger: logger)
+            var results: [(String, Record, String)] = []
+            for try await (zone, recordText, keyText) in rows.decode((String, String, String).self) {
+                let record = try EventCoding.decoder.decode(Record.self, from: Data(recordText.utf8))
+                results.append((zone, record, keyText))
+            }
+            let more = results.count > limit
+            if more { results.removeLast(results.count - limit) }
+            var continuation: [JSONValue]?
+            if more, let last = results.last {
+                guard case .array(let values) = try EventCoding.decoder.decode(JSONValue.self, from: Data(last.2.utf8)) else { return Page(records: [], continuation: nil) }
+                continuation = values
+            }
+            return Page(records: results.map { ($0.0, $0.1) }, continuation: continuation)
+        }
+    }
+
+    private static func jsonText(_ value: JSONValue) -> String {
+        String(decoding: EventCoding.encode(value), as: UTF8.self)
+    }
+
+    private static func field(_ name: String, _ sql: inout SQLBuilder) -> String {
+        "(record->'fields'->\(sql.bind(name)))"
+    }
+
+    private static func sortExpression(_ sort: QuerySort, _ sql: inout SQLBuilder) -> String {
+        switch sort.fieldName {
+        case "___createTime": return "to_jsonb(created_at)"
+        case "___modTime": return "to_jsonb(modified_at)"
+        case "___recordID": return "to_jsonb(record_name)"
+        default:
+            let value = "\(field(sort.fieldName, &sql))->'value'"
+            if let location = sort.relativeLocation {
+                return "coalesce(to_jsonb(\(distance(value, location, &sql))), 'null'::jsonb)"
+            }
+            return "coalesce(\(value), 'null'::jsonb)"
+        }
+    }
+
+    /// Great-circle distance in metres between a stored LOCATION value and a point.
+    private static func distance(_ value: String, _ location: Location, _ sql: inout SQLBuilder) -> String {
+        let lat = "((\(value)->>'latitude')::float8)", lon = "((\(value)->>'longitude')::float8)"
+        let lat0 = sql.bind(location.latitude), lon0 = sql.bind(location.longitude)
+        return """
+            (2 * 6371008.8 * asin(sqrt(power(sin(radians(\(lat) - \(lat0)::float8) / 2), 2)
+              + cos(radians(\(lat0)::float8)) * cos(radians(\(lat))) * power(sin(radians(\(lon) - \(lon0)::float8) / 2), 2))))
+            """
+    }
+
+    /// One filter as a SQL condition.
+    static func condition(_ filter: QueryFilter, _ sql: inout SQLBuilder) throws(StratusError) -> String {
+        let name = filter.fieldName
+        // System fields compare their columns.
+        if name == "___recordID" || name == "___createTime" || name == "___modTime" {
+            let column = name == "___recordID" ? "record_name" : name == "___createTime" ? "created_at" : "modified_at"
+            return try compare(column, filter, numeric: name != "___recordID", &sql)
+        }
+        if name == "___all" || filter.comparator == .containsAllTokens || filter.comparator == .containsAnyTokens {
+            guard case .string(let text) = filter.value else { throw StratusError(.badRequest, "token comparators need a STRING") }
+            let tokens = RecordQuery.tokens(text)
+            guard !tokens.isEmpty else { throw StratusError(.badRequest, "fieldValue has no tokens to search for") }
+            let query = tokens.joined(separator: filter.comparator == .containsAllTokens ? " & " : " | ")
+            let document = name == "___all" ? "search" : "to_tsvector('simple', coalesce(\(field(name, &sql))->>'value', ''))"
+            return "\(document) @@ to_tsquery('simple', \(sql.bind(query)))"
+        }
+        let value = "\(field(name, &sql))->'value'"
+        switch filter.comparator {
+        case .near:
+            guard case .location(let location) = filter.value, let metres = filter.distance else { throw StratusError(.badRequest, "NEAR needs a LOCATION and a distance") }
+            return "(\(field(name, &sql))->>'type' = 'LOCATION' AND \(distance(value, location, &sql)) <= \(sql.bind(metres)))"
+        case .listContains, .notListContains:
+            let contains = "(\(value) @> \(sql.bind(jsonText(.array([elementJSON(filter.value)]))))::jsonb)"
+            return filter.comparator == .listContains ? contains : "(\(value) IS NULL OR NOT \(contains))"
+        case .listContainsAll, .notListContainsAll, .listContainsAny, .notListContainsAny:
+            guard case .list(_, let elements) = filter.value else { throw StratusError(.badRequest, "\(filter.comparator.rawValue) needs a list") }
+            let wanted = sql.bind(jsonText(.array(elements.map(elementJSON))))
+            let all = "(\(value) @> \(wanted)::jsonb)"
+            let any = "EXISTS (SELECT 1 FROM jsonb_array_elements(\(wanted)::jsonb) AS w(e) WHERE \(value) @> jsonb_build_array(w.e))"
+            switch filter.comparator {
+            case .listContainsAll: return all
+            case .notListContainsAll: return "(\(value) IS NULL OR NOT \(all))"
+            case .listContainsAny: return "(jsonb_typeof(\(value)) = 'array' AND \(any))"
+            default: return "(\(value) IS NULL OR jsonb_typeof(\(value)) <> 'array' OR NOT \(any))"
+            }
+        case .listMemberBeginsWith, .notListMemberBeginsWith:
+            guard case .string(let prefix) = filter.value else { throw StratusError(.badRequest, "\(filter.comparator.rawValue) needs a STRING") }
+            let any = "(jsonb_typeof(\(value)) = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(\(value)) AS m(e) WHERE starts_with(m.e, \(sql.bind(prefix)))))"
+            return filter.comparator == .listMemberBeginsWith ? any : "NOT \(any)"
+        default:
+            switch filter.value {
+            case .reference:
+                return try compare("(\(value)->>'recordName')", filter, numeric: false, &sql)
+            case .list(let base, _) where base == .reference:
+                return try compare("(\(value)->>'recordName')", filter, numeric: false, &sql)
+            case .int64, .double, .timestamp, .list(.int64, _), .list(.double, _), .list(.timestamp, _):
+                let typed = "(CASE WHEN \(field(name, &sql))->>'type' IN ('INT64', 'DOUBLE', 'TIMESTAMP') THEN (\(value)#>>'{}')::numeric END)"
+                return try compare(typed, filter, numeric: true, &sql)
+            default:
+                let typed = "(CASE WHEN jsonb_typeof(\(value)) = 'string' THEN \(value)#>>'{}' END)"
+                return try compare(typed, filter, numeric: false, &sql)
+            }
+        }
+    }
+
+    /// Scalar comparisons (and IN / NOT_IN) on an expression.
+    private static func compare(_ expression: String, _ filter: QueryFilter, numeric: Bool, _ sql: inout SQLBuilder) throws(StratusError) -> String {
+        func scalar(_ value: FieldValue) throws(StratusError) -> String {
+            switch value {
+            case .string(let text): return "\(sql.bind(text))::text"
+            case .int64(let number), .timestamp(let number): return "\(sql.bind(String(number)))::numeric"
+            case .double(let number): return "\(sql.bind(String(number)))::numeric"
+            case .reference(let reference): return "\(sql.bind(reference.recordName))::text"
+            default: throw StratusError(.badRequest, "\(filter.comparator.rawValue) cannot compare a \(value.type.rawValue)")
+            }
+        }
+        let collated = numeric ? expression : "(\(expression) COLLATE \"C\")"
+        switch filter.comparator {
+        case .equals: return "\(collated) = \(try scalar(filter.value))"
+        case .notEquals: return "\(collated) <> \(try scalar(filter.value))"
+        case .lessThan: return "\(collated) < \(try scalar(filter.value))"
+        case .lessThanOrEquals: return "\(collated) <= \(try scalar(filter.value))"
+        case .greaterThan: return "\(collated) > \(try scalar(filter.value))"
+        case .greaterThanOrEquals: return "\(collated) >= \(try scalar(filter.value))"
+        case .beginsWith, .notBeginsWith:
+            guard case .string(let prefix) = filter.value, !numeric else { throw StratusError(.badRequest, "BEGINS_WITH needs a STRING field and value") }
+            let test = "starts_with(\(expression), \(sql.bind(prefix)))"
+            return filter.comparator == .beginsWith ? "coalesce(\(test), false)" : "NOT coalesce(\(test), false)"
+        case .in, .notIn:
+            guard case .list(_, let values) = filter.value else { throw StratusError(.badRequest, "\(filter.comparator.rawValue) needs a list") }
+            var options: [String] = []
+            for value in values { options.append(try scalar(value)) }
+            guard !options.isEmpty else { return filter.comparator == .in ? "false" : "true" }
+            let list = "(\(options.joined(separator: ", ")))"
+            return filter.comparator == .in ? "\(collated) IN \(list)" : "(\(expression) IS NULL OR \(collated) NOT IN \(list))"
+        default:
+            throw StratusError(.badRequest, "\(filter.comparator.rawValue) does not apply to field '\(filter.fieldName)'")
+        }
+    }
+
+    /// A list element as it is stored in a record's JSON.
+    private static func elementJSON(_ value: FieldValue) -> JSONValue {
+        switch value {
+        case .reference(let reference): .object(["recordName": .string(reference.recordName)])
+        default: FieldCoding.encode(value)["value"] ?? .null
+        }
+    }
+}
+
+/// Collects bind parameters while a statement is assembled; every value is a bind, never spliced.
+struct SQLBuilder {
+    var bindings = PostgresBindings()
+    private var count = 0
+
+    mutating func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
+        bindings.append(value)
+        count += 1
+        return "$\(count)"
+    }
+}

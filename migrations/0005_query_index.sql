@@ -1,0 +1,35 @@
+-- The query index, maintained by stratus-indexer from record events (eventually consistent, like
+-- CloudKit's). It lives in its own schema so it can move to its own database. Rows belong to a
+-- generation: queries read the live one; a rebuild fills a new one from the event log and swaps.
+
+CREATE SCHEMA query_index;
+
+CREATE TABLE query_index.generations (
+    generation  integer PRIMARY KEY,
+    state       text NOT NULL CHECK (state IN ('live', 'building', 'retired')),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO query_index.generations (generation, state) VALUES (1, 'live');
+
+-- One row per record (deleted ones stay as markers, so a late, older event cannot resurrect them).
+CREATE TABLE query_index.records (
+    generation   integer NOT NULL,
+    container    text NOT NULL,
+    environment  text NOT NULL,
+    scope        text NOT NULL,
+    owner        text NOT NULL,
+    zone_name    text NOT NULL,
+    record_name  text NOT NULL,
+    record_type  text NOT NULL,
+    version      bigint NOT NULL,          -- the id of the event that wrote this row
+    deleted      boolean NOT NULL DEFAULT false,
+    created_at   bigint NOT NULL DEFAULT 0,
+    modified_at  bigint NOT NULL DEFAULT 0,
+    record       jsonb,                    -- the stored record (fields and system fields)
+    search       tsvector,                 -- every STRING field, for the token comparators
+    PRIMARY KEY (generation, container, environment, scope, owner, zone_name, record_name)
+);
+CREATE INDEX query_index_records_type ON query_index.records (generation, container, environment, scope, owner, record_type, zone_name) WHERE NOT deleted;
+CREATE INDEX query_index_records_fields ON query_index.records USING gin ((record -> 'fields') jsonb_path_ops);
+CREATE INDEX query_index_records_search ON query_index.records USING gin (search);
+CREATE INDEX query_index_records_modified ON query_index.records (generation, container, environment, scope, owner, record_type, modified_at) WHERE NOT deleted;
