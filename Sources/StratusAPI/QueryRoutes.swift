@@ -70,6 +70,11 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         if let continuation = page.continuation {
             members["continuationMarker"] = .string(SignedToken.sign(Marker(query: fingerprint, after: continuation), key: secretKey))
         }
-        return try json(JSONValue.object(members))
+        var response = try json(JSONValue.object(members))
+        // The index is eventually consistent: say how far behind it is (a documented extension header).
+        if let behind = try? await queries.behind(logger: context.logger) {
+            response.headers[.init("X-Stratus-Index-Behind-Events")!] = String(behind)
+        }
+        return response
     }
 }

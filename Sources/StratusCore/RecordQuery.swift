@@ -23,6 +23,14 @@ public struct QueryFilter: Sendable, Hashable {
     public var value: FieldValue
     /// Metres, for NEAR.
     public var distance: Double?
+
+    /// Creates a filter (already checked).
+    public init(fieldName: String, comparator: Comparator, value: FieldValue, distance: Double?) {
+        self.fieldName = fieldName
+        self.comparator = comparator
+        self.value = value
+        self.distance = distance
+    }
 }
 
 /// One `sortBy` entry.

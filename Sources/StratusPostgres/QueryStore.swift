@@ -27,8 +27,38 @@ public struct QueryStore: Sendable {
     /// Runs a query. `after` continues after a previous page's last row (keyset paging: stable under
     /// concurrent writes).
     public func run(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> Page {
+        let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, logger: logger)
+        return try await store.withConnection { connection in
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
+            var results: [(String, Record, String)] = []
+            for try await (zone, recordText, keyText) in rows.decode((String, String, String).self) {
+                let record = try EventCoding.decoder.decode(Record.self, from: Data(recordText.utf8))
+                results.append((zone, record, keyText))
+            }
+            let more = results.count > limit
+            if more { results.removeLast(results.count - limit) }
+            var continuation: [JSONValue]?
+            if more, let last = results.last, case .array(let values) = try EventCoding.decoder.decode(JSONValue.self, from: Data(last.2.utf8)) {
+                continuation = values
+            }
+            return Page(records: results.map { ($0.0, $0.1) }, continuation: continuation)
+        }
+    }
+
+    /// The plan PostgreSQL chooses for a query (`EXPLAIN`), for operators and the docs.
+    public func explain(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, logger: Logger) async throws -> String {
+        let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: nil, logger: logger)
+        return try await store.withConnection { connection in
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + text, binds: bindings), logger: logger)
+            var lines: [String] = []
+            for try await line in rows.decode(String.self) { lines.append(line) }
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    private func statement(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> (String, PostgresBindings) {
         var sql = SQLBuilder()
-        let generation = sql.bind(try await QueryIndexGenerations(store: store).live(logger: logger))
+        let generation = sql.bind(Int32(try await QueryIndexGenerations(store: store).live(logger: logger)))
         var conditions = [
             "generation = \(generation)", "NOT deleted",
             "container = \(sql.bind(database.container))", "environment = \(sql.bind(database.environment.rawValue))",
@@ -41,8 +71,10 @@ public struct QueryStore: Sendable {
         var keys: [(expression: String, ascending: Bool)] = query.sorts.map { sort in
             (Self.sortExpression(sort, &sql), sort.ascending)
         }
-        keys.append(("to_jsonb(zone_name)", true))
-        keys.append(("to_jsonb(record_name)", true))
+        // Ties break in the first key's direction, so one index can serve the whole order either way.
+        let tieAscending = query.sorts.first?.ascending ?? true
+        keys.append(("query_index.key(zone_name)", tieAscending))
+        keys.append(("query_index.key(record_name)", tieAscending))
         if let after {
             guard after.count == keys.count else { throw StratusError(.badRequest, "continuationMarker does not belong to this query") }
             var alternatives: [String] = []
@@ -57,30 +89,27 @@ public struct QueryStore: Sendable {
             conditions.append("(" + alternatives.joined(separator: " OR ") + ")")
         }
         let order = keys.map { "\($0.expression) \($0.ascending ? "ASC" : "DESC")" }.joined(separator: ", ")
-        let selectKeys = keys.map { "\($0.expression)::text" }.joined(separator: ", ")
         let text = """
-            SELECT zone_name, record::text, jsonb_build_array(\(selectKeys.isEmpty ? "" : keys.map(\.expression).joined(separator: ", ")))::text
+            SELECT zone_name, record::text, jsonb_build_array(\(keys.map(\.expression).joined(separator: ", ")))::text
             FROM query_index.records
             WHERE \(conditions.joined(separator: " AND "))
             ORDER BY \(order)
             LIMIT \(sql.bind(limit + 1))
             """
-        _ = selectKeys
-        return try await store.withConnection { connection in
-            let rows = try await connection.query(PostgresQuery(unsafeSQL: text, binds: sql.bindings), logger: logger)
-            var results: [(String, Record, String)] = []
-            for try await (zone, recordText, keyText) in rows.decode((String, String, String).self) {
-                let record = try EventCoding.decoder.decode(Record.self, from: Data(recordText.utf8))
-                results.append((zone, record, keyText))
-            }
-            let more = results.count > limit
-            if more { results.removeLast(results.count - limit) }
-            var continuation: [JSONValue]?
-            if more, let last = results.last {
-                guard case .array(let values) = try EventCoding.decoder.decode(JSONValue.self, from: Data(last.2.utf8)) else { return Page(records: [], continuation: nil) }
-                continuation = values
-            }
-            return Page(records: results.map { ($0.0, $0.1) }, continuation: continuation)
+        return (text, sql.bindings)
+    }
+
+    /// How many index-relevant events the live index has not applied yet (an estimate of its lag).
+    public func behind(logger: Logger) async throws -> Int64 {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT count(*)::bigint FROM events
+                WHERE id > (SELECT coalesce(max(version), 0) FROM query_index.records
+                            WHERE generation = (SELECT generation FROM query_index.generations WHERE state = 'live'))
+                  AND type IN ('record.saved', 'record.deleted', 'zone.deleted')
+                """, logger: logger)
+            for try await count in rows.decode(Int64.self) { return count }
+            return 0
         }
     }
 
@@ -94,9 +123,9 @@ public struct QueryStore: Sendable {
 
     private static func sortExpression(_ sort: QuerySort, _ sql: inout SQLBuilder) -> String {
         switch sort.fieldName {
-        case "___createTime": return "to_jsonb(created_at)"
-        case "___modTime": return "to_jsonb(modified_at)"
-        case "___recordID": return "to_jsonb(record_name)"
+        case "___createTime": return "query_index.key(created_at)"
+        case "___modTime": return "query_index.key(modified_at)"
+        case "___recordID": return "query_index.key(record_name)"
         default:
             let value = "\(field(sort.fieldName, &sql))->'value'"
             if let location = sort.relativeLocation {
@@ -116,8 +145,20 @@ public struct QueryStore: Sendable {
             """
     }
 
+    /// The `{field: {value: …}}` document an EQUALS filter's records contain, when there is one.
+    private static func containment(_ filter: QueryFilter) -> JSONValue? {
+        switch filter.value {
+        case .string, .int64, .double, .timestamp:
+            return .object([filter.fieldName: .object(["value": FieldCoding.encode(filter.value)["value"] ?? .null])])
+        case .reference(let reference):
+            return .object([filter.fieldName: .object(["value": .object(["recordName": .string(reference.recordName)])])])
+        default:
+            return nil
+        }
+    }
+
     /// One filter as a SQL condition.
-    static func condition(_ filter: QueryFilter, _ sql: inout SQLBuilder) throws(StratusError) -> String {
+    static func condition(_ filter: QueryFilter, skipContainment: Bool = false, _ sql: inout SQLBuilder) throws(StratusError) -> String {
         let name = filter.fieldName
         // System fields compare their columns.
         if name == "___recordID" || name == "___createTime" || name == "___modTime" {
@@ -156,6 +197,11 @@ public struct QueryStore: Sendable {
             let any = "(jsonb_typeof(\(value)) = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(\(value)) AS m(e) WHERE starts_with(m.e, \(sql.bind(prefix)))))"
             return filter.comparator == .listMemberBeginsWith ? any : "NOT \(any)"
         default:
+            if filter.comparator == .equals, !skipContainment, let exact = containment(filter) {
+                // The same test as a containment the GIN index on fields can answer.
+                let probe = "(record->'fields' @> \(sql.bind(jsonText(exact)))::jsonb)"
+                return "(\(probe) AND \(try condition(QueryFilter(fieldName: name, comparator: .equals, value: filter.value, distance: nil), skipContainment: true, &sql)))"
+            }
             switch filter.value {
             case .reference:
                 return try compare("(\(value)->>'recordName')", filter, numeric: false, &sql)

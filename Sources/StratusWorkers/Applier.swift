@@ -52,6 +52,53 @@ public struct Applier: Sendable {
         }
     }
 
+    /// Applies a batch of events in one transaction, with the same once-per-sequence rule as
+    /// `apply(_:logger:)`. Returns how many events took effect (gap fills included). Any failure
+    /// rolls the whole batch back; the caller then applies the events one by one.
+    public func apply(batch events: [EventEnvelope], logger: Logger) async throws -> Int {
+        let projection = projection
+        let worker = projection.name
+        return try await store.serializable(logger: logger) { transaction in
+            var positions: [ZoneKey: Int64] = [:]
+            var latest: [ZoneKey: EventEnvelope] = [:]
+            var applied = 0
+            for event in events {
+                guard let sequence = event.zoneSequence else {
+                    try await projection.apply(event, in: transaction, logger: logger)
+                    applied += 1
+                    continue
+                }
+                var last: Int64
+                if let known = positions[event.zoneKey] {
+                    last = known
+                } else {
+                    last = try await CheckpointStore.lastSequence(worker: worker, zoneKey: event.zoneKey, in: transaction)
+                }
+                if sequence <= last {
+                    positions[event.zoneKey] = last
+                    continue
+                }
+                if sequence > last + 1 {
+                    let missing = try await EventLog.events(zoneKey: event.zoneKey, sequences: (last + 1)...(sequence - 1), in: transaction)
+                    guard missing.count == Int(sequence - last - 1) else {
+                        throw EventDecodingError(reason: "zone \(event.zoneKey) is missing sequences \(last + 1)..<\(sequence) in the event log")
+                    }
+                    for earlier in missing { try await projection.apply(earlier, in: transaction, logger: logger) }
+                    applied += missing.count
+                }
+                try await projection.apply(event, in: transaction, logger: logger)
+                applied += 1
+                last = sequence
+                positions[event.zoneKey] = last
+                latest[event.zoneKey] = event
+            }
+            for (_, event) in latest {
+                try await CheckpointStore.advance(worker: worker, event: event, sequence: event.zoneSequence!, in: transaction)
+            }
+            return applied
+        }
+    }
+
     /// Forgets the projection's state and checkpoints in one transaction.
     public func reset(logger: Logger) async throws {
         let projection = projection

@@ -53,7 +53,7 @@ public struct Rebuild: Sendable {
         while true {
             let page = try await eventLog.events(after: position, limit: pageSize, logger: logger)
             if page.isEmpty { break }
-            for event in page { try await applier.apply(event, logger: logger) }
+            try await applier.apply(batch: page, logger: logger)
             count += page.count
             position = page.last!.id
             let seconds = max(0.001, (ContinuousClock.now - started) / .seconds(1))

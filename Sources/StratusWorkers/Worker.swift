@@ -40,6 +40,7 @@ public final class Worker: Service, Sendable {
     let appliedCounter: Counter
     let deadLetterCounter: Counter
     let reconciledCounter: Counter
+    let lagSecondsGauge: Gauge
 
     /// Creates a worker for a projection.
     public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration, configuration: WorkerConfiguration = .init(), logger: Logger) {
@@ -55,6 +56,7 @@ public final class Worker: Service, Sendable {
         self.appliedCounter = Counter(label: "stratus_worker_applied_total", dimensions: dimensions)
         self.deadLetterCounter = Counter(label: "stratus_worker_dead_letters_total", dimensions: dimensions)
         self.reconciledCounter = Counter(label: "stratus_worker_reconciled_total", dimensions: dimensions)
+        self.lagSecondsGauge = Gauge(label: "stratus_consumer_lag_seconds", dimensions: dimensions)
     }
 
     /// The consumer group id of this worker.
@@ -93,8 +95,25 @@ public final class Worker: Service, Sendable {
             }
             var next: [String: KafkaTopicPartitionOffset] = [:]
             for message in messages {
-                try await handle(message)
                 next["\(message.topic)/\(message.partition)"] = KafkaTopicPartitionOffset(topic: message.topic, partition: message.partition, offset: message.offset + 1)
+            }
+            // The whole batch in one transaction; if anything in it fails, one message at a time,
+            // so a poison event is isolated and the others still apply.
+            let events = messages.compactMap { try? EventCoding.decoder.decode(EventEnvelope.self, from: Data($0.value)) }
+            var batched = false
+            if events.count == messages.count {
+                do {
+                    appliedCounter.increment(by: try await applier.apply(batch: events, logger: logger))
+                    batched = true
+                } catch where !Task.isCancelled {
+                    logger.debug("batch apply failed; applying one by one", metadata: ["error": "\(error)"])
+                }
+            }
+            if !batched {
+                for message in messages { try await handle(message) }
+            }
+            if let newest = events.map(\.createdAt).max() {
+                lagSecondsGauge.record(max(0, Date().timeIntervalSince1970 - Double(newest) / 1000))
             }
             try await consumer.commit(Array(next.values))
             if let lag = try? consumer.lag() { lagGauge.record(lag) }

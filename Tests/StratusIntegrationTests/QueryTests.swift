@@ -127,7 +127,7 @@ final class QueryTests: XCTestCase {
 
             // Sorts: a field descending (ties by name), creation time, distance from a place.
             var (_, reply) = try await Self.query(client, fixture, ["recordType": "Item", "sortBy": [["fieldName": "count", "ascending": false]]])
-            XCTAssertEqual(Self.names(reply), ["cherry", "banana", "date", "apple"])
+            XCTAssertEqual(Self.names(reply), ["cherry", "date", "banana", "apple"], "ties break in the first key's direction")
             (_, reply) = try await Self.query(client, fixture, ["recordType": "Item", "sortBy": [["fieldName": "title"]]])
             XCTAssertEqual(Self.names(reply), ["cherry", "date", "apple", "banana"])
             (_, reply) = try await Self.query(client, fixture, ["recordType": "Item", "filterBy": [["comparator": "NEAR", "fieldName": "place", "fieldValue": value(paris, "LOCATION"), "distance": 1_000_000]],

@@ -1,0 +1,93 @@
+import Foundation
+import PostgresNIO
+import StratusCore
+import StratusKafka
+@testable import StratusPostgres
+import StratusRelay
+import StratusWorkers
+import XCTest
+
+/// The indexer under a burst of 50,000 events, and the plans of the main query shapes on a large index.
+final class QueryIndexScaleTests: XCTestCase {
+    func testIndexerAbsorbsABurstAndMainQueriesUseIndexes() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        try await TestSupport.withMigratedStore { store, _ in
+            let database = DatabaseID(container: "iCloud.scale", environment: .development, scope: .private, owner: "_u")
+            let zoneID = ZoneID(zoneName: "Big", ownerRecordName: "_u")
+            _ = try await ZoneStore(store: store).modify([.create(zoneID)], in: database, causation: Causation(requestID: "scale"), logger: TestSupport.logger)
+            let zone = try await ZoneStore(store: store).lookup("Big", in: database, logger: TestSupport.logger)!
+            let count = 50_000
+            // The burst: record.saved events written straight into the event log, as 50,000 commits would have.
+            try await store.withConnection { connection in
+                try await connection.query("""
+                    INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
+                    SELECT \(zone.key.rawValue), 1 + i, 'record.saved', 1,
+                        jsonb_build_object(
+                            'database', jsonb_build_object('container', 'iCloud.scale', 'environment', 'development', 'scope', 'private', 'owner', '_u'),
+                            'zoneID', jsonb_build_object('zoneName', 'Big', 'ownerRecordName', '_u'),
+                            'zoneIncarnation', \(zone.incarnation.uuidString),
+                            'record', jsonb_build_object(
+                                'recordName', 'r' || i, 'recordType', 'Item', 'changeTag', 't' || i, 'version', 1 + i, 'createdVersion', 1 + i,
+                                'created', jsonb_build_object('timestamp', 1700000000000 + i, 'userRecordName', '_u'),
+                                'modified', jsonb_build_object('timestamp', 1700000000000 + i, 'userRecordName', '_u'),
+                                'fields', jsonb_build_object(
+                                    'n', jsonb_build_object('type', 'INT64', 'value', i % 1000),
+                                    'title', jsonb_build_object('type', 'STRING', 'value', 'item ' || i || CASE WHEN i % 100 = 0 THEN ' rare' ELSE ' common' END))),
+                            'changedFields', '[]'::jsonb),
+                        '{"requestID": "scale"}'::jsonb
+                    FROM generate_series(1, \(count)) AS i
+                    """, logger: TestSupport.logger)
+                try await connection.query("UPDATE zones SET change_counter = \(Int64(count + 1)) WHERE zone_name = 'Big'", logger: TestSupport.logger)
+            }
+            let topic = "scale-" + UUID().uuidString.prefix(8).lowercased()
+            var relayConfiguration = RelayConfiguration()
+            relayConfiguration.topic = topic
+            relayConfiguration.partitions = 2
+            relayConfiguration.batchSize = 2000
+            var workerConfiguration = WorkerConfiguration()
+            workerConfiguration.topic = topic
+            workerConfiguration.batchSize = 2000
+            let kafka = KafkaClientConfiguration(brokers: brokers)
+            let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
+            let worker = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await relay.run() }
+                group.addTask { try await worker.run() }
+                defer { group.cancelAll() }
+                try await TestSupport.eventually(timeout: .seconds(400), "the indexer to absorb \(count) events") {
+                    try await Self.indexed(store) == count
+                }
+            }
+            let elapsed = ContinuousClock.now - started
+            print("indexer burst: \(count) events published and indexed in \(elapsed) (\(Int(Double(count) / (elapsed / .seconds(1)))) events/s)")
+
+            try await store.withConnection { connection in _ = try await connection.query("ANALYZE query_index.records", logger: TestSupport.logger) }
+            let queries = QueryStore(store: store)
+            let shapes: [(String, RecordQuery)] = [
+                ("equality", try RecordQuery.parse(Self.json(#"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"n","fieldValue":{"value":7}}]}"#))),
+                ("full text", try RecordQuery.parse(Self.json(#"{"recordType":"Item","filterBy":[{"comparator":"CONTAINS_ALL_TOKENS","fieldName":"___all","fieldValue":{"value":"rare"}}]}"#))),
+                ("recent first", try RecordQuery.parse(Self.json(#"{"recordType":"Item","sortBy":[{"fieldName":"___modTime","ascending":false}]}"#))),
+            ]
+            for (name, query) in shapes {
+                let plan = try await queries.explain(query, in: database, scope: .zone("Big"), limit: 50, logger: TestSupport.logger)
+                print("plan for \(name):\n\(plan)\n")
+                XCTAssertFalse(plan.contains("Seq Scan on records"), "\(name) must not scan the whole index:\n\(plan)")
+                let page = try await queries.run(query, in: database, scope: .zone("Big"), limit: 50, after: nil, logger: TestSupport.logger)
+                XCTAssertFalse(page.records.isEmpty, name)
+            }
+        }
+    }
+
+    static func json(_ text: String) throws -> JSONValue {
+        try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+    }
+
+    static func indexed(_ store: PostgresStore) async throws -> Int {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT count(*)::bigint FROM query_index.records WHERE NOT deleted", logger: TestSupport.logger)
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
+        }
+    }
+}
