@@ -38,6 +38,16 @@ public enum Admin {
         }
     }
 
+    /// Rebuilds the query index into a new generation and swaps it in.
+    public static func reindex(
+        _ configuration: StratusConfiguration, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void
+    ) async throws -> (generation: Int, events: Int) {
+        try await StratusProcess.withStore(configuration, logger: logger) { store in
+            try await StratusProcess.verifyMigrated(store, logger: logger)
+            return try await Reindex(store: store).run(logger: logger, progress: progress)
+        }
+    }
+
     /// Creates a container and an API token.
     public static func createContainer(_ container: String, label: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> String {
         guard !container.isEmpty, container.utf8.count <= 255, !container.contains("/") else {

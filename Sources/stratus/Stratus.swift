@@ -9,7 +9,7 @@ struct Stratus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
-        subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, ContainerCommand.self, UserCommand.self]
+        subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, UserCommand.self]
     )
 }
 
@@ -87,6 +87,20 @@ struct Replay: AsyncParsableCommand {
             print(String(format: "replay %@: %d events, at id %lld of %lld, %.0f events/s", worker, progress.events, progress.position, progress.target, progress.eventsPerSecond))
         }
         print("replay \(worker) done: \(count) events")
+    }
+}
+
+struct Reindex: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Build a fresh query index generation from the event log while the live one serves, then swap it in.")
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let (configuration, logger) = try options.resolve(label: "stratus-reindex")
+        let result = try await Admin.reindex(configuration, logger: logger) { progress in
+            print(String(format: "reindex: %d events, at id %lld of %lld, %.0f events/s", progress.events, progress.position, progress.target, progress.eventsPerSecond))
+        }
+        print("reindex done: generation \(result.generation) is live, \(result.events) events")
     }
 }
 
