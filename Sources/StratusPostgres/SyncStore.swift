@@ -197,6 +197,22 @@ public struct SyncStore: Sendable {
         }
     }
 
+    /// Zones holding tombstones deleted before `olderThan` (the GC worker's work list).
+    public func zonesWithTombstones(olderThan: Date, limit: Int, logger: Logger) async throws -> [(DatabaseID, ZoneID)] {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT DISTINCT container, environment, scope, owner, zone_name FROM record_tombstones
+                WHERE deleted_at < \(olderThan) LIMIT \(limit)
+                """, logger: logger)
+            var zones: [(DatabaseID, ZoneID)] = []
+            for try await (container, environment, scope, owner, zoneName) in rows.decode((String, String, String, String, String).self) {
+                guard let environment = Environment(rawValue: environment), let scope = DatabaseScope(rawValue: scope) else { continue }
+                zones.append((DatabaseID(container: container, environment: environment, scope: scope, owner: owner), ZoneID(zoneName: zoneName, ownerRecordName: owner)))
+            }
+            return zones
+        }
+    }
+
     /// Collects a zone's tombstones deleted before `olderThan` and raises its horizon past them, so
     /// tokens from before the horizon must reset. Returns how many were collected. (The GC worker
     /// runs this on a schedule.)

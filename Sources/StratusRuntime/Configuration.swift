@@ -29,6 +29,9 @@ public struct StratusConfiguration: Sendable {
     public var metricsPort: Int
     /// `STRATUS_LOG_LEVEL`.
     public var logLevel: Logger.Level
+    /// `STRATUS_TOMBSTONE_RETENTION_DAYS`: how long deleted records stay visible to sync (then tokens
+    /// older than that must reset).
+    public var tombstoneRetention: Duration
     /// `STRATUS_DATA_DIR`: where locally generated development secrets live.
     public var dataDirectory: String
 
@@ -68,7 +71,8 @@ public struct StratusConfiguration: Sendable {
             databaseMaxConnections: try int("STRATUS_DATABASE_MAX_CONNECTIONS", 20),
             serializableAttempts: try int("STRATUS_SERIALIZABLE_ATTEMPTS", 8),
             kafka: kafka, relay: relay, embeddedRelay: relayMode == "embedded", worker: worker, api: api,
-            metricsPort: try int("STRATUS_METRICS_PORT", 0), logLevel: level, dataDirectory: dataDirectory)
+            metricsPort: try int("STRATUS_METRICS_PORT", 0), logLevel: level,
+            tombstoneRetention: .seconds(86_400 * (try int("STRATUS_TOMBSTONE_RETENTION_DAYS", 30))), dataDirectory: dataDirectory)
     }
 
     /// `STRATUS_SECRET_KEY` (hex or base64, ≥ 32 bytes), else `STRATUS_SECRET_KEY_FILE`, else a development

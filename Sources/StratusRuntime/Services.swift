@@ -105,6 +105,9 @@ public enum StratusProcess {
         var services: [any Service] = [
             store, Worker(projection: projection, store: store, kafka: configuration.kafka, configuration: configuration.worker, logger: logger),
         ]
+        if name == "stratus-gc" {
+            services.append(TombstoneCollector(store: store, retention: configuration.tombstoneRetention, logger: logger))
+        }
         if configuration.metricsPort > 0 {
             services.append(MetricsServer(host: configuration.api.host, port: configuration.metricsPort, logger: logger))
         }

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusWorkers
 import Synchronization
 import XCTest
 
@@ -343,4 +344,30 @@ final class ManagedFlag: Sendable {
     private let value = Mutex(false)
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
+}
+
+extension SyncTests {
+    /// The GC's collector removes only expired tombstones and raises the horizon of their zones.
+    func testTombstoneCollectorHonoursRetention() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "T")
+            _ = try await RecordAPITests.modify(client, fixture, zone: "T", [["operationType": "create", "record": RecordAPITests.note("gone", ["v": ["value": "1"]])]])
+            var device = Device()
+            try await device.sync(client, fixture, zone: "T", limit: 10)
+            _ = try await RecordAPITests.modify(client, fixture, zone: "T", [["operationType": "forceDelete", "record": ["recordName": "gone"]]])
+            let keep = TombstoneCollector(store: fixture.store, retention: .seconds(3600), logger: TestSupport.logger)
+            let kept = try await keep.collectOnce()
+            XCTAssertEqual(kept, 0, "a fresh tombstone is within the retention period")
+            let (okStatus, ok) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "T"], "syncToken": device.token!])
+            XCTAssertEqual(okStatus, 200)
+            XCTAssertEqual((ok["records"] as? [Body])?.first?["deleted"] as? Bool, true)
+            try await fixture.store.withConnection { connection in
+                _ = try await connection.query("UPDATE record_tombstones SET deleted_at = now() - interval '2 hours'", logger: TestSupport.logger)
+            }
+            let collected = try await keep.collectOnce()
+            XCTAssertEqual(collected, 1)
+            let (_, expired) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "T"], "syncToken": device.token!])
+            XCTAssertEqual(expired["serverErrorCode"] as? String, "CHANGE_TOKEN_EXPIRED")
+        }
+    }
 }
