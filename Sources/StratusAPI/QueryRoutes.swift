@@ -35,11 +35,9 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func query(_ request: Request, _ context: Context) async throws -> Response {
-        let path = try DatabasePath.parse(context)
-        let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
-        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path)
-        let parsed = try RequestBody.decode(QueryRequest.self, from: body)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let database = opened.database
+        let parsed = try RequestBody.decode(QueryRequest.self, from: opened.body)
         let query = try RecordQuery.parse(parsed.query)
         if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)

@@ -43,11 +43,9 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
     struct RecordsResponse: Encodable { var records: [JSONValue] }
 
     func modify(_ request: Request, _ context: Context) async throws -> Response {
-        let path = try DatabasePath.parse(context)
-        let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
-        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path)
-        let parsed = try RequestBody.decode(ModifyRequest.self, from: body)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let (caller, database) = (opened.caller, opened.database)
+        let parsed = try RequestBody.decode(ModifyRequest.self, from: opened.body)
         guard !parsed.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
         guard parsed.operations.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(parsed.operations.count)")
@@ -93,11 +91,9 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
-        let path = try DatabasePath.parse(context)
-        let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
-        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path)
-        let parsed = try RequestBody.decode(LookupRequest.self, from: body)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let database = opened.database
+        let parsed = try RequestBody.decode(LookupRequest.self, from: opened.body)
         guard parsed.records.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) records may be looked up per request")
         }

@@ -161,10 +161,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     private func open(_ request: Request, _ context: Context) async throws -> (DatabaseID, Data) {
-        let path = try DatabasePath.parse(context)
-        let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
-        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path)
-        return (database, body)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        return (opened.database, opened.body)
     }
 }

@@ -47,10 +47,9 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     struct ZonesResponse: Encodable { var zones: [ZoneResult] }
 
     func modify(_ request: Request, _ context: Context) async throws -> Response {
-        let path = try DatabasePath.parse(context)
-        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path)
-        let body = try await RequestBody.decode(ModifyRequest.self, from: read(request))
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let (caller, database) = (opened.caller, opened.database)
+        let body = try RequestBody.decode(ModifyRequest.self, from: opened.body)
         guard !body.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
         guard body.operations.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(body.operations.count)")
@@ -97,18 +96,15 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func list(_ request: Request, _ context: Context) async throws -> Response {
-        let path = try DatabasePath.parse(context)
-        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path)
+        let database = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits).database
         let zones = try await allZones(in: database, logger: context.logger)
         return try json(ZonesResponse(zones: zones.map { .zone($0) }))
     }
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
-        let path = try DatabasePath.parse(context)
-        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path)
-        let body = try await RequestBody.decode(LookupRequest.self, from: read(request))
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let database = opened.database
+        let body = try RequestBody.decode(LookupRequest.self, from: opened.body)
         guard body.zones.count <= limits.maxOperations else {
             throw StratusError(.badRequest, "At most \(limits.maxOperations) zones may be looked up per request")
         }
@@ -139,10 +135,6 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             // Zones shared with the caller arrive with sharing.
             return []
         }
-    }
-
-    private func read(_ request: Request) async throws -> Data {
-        try await RequestBody.read(request, limit: limits.maxRequestBytes)
     }
 }
 

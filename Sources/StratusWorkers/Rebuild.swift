@@ -45,19 +45,8 @@ public struct Rebuild: Sendable {
             ends = watermarks.map { KafkaTopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value.high) }
         }
         try await applier.reset(logger: logger)
-        let eventLog = EventLog(store: store)
-        let target = try await eventLog.lastID(logger: logger)
-        let started = ContinuousClock.now
-        var position: Int64 = 0
-        var count = 0
-        while true {
-            let page = try await eventLog.events(after: position, limit: pageSize, logger: logger)
-            if page.isEmpty { break }
-            try await applier.apply(batch: page, logger: logger)
-            count += page.count
-            position = page.last!.id
-            let seconds = max(0.001, (ContinuousClock.now - started) / .seconds(1))
-            progress(Progress(events: count, target: target, position: position, eventsPerSecond: Double(count) / seconds))
+        let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
+            _ = try await applier.apply(batch: page, logger: logger)
         }
         if let kafka, !ends.isEmpty {
             let admin = KafkaAdmin(configuration: kafka, logger: logger)

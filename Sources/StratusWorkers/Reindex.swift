@@ -17,19 +17,8 @@ public struct Reindex: Sendable {
     public func run(pageSize: Int = 1000, logger: Logger, progress: @Sendable (Rebuild.Progress) -> Void = { _ in }) async throws -> (generation: Int, events: Int) {
         let generations = QueryIndexGenerations(store: store)
         let generation = try await generations.begin(logger: logger)
-        let eventLog = EventLog(store: store)
-        let target = try await eventLog.lastID(logger: logger)
-        let started = ContinuousClock.now
-        var position: Int64 = 0
-        var count = 0
-        while true {
-            let page = try await eventLog.events(after: position, limit: pageSize, logger: logger)
-            if page.isEmpty { break }
+        let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
             for event in page { try await generations.apply(event, to: generation, logger: logger) }
-            count += page.count
-            position = page.last!.id
-            let seconds = max(0.001, (ContinuousClock.now - started) / .seconds(1))
-            progress(Rebuild.Progress(events: count, target: target, position: position, eventsPerSecond: Double(count) / seconds))
         }
         try await generations.swap(to: generation, logger: logger)
         return (generation, count)

@@ -238,7 +238,7 @@ final class SyncTests: XCTestCase {
             // The first reverse page, then writes while the reverse sync is under way, then the rest.
             var device = Device()
             var order: [String] = []
-            var (_, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "R"], "resultsLimit": 3, "reverse": true])
+            let (_, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "R"], "resultsLimit": 3, "reverse": true])
             order += (reply["records"] as? [Body] ?? []).compactMap { $0["recordName"] as? String }
             for record in reply["records"] as? [Body] ?? [] { device.records[record["recordName"] as! String] = RecordAPITests.fields(record)["v"]?["value"] as? String }
             device.token = reply["syncToken"] as? String
