@@ -83,6 +83,23 @@ final class QueryIndexScaleTests: XCTestCase {
         try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
     }
 
+    static func indexedAny(_ store: PostgresStore) async throws -> Int {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT count(*)::bigint FROM query_index.records", logger: TestSupport.logger)
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
+        }
+    }
+
+    static func strings(_ store: PostgresStore, _ sql: String) async throws -> Set<String> {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: TestSupport.logger)
+            var values = Set<String>()
+            for try await value in rows.decode(String.self) { values.insert(value) }
+            return values
+        }
+    }
+
     static func indexed(_ store: PostgresStore) async throws -> Int {
         try await store.withConnection { connection in
             let rows = try await connection.query("SELECT count(*)::bigint FROM query_index.records WHERE NOT deleted", logger: TestSupport.logger)

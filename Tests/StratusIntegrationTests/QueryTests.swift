@@ -251,3 +251,82 @@ extension SyncTests {
         return page.changes.count
     }
 }
+
+extension QueryTests {
+    /// The indexer is stopped in the middle of a burst and started again: it resumes from its
+    /// committed position and checkpoints, and its index equals a full rebuild.
+    func testIndexerStoppedMidBatchResumesToTheSameIndex() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        try await TestSupport.withMigratedStore { store, _ in
+            let database = DatabaseID(container: "iCloud.kill", environment: .development, scope: .private, owner: "_u")
+            let zoneID = ZoneID(zoneName: "K", ownerRecordName: "_u")
+            _ = try await ZoneStore(store: store).modify([.create(zoneID)], in: database, causation: Causation(requestID: "k"), logger: TestSupport.logger)
+            let topic = "kill-" + UUID().uuidString.prefix(8).lowercased()
+            var relayConfiguration = RelayConfiguration()
+            relayConfiguration.topic = topic
+            relayConfiguration.partitions = 2
+            var workerConfiguration = WorkerConfiguration()
+            workerConfiguration.topic = topic
+            workerConfiguration.batchSize = 50
+            let workerSettings = workerConfiguration
+            let kafka = KafkaClientConfiguration(brokers: brokers)
+            let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
+            let records = RecordStore(store: store)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await relay.run() }
+                defer { group.cancelAll() }
+                var random = SplitMix64(seed: 7)
+                for round in 0..<20 {
+                    let commands = (0..<25).map { index -> RecordStore.Command in
+                        let name = "r\(random.next() % 200)"
+                        return random.next() % 6 == 0
+                            ? RecordStore.Command(type: .forceDelete, input: RecordInput(recordName: name))
+                            : RecordStore.Command(type: .forceReplace, input: RecordInput(recordName: name, recordType: "Item", fields: ["n": .int64(Int64(round * 100 + index))]))
+                    }
+                    _ = try await records.modify(commands, zone: zoneID, in: database, atomic: false, causation: Causation(requestID: "k\(round)"), deviceID: nil, logger: TestSupport.logger)
+                }
+                // First life: stopped as soon as it has applied part of the burst.
+                let first = Task {
+                    try await Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerSettings, logger: TestSupport.logger).run()
+                }
+                try await TestSupport.eventually(timeout: .seconds(60), "the indexer to start applying") { try await Self.indexedRows(store) > 0 }
+                first.cancel()
+                _ = await first.result
+                let partial = try await Self.indexedRows(store)
+                // Second life: the same consumer group, from its committed offsets.
+                let second = Task {
+                    try await Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerSettings, logger: TestSupport.logger).run()
+                }
+                defer { second.cancel() }
+                let expected = try await SyncTests.liveRecordNames(store, database: database, zone: zoneID)
+                try await TestSupport.eventually(timeout: .seconds(90), "the restarted indexer to converge") {
+                    try await Self.liveIndexNames(store) == expected
+                }
+                print("indexer restart: \(partial) rows before the stop, \(expected.count) after")
+            }
+            let live = try await Self.indexSnapshot(store)
+            try await Rebuild(projection: IndexerProjection(), store: store, kafka: nil, topic: topic).run(logger: TestSupport.logger)
+            let rebuilt = try await Self.indexSnapshot(store)
+            XCTAssertEqual(rebuilt, live, "after a stop and restart the index equals a full rebuild")
+        }
+    }
+
+    static func indexedRows(_ store: PostgresStore) async throws -> Int {
+        try await QueryIndexScaleTests.indexedAny(store)
+    }
+
+    static func liveIndexNames(_ store: PostgresStore) async throws -> Set<String> {
+        try await QueryIndexScaleTests.strings(store, "SELECT record_name FROM query_index.records WHERE NOT deleted")
+    }
+
+    static func indexSnapshot(_ store: PostgresStore) async throws -> Set<String> {
+        try await QueryIndexScaleTests.strings(store, "SELECT record_name || ':' || deleted || ':' || coalesce(record::text, '') FROM query_index.records")
+    }
+}
+
+extension SyncTests {
+    static func liveRecordNames(_ store: PostgresStore, database: DatabaseID, zone: ZoneID) async throws -> Set<String> {
+        let page = try await SyncStore(store: store).changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100_000, logger: TestSupport.logger)
+        return Set(page.changes.map(\.recordName))
+    }
+}
