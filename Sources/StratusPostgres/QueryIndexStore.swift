@@ -7,11 +7,14 @@ import StratusCore
 public enum QueryIndexStore {
     /// Applies `record.saved` to every generation being served or built; an event older than what a
     /// generation holds for the record changes nothing.
-    public static func apply(_ saved: RecordSaved, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
+    public static func apply(
+        _ saved: RecordSaved, event: EventEnvelope, generations: [Int]? = nil, policy: IndexPolicy = .development, in transaction: Transaction
+    ) async throws {
         let database = saved.database
         let record = saved.record
         let recordJSON = String(decoding: EventCoding.encode(record), as: UTF8.self)
-        let text = record.fields.values.compactMap { value -> String? in
+        let searchable = record.fields.filter { policy.isSearchable(recordType: record.recordType, field: $0.key) }
+        let text = searchable.sorted { $0.key < $1.key }.map(\.value).compactMap { value -> String? in
             switch value {
             case .string(let string): string
             case .list(.string, let values): values.compactMap { if case .string(let s) = $0 { s } else { nil } }.joined(separator: " ")

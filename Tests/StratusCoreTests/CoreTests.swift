@@ -80,3 +80,31 @@ final class TokenTests: XCTestCase {
         XCTAssertNotEqual(APIToken.digest(a), APIToken.digest(b))
     }
 }
+
+final class QueryParsingTests: XCTestCase {
+    func json(_ text: String) throws -> JSONValue { try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
+
+    func testParsesFiltersAndSorts() throws {
+        let query = try RecordQuery.parse(json(#"{"recordType":"Item","filterBy":[{"comparator":"NEAR","fieldName":"p","fieldValue":{"value":{"latitude":1,"longitude":2}},"distance":500}],"sortBy":[{"fieldName":"___modTime","ascending":false}]}"#))
+        XCTAssertEqual(query.filters.first?.comparator, .near)
+        XCTAssertEqual(query.filters.first?.distance, 500)
+        XCTAssertEqual(query.sorts.first?.ascending, false)
+        XCTAssertEqual(RecordQuery.tokens("Hello, WORLD-wide 42!"), ["hello", "world", "wide", "42"])
+    }
+
+    func testPolicyRefusesFieldsWithoutTheirIndex() throws {
+        let policy = IndexPolicy(fields: ["Item": ["secret": [], "title": [.searchable]]])
+        XCTAssertNoThrow(try policy.check(RecordQuery.parse(json(#"{"recordType":"Item","filterBy":[{"comparator":"CONTAINS_ANY_TOKENS","fieldName":"title","fieldValue":{"value":"a"}}]}"#))))
+        for text in [
+            #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"secret","fieldValue":{"value":"a"}}]}"#,
+            #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"title","fieldValue":{"value":"a"}}]}"#,
+            #"{"recordType":"Item","sortBy":[{"fieldName":"title"}]}"#,
+        ] {
+            XCTAssertThrowsError(try policy.check(RecordQuery.parse(json(text)))) { error in
+                XCTAssertEqual((error as? StratusError)?.code, .badRequest)
+            }
+        }
+        XCTAssertFalse(policy.isSearchable(recordType: "Item", field: "secret"))
+        XCTAssertTrue(IndexPolicy.development.isSearchable(recordType: "Any", field: "thing"))
+    }
+}
