@@ -18,6 +18,8 @@ COPY Package.* ./
 RUN swift package resolve
 
 COPY Sources ./Sources
+# Package.swift declares the test targets too; their folders must exist for it to load.
+COPY Tests ./Tests
 COPY migrations ./migrations
 
 RUN swift build -c release --product stratus \

@@ -168,6 +168,13 @@ final class DeploymentFilesTests: XCTestCase {
         for entry in [".build/", ".deps/", ".stratus/", ".git/"] {
             XCTAssertTrue(ignored.contains(entry), ".dockerignore leaves out \(entry)")
         }
+        // Package.swift declares targets under Sources/ and Tests/ and the image ships migrations/:
+        // the build context must keep them and the builder must copy them, or the package does not load.
+        let lines = try dockerfileLines()
+        for folder in ["Sources", "Tests", "migrations"] {
+            XCTAssertFalse(ignored.contains(folder + "/") || ignored.contains(folder), ".dockerignore must keep \(folder)/")
+            XCTAssertTrue(lines.contains { $0.hasPrefix("COPY \(folder) ") }, "the builder copies \(folder)/")
+        }
     }
 
     // MARK: - CI and scripts

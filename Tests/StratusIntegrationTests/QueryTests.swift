@@ -35,7 +35,7 @@ final class QueryTests: XCTestCase {
                 group.addTask { try await relay.run() }
                 group.addTask { try await worker.run() }
                 defer { group.cancelAll() }
-                try await Application(router: router).test(.router) { client in try await body(fixture, client) }
+                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client) }
             }
         }
     }

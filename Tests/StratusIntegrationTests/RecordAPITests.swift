@@ -31,7 +31,7 @@ final class RecordAPITests: XCTestCase {
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             let fixture = Fixture(store: store, configuration: APIConfiguration(secretKey: SecretKey.generate()), apiToken: token)
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: fixture.configuration)
-            try await Application(router: router).test(.router) { client in
+            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
                 try await body(fixture, client)
             }
         }

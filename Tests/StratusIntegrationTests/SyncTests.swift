@@ -20,7 +20,7 @@ final class SyncTests: XCTestCase {
             configuration.limits.maxResults = maxResults
             let fixture = Fixture(store: store, configuration: configuration, apiToken: token)
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
-            try await Application(router: router).test(.router) { client in try await body(fixture, client) }
+            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client) }
         }
     }
 

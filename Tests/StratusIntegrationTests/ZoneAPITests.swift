@@ -35,7 +35,7 @@ final class ZoneAPITests: XCTestCase {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             let fixture = Fixture(store: store, configuration: APIConfiguration(secretKey: SecretKey.generate()), apiToken: token)
-            let app = Application(router: fixture.router)
+            let app = Application(router: fixture.router, logger: TestSupport.logger)
             try await app.test(.router) { client in try await body(fixture, client) }
         }
     }
