@@ -36,7 +36,10 @@ let package = Package(
         // Layer 1: the pure domain. No I/O, no async, no logger.
         .target(
             name: "StratusCore",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
         ),
         // Layer 2: adapters.
         .systemLibrary(name: "CRdkafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
@@ -115,7 +118,10 @@ let package = Package(
             ]
         ),
         // Tests.
-        .testTarget(name: "StratusCoreTests", dependencies: ["StratusCore"]),
+        .testTarget(
+            name: "StratusCoreTests",
+            dependencies: ["StratusCore", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         .testTarget(
             name: "StratusIntegrationTests",
             dependencies: [
@@ -125,6 +131,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ],

@@ -26,8 +26,11 @@ public struct APIConfiguration: Sendable {
     public var limits = APILimits()
     /// The key web auth tokens are signed with.
     public var secretKey: SecretKey
-    /// Where AUTHENTICATION_REQUIRED sends a client to sign in.
-    public var signInURL: String = "/signin"
+    /// Where AUTHENTICATION_REQUIRED sends a client to sign in (`{container}` is replaced); nil for
+    /// the built-in sign-in endpoint `/auth/1/{container}/signin`.
+    public var signInURL: String?
+    /// Seconds a web auth token from the sign-in endpoint stays valid.
+    public var webAuthTokenLifetime: Int64 = 7 * 86_400
 
     /// Creates a configuration.
     public init(secretKey: SecretKey) { self.secretKey = secretKey }

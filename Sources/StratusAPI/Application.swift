@@ -30,8 +30,14 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: CloudKitErrorMiddleware())
     OperationsRoutes<APIRequestContext>(dependencies: dependencies).register(on: router)
+    let containers = ContainerStore(store: dependencies.store)
     let authenticator = Authenticator(
-        containers: ContainerStore(store: dependencies.store), secretKey: configuration.secretKey, signInURL: configuration.signInURL)
+        containers: containers, serverKeys: ServerKeyStore(store: dependencies.store), secretKey: configuration.secretKey,
+        signInURL: configuration.signInURL)
+    AuthRoutes<APIRequestContext>(
+        users: UserStore(store: dependencies.store), containers: containers, authenticator: authenticator, limits: configuration.limits,
+        tokenLifetime: configuration.webAuthTokenLifetime
+    ).register(on: router)
     ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
         .register(on: router)
     RecordRoutes<APIRequestContext>(records: RecordStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)

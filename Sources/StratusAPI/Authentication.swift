@@ -4,44 +4,120 @@ import Logging
 import StratusCore
 import StratusPostgres
 
-/// Who is calling: the container (from the API token) and, when signed in, the user.
+/// Who is calling: the container, how the call authenticated and, when known, the user.
 struct Caller: Sendable {
+    /// How a call proves where it comes from.
+    enum Credential: Sendable {
+        /// `ckAPIToken` (the API token itself, to hand back in a sign-in redirect).
+        case apiToken(String)
+        /// A server-to-server signature made with this key id.
+        case serverKey(String)
+    }
+
     var container: String
+    var credential: Credential
+    /// The signed-in user (web auth token) or the server key's own user.
     var userRecordName: String?
+    /// Whether the container lets callers without a user read its public database.
+    var allowsAnonymousPublic: Bool
 }
 
-/// Checks `ckAPIToken` and `ckWebAuthToken`.
+/// What a call does with the database it addresses.
+enum DatabaseAccess: Sendable {
+    /// Reads: the public database is open to users, server keys, and anonymous callers where the container allows it.
+    case read
+    /// Writes: need a user (or a server key) everywhere.
+    case write
+    /// Calls about the caller itself (`users/caller`): need a user.
+    case user
+}
+
+/// Authenticates calls: either `ckAPIToken` (+ `ckWebAuthToken` for a user) or a server-to-server
+/// signature (three `X-Apple-CloudKit-Request-*` headers), never both.
 struct Authenticator: Sendable {
     let containers: ContainerStore
+    let serverKeys: ServerKeyStore
     let secretKey: SecretKey
-    let signInURL: String
+    /// The sign-in address template (`{container}` is replaced); nil for the built-in sign-in page.
+    let signInURL: String?
 
-    func authenticate(_ request: Request, path: DatabasePath, logger: Logger) async throws -> Caller {
+    func authenticate(_ request: Request, body: Data, path: DatabasePath, logger: Logger) async throws -> Caller {
         let query = request.uri.queryParameters
-        guard let apiToken = query["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
-            throw StratusError(.authenticationFailed, "Missing ckAPIToken")
+        let apiToken = query["ckAPIToken"].map(String.init)
+        let webToken = query["ckWebAuthToken"].map(String.init)
+        let keyID = request.headers[.init(ServerSignature.keyIDHeader)!]
+        let date = request.headers[.init(ServerSignature.dateHeader)!]
+        let signature = request.headers[.init(ServerSignature.signatureHeader)!]
+        let signed = keyID != nil || date != nil || signature != nil
+        if signed {
+            guard apiToken == nil, webToken == nil else {
+                throw StratusError(.authenticationFailed, "Authenticate with either ckAPIToken/ckWebAuthToken or a server-to-server signature, not both")
+            }
+            guard let keyID, let date, let signature else {
+                let missing = [(ServerSignature.keyIDHeader, keyID), (ServerSignature.dateHeader, date), (ServerSignature.signatureHeader, signature)]
+                    .filter { $0.1 == nil }.map(\.0)
+                throw StratusError(.authenticationFailed, "A signed request needs the headers \(missing.joined(separator: ", ")) too")
+            }
+            return try await authenticateSigned(keyID: keyID, date: date, signature: signature, body: body, subpath: request.uri.path, path: path, logger: logger)
         }
-        guard let container = try await containers.container(forAPIToken: apiToken, logger: logger), container == path.container else {
+        guard let apiToken, !apiToken.isEmpty else {
+            throw StratusError(.authenticationFailed, "Missing ckAPIToken (or a server-to-server signature)")
+        }
+        guard let access = try await containers.access(forAPIToken: apiToken, logger: logger), access.container == path.container else {
             throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(path.container.prefix(255))'")
         }
-        var caller = Caller(container: container)
-        if let webToken = query["ckWebAuthToken"].map(String.init), !webToken.isEmpty {
+        var caller = Caller(container: access.container, credential: .apiToken(apiToken), allowsAnonymousPublic: access.allowsAnonymousPublic)
+        if let webToken, !webToken.isEmpty {
             let now = Int64(Date().timeIntervalSince1970)
-            caller.userRecordName = try WebAuthToken.verify(webToken, key: secretKey, container: container, now: now).userRecordName
+            caller.userRecordName = try WebAuthToken.verify(webToken, key: secretKey, container: access.container, now: now).userRecordName
         }
         return caller
     }
 
-    /// The database the caller addresses; private and shared databases need a signed-in user.
-    func database(for caller: Caller, path: DatabasePath) throws(StratusError) -> DatabaseID {
+    private func authenticateSigned(
+        keyID: String, date: String, signature: String, body: Data, subpath: String, path: DatabasePath, logger: Logger
+    ) async throws -> Caller {
+        guard let key = try await serverKeys.key(id: keyID, logger: logger) else {
+            throw StratusError(.authenticationFailed, "\(ServerSignature.keyIDHeader) names no active server-to-server key")
+        }
+        guard key.container == path.container else {
+            throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(path.container.prefix(255))'")
+        }
+        try ServerSignature.verify(
+            signature: signature, date: date, body: body, subpath: subpath, publicKey: key.publicKey, now: Int64(Date().timeIntervalSince1970))
+        return Caller(container: key.container, credential: .serverKey(key.keyID), userRecordName: key.userRecordName, allowsAnonymousPublic: false)
+    }
+
+    /// The database the caller addresses, if the caller may do `access` there.
+    func database(for caller: Caller, path: DatabasePath, access: DatabaseAccess) throws(StratusError) -> DatabaseID {
         switch path.scope {
         case .public:
+            if caller.userRecordName == nil, access != .read || !caller.allowsAnonymousPublic {
+                let what = access == .read ? "read the public database of this container" : access == .write ? "write to the public database" : "identify yourself"
+                throw StratusError(.authenticationRequired, "Sign in to \(what)", redirectURL: redirectURL(for: caller))
+            }
             return DatabaseID(container: path.container, environment: path.environment, scope: .public, owner: DatabaseID.publicOwner)
         case .private, .shared:
+            if case .serverKey = caller.credential {
+                throw StratusError(.accessDenied, "Server-to-server keys reach only the public database")
+            }
             guard let user = caller.userRecordName else {
-                throw StratusError(.authenticationRequired, "Sign in to use the \(path.scope.rawValue) database", redirectURL: signInURL)
+                throw StratusError(.authenticationRequired, "Sign in to use the \(path.scope.rawValue) database", redirectURL: redirectURL(for: caller))
             }
             return DatabaseID(container: path.container, environment: path.environment, scope: path.scope, owner: user)
         }
+    }
+
+    /// Where a caller without a user signs in: the configured address, or the built-in sign-in page
+    /// with the caller's own API token so the page can call the sign-in endpoint.
+    func redirectURL(for caller: Caller) -> String {
+        let container = caller.container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? caller.container
+        if let signInURL { return signInURL.replacingOccurrences(of: "{container}", with: container) }
+        var url = "/auth/1/\(container)/signin"
+        if case .apiToken(let token) = caller.credential,
+           let encoded = token.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+"))) {
+            url += "?ckAPIToken=\(encoded)"
+        }
+        return url
     }
 }

@@ -11,11 +11,13 @@ struct DatabaseCall {
     var caller: Caller
     var database: DatabaseID
 
-    static func open(_ request: Request, context: some StratusRequestContext, authenticator: Authenticator, limits: APILimits) async throws -> DatabaseCall {
+    static func open(
+        _ request: Request, context: some StratusRequestContext, authenticator: Authenticator, limits: APILimits, access: DatabaseAccess
+    ) async throws -> DatabaseCall {
         let path = try DatabasePath.parse(context)
         let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
-        let caller = try await authenticator.authenticate(request, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path)
+        let caller = try await authenticator.authenticate(request, body: body, path: path, logger: context.logger)
+        let database = try authenticator.database(for: caller, path: path, access: access)
         return DatabaseCall(path: path, body: body, caller: caller, database: database)
     }
 }

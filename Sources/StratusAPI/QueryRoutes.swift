@@ -35,7 +35,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func query(_ request: Request, _ context: Context) async throws -> Response {
-        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
         let database = opened.database
         let parsed = try RequestBody.decode(QueryRequest.self, from: opened.body)
         let query = try RecordQuery.parse(parsed.query)

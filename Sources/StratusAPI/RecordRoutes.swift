@@ -43,7 +43,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
     struct RecordsResponse: Encodable { var records: [JSONValue] }
 
     func modify(_ request: Request, _ context: Context) async throws -> Response {
-        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
         let (caller, database) = (opened.caller, opened.database)
         let parsed = try RequestBody.decode(ModifyRequest.self, from: opened.body)
         guard !parsed.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
@@ -51,9 +51,6 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(parsed.operations.count)")
         }
         let zone = try zoneID(parsed.zoneID, database: database)
-        if database.scope == .public, caller.userRecordName == nil {
-            throw StratusError(.authenticationRequired, "Sign in to write to the public database", redirectURL: authenticator.signInURL)
-        }
         var commands: [RecordStore.Command] = []
         var names = Set<String>()
         for (index, operation) in parsed.operations.enumerated() {
@@ -91,7 +88,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
-        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
         let database = opened.database
         let parsed = try RequestBody.decode(LookupRequest.self, from: opened.body)
         guard parsed.records.count <= limits.maxOperations else {

@@ -161,7 +161,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     private func open(_ request: Request, _ context: Context) async throws -> (DatabaseID, Data) {
-        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
         return (opened.database, opened.body)
     }
 }

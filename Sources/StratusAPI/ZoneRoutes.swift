@@ -47,7 +47,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     struct ZonesResponse: Encodable { var zones: [ZoneResult] }
 
     func modify(_ request: Request, _ context: Context) async throws -> Response {
-        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
         let (caller, database) = (opened.caller, opened.database)
         let body = try RequestBody.decode(ModifyRequest.self, from: opened.body)
         guard !body.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
@@ -96,13 +96,13 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func list(_ request: Request, _ context: Context) async throws -> Response {
-        let database = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits).database
+        let database = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read).database
         let zones = try await allZones(in: database, logger: context.logger)
         return try json(ZonesResponse(zones: zones.map { .zone($0) }))
     }
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
-        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits)
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
         let database = opened.database
         let body = try RequestBody.decode(LookupRequest.self, from: opened.body)
         guard body.zones.count <= limits.maxOperations else {

@@ -23,6 +23,32 @@ public struct ContainerStore: Sendable {
         return token
     }
 
+    /// The container an API token belongs to and whether it lets anonymous callers read its public
+    /// database, or nil when the token is unknown.
+    public func access(forAPIToken token: String, logger: Logger) async throws -> (container: String, allowsAnonymousPublic: Bool)? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                """
+                SELECT t.container, c.allow_anonymous_public FROM api_tokens t JOIN containers c USING (container)
+                WHERE t.token_digest = \(Data(APIToken.digest(token)))
+                """, logger: logger)
+            for try await (container, anonymous) in rows.decode((String, Bool).self) { return (container, anonymous) }
+            return nil
+        }
+    }
+
+    /// Lets (or stops letting) callers without a user read the container's public database.
+    /// Returns false when the container does not exist.
+    @discardableResult
+    public func setAnonymousPublicReads(container: String, allowed: Bool, logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "UPDATE containers SET allow_anonymous_public = \(allowed) WHERE container = \(container) RETURNING 1", logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
     /// The container an API token belongs to, or nil when the token is unknown.
     public func container(forAPIToken token: String, logger: Logger) async throws -> String? {
         try await store.withConnection { connection in

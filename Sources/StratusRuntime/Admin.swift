@@ -48,20 +48,82 @@ public enum Admin {
         }
     }
 
-    /// Creates a container and an API token.
-    public static func createContainer(_ container: String, label: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> String {
+    /// Creates a container and an API token; `anonymousPublicReads` lets callers without a user read
+    /// its public database (nil leaves the setting as it is).
+    public static func createContainer(
+        _ container: String, label: String, anonymousPublicReads: Bool? = nil, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> String {
         guard !container.isEmpty, container.utf8.count <= 255, !container.contains("/") else {
             throw ConfigurationProblem("a container identifier is 1 to 255 characters without '/'")
         }
-        return try await StratusProcess.withStore(configuration, logger: logger) { store in
+        return try await withMigratedStore(configuration, logger: logger) { store in
+            let containers = ContainerStore(store: store)
+            let token = try await containers.create(container: container, label: label, logger: logger)
+            if let anonymousPublicReads {
+                try await containers.setAnonymousPublicReads(container: container, allowed: anonymousPublicReads, logger: logger)
+            }
+            return token
+        }
+    }
+
+    /// Lets (or stops letting) callers without a user read a container's public database.
+    public static func setAnonymousPublicReads(_ container: String, allowed: Bool, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await ContainerStore(store: store).setAnonymousPublicReads(container: container, allowed: allowed, logger: logger) else {
+                throw ConfigurationProblem("no container '\(container)'")
+            }
+        }
+    }
+
+    /// Registers a server-to-server public key (PEM or base64 DER) for a container; returns its key id.
+    public static func createServerKey(
+        container: String, publicKey text: String, label: String, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> String {
+        let publicKey = try ServerPublicKey(text: text)
+        return try await withMigratedStore(configuration, logger: logger) { store in
+            try await ServerKeyStore(store: store).register(container: container, publicKey: publicKey, label: label, logger: logger).keyID
+        }
+    }
+
+    /// Revokes a server-to-server key.
+    public static func revokeServerKey(_ keyID: String, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await ServerKeyStore(store: store).revoke(id: keyID, logger: logger) else {
+                throw ConfigurationProblem("no active key '\(keyID)'")
+            }
+        }
+    }
+
+    /// Adds a user to a container's directory; returns the user record name.
+    public static func createUser(
+        container: String, login: String, password: String, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> String {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await UserStore(store: store).create(container: container, login: login, password: password, logger: logger)
+        }
+    }
+
+    /// Sets a directory user's password.
+    public static func setPassword(
+        container: String, login: String, password: String, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await UserStore(store: store).setPassword(container: container, login: login, password: password, logger: logger)
+        }
+    }
+
+    static func withMigratedStore<T: Sendable>(
+        _ configuration: StratusConfiguration, logger: Logger, _ body: @Sendable (PostgresStore) async throws -> T
+    ) async throws -> T {
+        try await StratusProcess.withStore(configuration, logger: logger) { store in
             try await StratusProcess.verifyMigrated(store, logger: logger)
-            return try await ContainerStore(store: store).create(container: container, label: label, logger: logger)
+            return try await body(store)
         }
     }
 
     /// Issues a web auth token signed with the configured secret key.
     public static func webAuthToken(container: String, user: String?, days: Int, _ configuration: StratusConfiguration) -> String {
-        let userRecordName = user ?? "_" + APIToken.generate().prefix(32)
+        let userRecordName = user ?? UserRecordName.generate()
         let expiresAt = Int64(Date().timeIntervalSince1970) + Int64(days) * 86_400
         return WebAuthToken(userRecordName: userRecordName, container: container, expiresAt: expiresAt).signed(with: configuration.api.secretKey)
     }

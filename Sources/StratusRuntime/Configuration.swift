@@ -59,7 +59,8 @@ public struct StratusConfiguration: Sendable {
         api.limits.maxRequestBytes = try int("STRATUS_MAX_REQUEST_BYTES", api.limits.maxRequestBytes)
         api.limits.maxRecordBytes = try int("STRATUS_MAX_RECORD_BYTES", api.limits.maxRecordBytes)
         api.limits.maxResults = try int("STRATUS_MAX_RESULTS", api.limits.maxResults)
-        api.signInURL = environment["STRATUS_SIGN_IN_URL"] ?? api.signInURL
+        api.signInURL = environment["STRATUS_SIGN_IN_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        api.webAuthTokenLifetime = Int64(try int("STRATUS_WEB_AUTH_TOKEN_TTL", Int(api.webAuthTokenLifetime)))
         let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelText) else {
             throw ConfigurationProblem("STRATUS_LOG_LEVEL must be one of trace, debug, info, notice, warning, error, critical")

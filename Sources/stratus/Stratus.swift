@@ -9,7 +9,7 @@ struct Stratus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
-        subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, UserCommand.self]
+        subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self]
     )
 }
 
@@ -105,7 +105,7 @@ struct Reindex: AsyncParsableCommand {
 }
 
 struct ContainerCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.", subcommands: [Create.self])
+    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.", subcommands: [Create.self, Set.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container (if new) and a new API token for it; prints the token once.")
@@ -114,20 +114,125 @@ struct ContainerCommand: AsyncParsableCommand {
         var container: String
         @Option(help: "A label for the token.")
         var label: String = ""
+        @Flag(help: "Let callers without a user (API token only) read the public database.")
+        var anonymousPublicReads = false
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-container")
-            let token = try await Admin.createContainer(container, label: label, configuration, logger: logger)
+            let token = try await Admin.createContainer(
+                container, label: label, anonymousPublicReads: anonymousPublicReads ? true : nil, configuration, logger: logger)
             print(token)
+        }
+    }
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Change a container's settings.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "Whether callers without a user (API token only) may read the public database: true or false.")
+        var anonymousPublicReads: Bool
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-container")
+            try await Admin.setAnonymousPublicReads(container, allowed: anonymousPublicReads, configuration, logger: logger)
+            print("\(container): anonymous public reads \(anonymousPublicReads ? "allowed" : "not allowed")")
+        }
+    }
+}
+
+struct KeyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "key", abstract: "Manage server-to-server keys (P-256) that sign requests to the public database.",
+        subcommands: [Create.self, Revoke.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register a public key for a container; prints the key id for the X-Apple-CloudKit-Request-KeyID header.",
+            discussion: "Make a key pair with: openssl ecparam -name prime256v1 -genkey -noout -out eckey.pem; openssl ec -in eckey.pem -pubout -out public.pem")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The public key file (PEM, or '-' for standard input).")
+        var publicKey: String
+        @Option(help: "A label for the key.")
+        var label: String = ""
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-key")
+            let text: String
+            if publicKey == "-" {
+                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            } else {
+                guard let data = FileManager.default.contents(atPath: publicKey) else { throw ValidationError("cannot read \(publicKey)") }
+                text = String(decoding: data, as: UTF8.self)
+            }
+            print(try await Admin.createServerKey(container: container, publicKey: text, label: label, configuration, logger: logger))
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a server-to-server key: requests signed with it fail from now on.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The key id.")
+        var keyID: String
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-key")
+            try await Admin.revokeServerKey(keyID, configuration, logger: logger)
+            print("revoked \(keyID)")
         }
     }
 }
 
 struct UserCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "user", abstract: "Users.", subcommands: [Token.self])
+    static let configuration = CommandConfiguration(
+        commandName: "user", abstract: "The user directory of the sign-in endpoint, and development tokens.",
+        subcommands: [Create.self, Password.self, Token.self])
+
+    /// The container, login and password source of a directory command.
+    struct Login: ParsableArguments {
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The login (never shown to other users; the user record name is opaque).")
+        var login: String
+        @Option(help: "A file whose first line is the password, or '-' for standard input.")
+        var passwordFile: String = "-"
+
+        /// The first line of the password file (or of standard input).
+        func password() throws -> String {
+            let data = passwordFile == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: passwordFile)
+            guard let data else { throw ValidationError("cannot read \(passwordFile)") }
+            return String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        }
+    }
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add a user who signs in with a login and password; prints the user record name.")
+        @OptionGroup var options: CommonOptions
+        @OptionGroup var user: Login
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-user")
+            print(try await Admin.createUser(container: user.container, login: user.login, password: try user.password(), configuration, logger: logger))
+        }
+    }
+
+    struct Password: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Set a user's password.")
+        @OptionGroup var options: CommonOptions
+        @OptionGroup var user: Login
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-user")
+            try await Admin.setPassword(container: user.container, login: user.login, password: try user.password(), configuration, logger: logger)
+            print("password set")
+        }
+    }
 
     struct Token: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Issue a web auth token (ckWebAuthToken) for a user of a container; prints it.")
+        static let configuration = CommandConfiguration(
+            abstract: "Issue a web auth token (ckWebAuthToken) for a user record name without signing in (development and operations); prints it.")
         @OptionGroup var options: CommonOptions
         @Argument(help: "The container identifier.")
         var container: String

@@ -306,13 +306,19 @@ final class RecordAPITests: XCTestCase {
             let (ownerStatus, _) = try await Self.post(client, fixture.path("records/lookup", user: "_bob"),
                                                        ["zoneID": ["zoneName": "Notes", "ownerRecordName": "_alice"], "records": [["recordName": "secret"]]])
             XCTAssertEqual(ownerStatus, 404)
-            // Public database: writes need a user; reads are open to the container's callers.
+            // Public database: writes need a user; reads need one too unless the container allows anonymous reads.
             let (anonymous, anonymousBody) = try await Self.post(client, fixture.path("records/modify", database: "public", user: nil),
                                                                  ["operations": [["operationType": "create", "record": Self.note("p1", [:])]]])
             XCTAssertEqual(anonymous, 421)
             XCTAssertEqual(anonymousBody["serverErrorCode"] as? String, "AUTHENTICATION_REQUIRED")
             let (_, written) = try await Self.modify(client, fixture, zone: nil, database: "public", [["operationType": "create", "record": Self.note("p1", ["v": ["value": 1]])]])
             XCTAssertNil(written[0]["serverErrorCode"])
+            let (closedStatus, _) = try await Self.post(client, fixture.path("records/lookup", database: "public", user: nil), ["records": [["recordName": "p1"]]])
+            XCTAssertEqual(closedStatus, 421)
+            let (bobStatus, bobRead) = try await Self.post(client, fixture.path("records/lookup", database: "public", user: "_bob"), ["records": [["recordName": "p1"]]])
+            XCTAssertEqual(bobStatus, 200, "every user reads the public database")
+            XCTAssertEqual((bobRead["records"] as? [Body])?.first?["recordName"] as? String, "p1")
+            try await ContainerStore(store: fixture.store).setAnonymousPublicReads(container: fixture.container, allowed: true, logger: TestSupport.logger)
             let (readStatus, read) = try await Self.post(client, fixture.path("records/lookup", database: "public", user: nil), ["records": [["recordName": "p1"]]])
             XCTAssertEqual(readStatus, 200)
             XCTAssertEqual((read["records"] as? [Body])?.first?["recordName"] as? String, "p1")

@@ -1,0 +1,73 @@
+import Foundation
+import Hummingbird
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// The built-in identity provider and the caller's identity:
+/// - `POST /auth/1/{container}/signin` exchanges a login and password from the container's user
+///   directory for a web auth token;
+/// - `users/caller` (and the older `users/current`) tell a caller its user record name.
+struct AuthRoutes<Context: StratusRequestContext>: Sendable {
+    let users: UserStore
+    let containers: ContainerStore
+    let authenticator: Authenticator
+    let limits: APILimits
+    /// Seconds a web auth token from sign-in stays valid.
+    let tokenLifetime: Int64
+
+    func register(on router: Router<Context>) {
+        router.post("/auth/1/:container/signin") { request, context in try await signIn(request, context) }
+        let base = "/database/1/:container/:environment/:database/users"
+        for operation in ["caller", "current"] {
+            router.get("\(base)/\(operation)") { request, context in try await caller(request, context) }
+            router.post("\(base)/\(operation)") { request, context in try await caller(request, context) }
+        }
+    }
+
+    struct SignInRequest: Decodable {
+        var login: String
+        var password: String
+    }
+
+    struct SignInResponse: Encodable {
+        var ckWebAuthToken: String
+        var userRecordName: String
+        /// When the token expires, in milliseconds since 1970.
+        var expiresAt: Int64
+    }
+
+    func signIn(_ request: Request, _ context: Context) async throws -> Response {
+        guard let container = context.parameters.get("container"), !container.isEmpty, container.utf8.count <= 255 else {
+            throw StratusError(.badRequest, "The path must name a container")
+        }
+        let body = try await RequestBody.read(request, limit: 64 * 1024)
+        guard let apiToken = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
+            throw StratusError(.authenticationFailed, "Missing ckAPIToken")
+        }
+        guard let access = try await containers.access(forAPIToken: apiToken, logger: context.logger), access.container == container else {
+            throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(container.prefix(255))'")
+        }
+        let credentials = try RequestBody.decode(SignInRequest.self, from: body)
+        guard let userRecordName = try await users.authenticate(
+            container: container, login: credentials.login, password: credentials.password, logger: context.logger)
+        else {
+            throw StratusError(.authenticationFailed, "The login or the password is wrong")
+        }
+        let expiresAt = Int64(Date().timeIntervalSince1970) + tokenLifetime
+        let token = WebAuthToken(userRecordName: userRecordName, container: container, expiresAt: expiresAt).signed(with: authenticator.secretKey)
+        context.logger.info("signed in", metadata: ["user": "\(userRecordName)"])
+        return try json(SignInResponse(ckWebAuthToken: token, userRecordName: userRecordName, expiresAt: expiresAt * 1000))
+    }
+
+    struct CallerResponse: Encodable {
+        var userRecordName: String
+    }
+
+    func caller(_ request: Request, _ context: Context) async throws -> Response {
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .user)
+        // `.user` access guarantees a user.
+        guard let user = opened.caller.userRecordName else { throw StratusError(.internalError, "no user after authentication") }
+        return try json(CallerResponse(userRecordName: user))
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// The built-in user directory: logins and password hashes per container, each mapped to an opaque
+/// container-scoped user record name.
+public struct UserStore: Sendable {
+    let store: PostgresStore
+    let rounds: Int
+
+    /// Creates the directory; `rounds` is the password hashing work factor for new passwords.
+    public init(store: PostgresStore, rounds: Int = PasswordHash.defaultRounds) {
+        self.store = store
+        self.rounds = rounds
+    }
+
+    /// Checks a login's shape: 1 to 255 characters, no control characters.
+    public static func validate(login: String) throws(StratusError) -> String {
+        let trimmed = login.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 255, !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw StratusError(.badRequest, "a login is 1 to 255 characters without control characters")
+        }
+        return trimmed
+    }
+
+    /// Adds a user; returns the new user record name. EXISTS when the login is taken.
+    public func create(container: String, login: String, password: String, logger: Logger) async throws -> String {
+        let login = try Self.validate(login: login)
+        let hash = try PasswordHash.make(password, rounds: rounds)
+        let userRecordName = UserRecordName.generate()
+        return try await store.withConnection { connection in
+            let known = try await connection.query("SELECT 1 FROM containers WHERE container = \(container)", logger: logger)
+            var exists = false
+            for try await _ in known { exists = true }
+            guard exists else { throw StratusError(.notFound, "no container '\(container.prefix(255))'") }
+            let rows = try await connection.query(
+                """
+                INSERT INTO users (container, login, user_record_name, password_hash)
+                VALUES (\(container), \(login), \(userRecordName), \(hash))
+                ON CONFLICT (container, login) DO NOTHING RETURNING user_record_name
+                """, logger: logger)
+            for try await name in rows.decode(String.self) { return name }
+            throw StratusError(.exists, "the login is taken in this container")
+        }
+    }
+
+    /// Sets a user's password; NOT_FOUND for an unknown login.
+    public func setPassword(container: String, login: String, password: String, logger: Logger) async throws {
+        let login = try Self.validate(login: login)
+        let hash = try PasswordHash.make(password, rounds: rounds)
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE users SET password_hash = \(hash), updated_at = now()
+                WHERE container = \(container) AND login = \(login) RETURNING 1
+                """, logger: logger)
+            for try await _ in rows { return }
+            throw StratusError(.notFound, "no such login in this container")
+        }
+    }
+
+    /// The user record name of a login whose password matches, or nil. Spends the same hashing time
+    /// whether or not the login exists.
+    public func authenticate(container: String, login: String, password: String, logger: Logger) async throws -> String? {
+        guard let login = try? Self.validate(login: login) else { return nil }
+        let found: (String, String)? = try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT user_record_name, password_hash FROM users WHERE container = \(container) AND login = \(login)", logger: logger)
+            for try await row in rows.decode((String, String).self) { return row }
+            return nil
+        }
+        let matches = PasswordHash.verify(password, against: found?.1 ?? PasswordHash.decoy)
+        guard let found, matches else { return nil }
+        return found.0
+    }
+}
