@@ -31,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "5.0.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // Layer 1: the pure domain. No I/O, no async, no logger.
@@ -117,6 +119,25 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The benchmark suite: scenarios and report (library, so tests can drive it) and its thin
+        // executable (scripts/bench.sh, docs/benchmarks.md).
+        .target(
+            name: "StratusBench",
+            dependencies: [
+                "StratusCore", "StratusPostgres", "StratusWorkers",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "stratus-bench",
+            dependencies: [
+                "StratusBench",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         // Tests.
         .testTarget(
             name: "StratusCoreTests",
@@ -126,7 +147,7 @@ let package = Package(
             name: "StratusIntegrationTests",
             dependencies: [
                 "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
-                "StratusAPI", "StratusRuntime",
+                "StratusAPI", "StratusRuntime", "StratusBench",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,0 +1,97 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Where the suite sends its requests: a running `stratus-api`, a container, and a signed-in user.
+public struct BenchTarget: Sendable {
+    /// The API's base URL, e.g. `http://127.0.0.1:8080`.
+    public var apiURL: String
+    /// The container the suite writes to (development environment, the user's private database).
+    public var container: String
+    /// The container's API token.
+    public var apiToken: String
+    /// A web auth token of the user whose private database the suite uses.
+    public var webAuthToken: String
+    /// The API's PostgreSQL: the raw-transaction limit runs there, beside the API's own tables.
+    public var databaseURL: String
+
+    /// Creates a target.
+    public init(apiURL: String, container: String, apiToken: String, webAuthToken: String, databaseURL: String) {
+        self.apiURL = apiURL
+        self.container = container
+        self.apiToken = apiToken
+        self.webAuthToken = webAuthToken
+        self.databaseURL = databaseURL
+    }
+}
+
+/// A JSON object as the suite reads replies; only ever used inside one task.
+typealias JSONObject = [String: Any]
+
+/// One reply of the API.
+struct Reply {
+    var status: Int
+    var body: JSONObject
+    var headers: HTTPHeaders
+
+    /// The per-record entries of a records/* reply.
+    var records: [JSONObject] { body["records"] as? [JSONObject] ?? [] }
+
+    /// The first error of the reply: the whole request's, or the first record's.
+    var errorCode: String? {
+        if let code = body["serverErrorCode"] as? String { return code }
+        return records.lazy.compactMap { $0["serverErrorCode"] as? String }.first
+    }
+}
+
+/// A failed call: the status and what the server said.
+struct BenchFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Speaks CloudKit Web Services to the target over loopback HTTP/1.1 with a pool of keep-alive
+/// connections, as a web client would.
+struct CloudKitClient: Sendable {
+    let http: HTTPClient
+    let target: BenchTarget
+
+    init(target: BenchTarget, connections: Int) {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(120), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(120))
+        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.target = target
+    }
+
+    func shutdown() async throws { try await http.shutdown() }
+
+    /// POSTs `body` to `operation` of the user's private database.
+    func post(_ operation: String, _ body: JSONObject) async throws -> Reply {
+        let data = try JSONSerialization.data(withJSONObject: body)
+        let url = "\(target.apiURL)/database/1/\(target.container)/development/private/\(operation)"
+            + "?ckAPIToken=\(target.apiToken)&ckWebAuthToken=\(target.webAuthToken)"
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: data))
+        let response = try await http.execute(request, timeout: .seconds(120))
+        let buffer = try await response.body.collect(upTo: 64 << 20)
+        let object = (try? JSONSerialization.jsonObject(with: Data(buffer: buffer))) as? JSONObject ?? [:]
+        return Reply(status: Int(response.status.code), body: object, headers: response.headers)
+    }
+
+    /// Like `post`, but anything but a 200 without record errors is a failure.
+    func expectOK(_ operation: String, _ body: JSONObject) async throws -> Reply {
+        let reply = try await post(operation, body)
+        guard reply.status == 200, reply.errorCode == nil else {
+            throw BenchFailure(description: "\(operation): HTTP \(reply.status) \(reply.errorCode ?? "") \(reply.body["reason"] as? String ?? "")")
+        }
+        return reply
+    }
+
+    /// Creates a custom zone (an existing one is returned unchanged).
+    func createZone(_ name: String) async throws {
+        _ = try await expectOK("zones/modify", ["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": name]]]]])
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import Histogram
+import Synchronization
+
+/// Latencies of one kind of operation, in microseconds.
+struct Latencies: Sendable {
+    private(set) var histogram = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+
+    mutating func record(_ duration: Duration) {
+        let micros = max(1, duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
+        _ = histogram.record(UInt64(clamping: micros))
+    }
+
+    mutating func add(_ other: Latencies) { histogram.add(other.histogram) }
+
+    var count: Int { Int(histogram.totalCount) }
+
+    /// The latency at `percentile` (0–100), in milliseconds.
+    func milliseconds(at percentile: Double) -> Double {
+        count == 0 ? 0 : Double(histogram.valueAtPercentile(percentile)) / 1000
+    }
+
+    var maxMilliseconds: Double { count == 0 ? 0 : Double(histogram.max) / 1000 }
+}
+
+/// What a closed-loop run measured.
+struct LoadOutcome: Sendable {
+    var operations = 0
+    var errors = 0
+    var seconds = 0.0
+    var latencies = Latencies()
+    /// The first few failures, to say why a run had errors.
+    var failures: [String] = []
+    /// Per-run counters a scenario keeps (e.g. conflicts).
+    var counters: [String: Int] = [:]
+
+    mutating func merge(_ other: LoadOutcome) {
+        operations += other.operations
+        errors += other.errors
+        latencies.add(other.latencies)
+        if failures.count < 5 { failures += other.failures.prefix(5 - failures.count) }
+        counters.merge(other.counters, uniquingKeysWith: +)
+    }
+}
+
+/// What one operation of a closed loop reports.
+enum Step {
+    /// Done and counted; `counter` names a per-run counter to increment.
+    case done(counter: String? = nil)
+    /// The operation failed (it still counts as an operation; its latency is recorded).
+    case failed(String)
+}
+
+/// Closed-loop load: `concurrency` clients each issue one operation after another until `duration`
+/// has passed (or `limit` operations have been issued in all). Each client owns its `State`.
+func closedLoop<State: Sendable>(
+    concurrency: Int, duration: Duration, limit: Int? = nil,
+    state makeState: @Sendable (Int) -> State,
+    _ operation: @escaping @Sendable (inout State, Int) async throws -> Step
+) async -> LoadOutcome {
+    let clock = ContinuousClock()
+    let start = clock.now
+    let deadline = start + duration
+    let issued = IssuedCounter(limit: limit)
+    var total = await withTaskGroup(of: LoadOutcome.self) { group in
+        for client in 0..<concurrency {
+            let initial = makeState(client)
+            group.addTask {
+                var state = initial
+                var outcome = LoadOutcome()
+                var iteration = 0
+                while clock.now < deadline, issued.take() {
+                    let began = clock.now
+                    let step: Step
+                    do {
+                        step = try await operation(&state, iteration)
+                    } catch {
+                        step = .failed(String(describing: error))
+                    }
+                    outcome.latencies.record(clock.now - began)
+                    outcome.operations += 1
+                    iteration += 1
+                    switch step {
+                    case .done(let counter):
+                        if let counter { outcome.counters[counter, default: 0] += 1 }
+                    case .failed(let reason):
+                        outcome.errors += 1
+                        if outcome.failures.count < 5 { outcome.failures.append(reason) }
+                    }
+                }
+                return outcome
+            }
+        }
+        var total = LoadOutcome()
+        for await outcome in group { total.merge(outcome) }
+        return total
+    }
+    let elapsed = clock.now - start
+    total.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return total
+}
+
+/// Hands out at most `limit` operations across clients.
+final class IssuedCounter: Sendable {
+    private let remaining: Mutex<Int?>
+
+    init(limit: Int?) { remaining = Mutex(limit) }
+
+    func take() -> Bool {
+        remaining.withLock { remaining in
+            guard let left = remaining else { return true }
+            guard left > 0 else { return false }
+            remaining = left - 1
+            return true
+        }
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+
+    init(seconds: Double) { self = .nanoseconds(Int64(seconds * 1e9)) }
+}
+
+/// A small seeded generator, so every run loads the same data.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

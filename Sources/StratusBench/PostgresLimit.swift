@@ -1,0 +1,118 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusPostgres
+
+/// The physical limit beside the API: the SERIALIZABLE transactions a write needs — the zone's
+/// change counter advanced, the record rows written, their events appended and the relay notified —
+/// issued straight from the Swift PostgreSQL client, without HTTP, JSON or Stratus's checks. They
+/// run on copies of the API's tables (same columns and indexes) in the schema `bench_limit`, so
+/// nothing they write reaches the relay or the workers.
+struct PostgresLimit: Sendable {
+    let store: PostgresStore
+    let logger: Logger
+    let run: String
+
+    var zoneName: String { "Limit_\(run)" }
+    var zoneKey: String { "bench/development/private/_bench/\(zoneName)" }
+
+    /// Creates the tables (once) and this run's zone.
+    func prepare() async throws {
+        try await store.withConnection { connection in
+            for statement in [
+                "CREATE SCHEMA IF NOT EXISTS bench_limit",
+                "CREATE TABLE IF NOT EXISTS bench_limit.zones (LIKE public.zones INCLUDING ALL)",
+                "CREATE TABLE IF NOT EXISTS bench_limit.records (LIKE public.records INCLUDING ALL)",
+                // Its own id sequence: the API's events keep gap-free ids.
+                """
+                CREATE TABLE IF NOT EXISTS bench_limit.events (
+                    id bigserial PRIMARY KEY, zone_key text NOT NULL, zone_sequence bigint, type text NOT NULL,
+                    schema_version integer NOT NULL, payload jsonb NOT NULL, causation jsonb NOT NULL,
+                    created_at timestamptz NOT NULL DEFAULT now(), published_at timestamptz)
+                """,
+                "CREATE INDEX IF NOT EXISTS events_unpublished ON bench_limit.events (id) WHERE published_at IS NULL",
+                "CREATE UNIQUE INDEX IF NOT EXISTS events_zone_sequence ON bench_limit.events (zone_key, zone_sequence) WHERE zone_sequence IS NOT NULL",
+            ] {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            try await connection.query("""
+                INSERT INTO bench_limit.zones (container, environment, scope, owner, zone_name, incarnation, change_counter)
+                VALUES ('bench', 'development', 'private', '_bench', \(zoneName), gen_random_uuid(), 0)
+                ON CONFLICT DO NOTHING
+                """, logger: logger)
+        }
+    }
+
+    /// Fields and event payload of one record, the size of the write scenarios' records.
+    static func document(_ name: String, count: Int) -> (fields: String, payload: String) {
+        let body = String(repeating: "Lorem ipsum dolor sit amet. ", count: 7)
+        let fields = #"{"body":{"type":"STRING","value":"\#(body)"},"count":{"type":"INT64","value":\#(count)},"title":{"type":"STRING","value":"Note \#(name)"}}"#
+        let payload = #"{"database":{"container":"bench","environment":"development","scope":"private","owner":"_bench"},"#
+            + #""record":{"recordName":"\#(name)","recordType":"Note","fields":\#(fields),"changeTag":"x"}}"#
+        return (fields, payload)
+    }
+
+    /// One write transaction: lock the zone (as the API does), advance its counter by `names.count`,
+    /// insert the records and their events, notify, commit.
+    func write(_ names: [String], on connection: PostgresConnection) async throws {
+        let zoneKey = zoneKey
+        try await connection.query("SELECT pg_advisory_lock(hashtextextended(\(zoneKey), 0))", logger: logger)
+        do {
+            try await connection.query("BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger)
+            let rows = try await connection.query("""
+                UPDATE bench_limit.zones SET change_counter = change_counter + \(Int64(names.count)), modified_at = now()
+                WHERE container = 'bench' AND environment = 'development' AND scope = 'private' AND owner = '_bench' AND zone_name = \(zoneName)
+                RETURNING change_counter
+                """, logger: logger)
+            var last: Int64 = 0
+            for try await counter in rows.decode(Int64.self) { last = counter }
+            let first = last - Int64(names.count) + 1
+            let versions = (0..<Int64(names.count)).map { first + $0 }
+            let documents = names.enumerated().map { Self.document($0.element, count: $0.offset) }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let tags = names.map { _ in String(UInt64.random(in: 0...UInt64.max), radix: 36) }
+            try await connection.query("""
+                INSERT INTO bench_limit.records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
+                    created_at, created_by, modified_at, modified_by, version, created_version)
+                SELECT 'bench', 'development', 'private', '_bench', \(zoneName), name, 'Note', fields::jsonb, tag, \(now), '_bench', \(now), '_bench', version, version
+                FROM unnest(\(names)::text[], \(documents.map(\.fields))::text[], \(tags)::text[], \(versions)::int8[]) AS t(name, fields, tag, version)
+                """, logger: logger)
+            try await connection.query("""
+                INSERT INTO bench_limit.events (zone_key, zone_sequence, type, schema_version, payload, causation)
+                SELECT \(zoneKey), version, 'record.saved', 1, payload::jsonb, '{"requestID":"bench"}'::jsonb
+                FROM unnest(\(documents.map(\.payload))::text[], \(versions)::int8[]) AS t(payload, version)
+                """, logger: logger)
+            try await connection.query("SELECT pg_notify('bench_limit', '')", logger: logger)
+            try await connection.query("COMMIT", logger: logger)
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(zoneKey), 0))", logger: logger)
+            throw error
+        }
+        try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(zoneKey), 0))", logger: logger)
+    }
+
+    /// The limit of scenario 1: single-record creates.
+    func create(concurrency: Int, duration: Duration) async -> ScenarioResult {
+        let load = await closedLoop(concurrency: concurrency, duration: duration, state: { $0 }) { client, iteration in
+            try await store.withConnection { connection in
+                try await write(["limit-c\(concurrency)-\(client)-\(iteration)"], on: connection)
+            }
+            return .done()
+        }
+        return ScenarioResult(name: "limit.create.c\(concurrency)", operation: "raw SERIALIZABLE transaction: one record + its event", concurrency: concurrency, load: load)
+    }
+
+    /// The limit of scenario 2: batches of creates in one transaction.
+    func batch(size: Int, duration: Duration) async -> ScenarioResult {
+        let load = await closedLoop(concurrency: 1, duration: duration, state: { $0 }) { _, iteration in
+            try await store.withConnection { connection in
+                try await write((0..<size).map { "limit-b-\(iteration)-\($0)" }, on: connection)
+            }
+            return .done()
+        }
+        return ScenarioResult(name: "limit.batch\(size).c1", operation: "raw SERIALIZABLE transaction: \(size) records + events", concurrency: 1, load: load, figures: [
+            "recordsPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * size) / load.seconds : 0,
+        ])
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+
+/// The suite's knobs; the defaults are the documented full run.
+public struct BenchSettings: Codable, Sendable {
+    /// Seconds of each timed scenario.
+    public var seconds: Double = 8
+    /// The "many clients" concurrency.
+    public var concurrency: Int = 16
+    /// Records per atomic batch.
+    public var batchSize: Int = 200
+    /// Records in the query zone (loaded by the batch scenario).
+    public var queryRecords: Int = 100_000
+    /// Longest the batch load may take; the query zone then holds what was loaded.
+    public var batchSeconds: Double = 240
+    /// Records in the sync zone.
+    public var syncRecords: Int = 10_000
+    /// Records the read-modify-write clients fight over.
+    public var hotRecords: Int = 4
+    /// Commit-to-visible samples.
+    public var lagSamples: Int = 100
+    /// Longest wait for the indexer to catch up.
+    public var indexTimeout: Double = 600
+    /// Only these scenario groups (write, limit, rmw, batch, changes, query, lag, rebuild); nil: all.
+    public var groups: [String]?
+
+    /// The full run's defaults.
+    public init() {}
+
+    /// Whether `group` runs.
+    func runs(_ group: String) -> Bool { groups?.contains(group) ?? true }
+}
+
+/// One scenario's measurements.
+public struct ScenarioResult: Codable, Sendable {
+    /// A stable key, e.g. `create.c16`.
+    public var name: String
+    /// What one operation is.
+    public var operation: String
+    /// Clients issuing operations at once.
+    public var concurrency: Int
+    /// Operations completed (including failed ones).
+    public var operations: Int
+    /// Operations that failed.
+    public var errors: Int
+    /// Wall time of the scenario.
+    public var seconds: Double
+    /// Operations per second.
+    public var perSecond: Double
+    /// Latency percentiles of one operation, in milliseconds.
+    public var p50: Double
+    public var p95: Double
+    public var p99: Double
+    public var max: Double
+    /// Figures particular to the scenario (records/s, conflicts, lost updates, events/s …).
+    public var figures: [String: Double]
+    /// The first failures, when there were any.
+    public var failures: [String]
+
+    init(name: String, operation: String, concurrency: Int, load: LoadOutcome, figures: [String: Double] = [:]) {
+        self.name = name
+        self.operation = operation
+        self.concurrency = concurrency
+        operations = load.operations
+        errors = load.errors
+        seconds = load.seconds
+        perSecond = load.seconds > 0 ? Double(load.operations - load.errors) / load.seconds : 0
+        p50 = load.latencies.milliseconds(at: 50)
+        p95 = load.latencies.milliseconds(at: 95)
+        p99 = load.latencies.milliseconds(at: 99)
+        max = load.latencies.maxMilliseconds
+        self.figures = figures
+        failures = load.failures
+    }
+}
+
+/// Stratus's throughput over the raw-PostgreSQL limit for the same work.
+public struct LimitRatio: Codable, Sendable {
+    /// The Stratus scenario.
+    public var scenario: String
+    /// The raw-transaction scenario.
+    public var limit: String
+    /// Stratus operations per second.
+    public var stratus: Double
+    /// Raw-transaction operations per second.
+    public var raw: Double
+    /// stratus / raw.
+    public var ratio: Double
+}
+
+/// The machine a report came from.
+public struct Machine: Codable, Sendable {
+    public var cores: Int
+    public var memoryGiB: Double
+    public var cpu: String
+    public var system: String
+
+    static func current() -> Machine {
+        let cpuInfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model = cpuInfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+            .map { String($0.split(separator: ":", maxSplits: 1).last ?? "").trimmingCharacters(in: .whitespaces) } ?? "unknown"
+        let release = ((try? String(contentsOfFile: "/proc/sys/kernel/osrelease", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        return Machine(
+            cores: ProcessInfo.processInfo.activeProcessorCount,
+            memoryGiB: (Double(ProcessInfo.processInfo.physicalMemory) / Double(1 << 30) * 10).rounded() / 10,
+            cpu: model, system: "Linux \(release)")
+    }
+}
+
+/// What a run of the suite measured.
+public struct BenchReport: Codable, Sendable {
+    /// When the run started (ISO 8601).
+    public var startedAt: String
+    /// Wall time of the whole run.
+    public var seconds: Double
+    public var machine: Machine
+    public var settings: BenchSettings
+    public var scenarios: [ScenarioResult]
+    public var ratios: [LimitRatio]
+
+    /// The scenario named `name`.
+    public func scenario(_ name: String) -> ScenarioResult? { scenarios.first { $0.name == name } }
+
+    /// The report as pretty JSON.
+    public func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return try encoder.encode(self)
+    }
+
+    /// The report as a table for people.
+    public func table() -> String {
+        func number(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
+        func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
+            text.count >= width ? text : (left ? text + String(repeating: " ", count: width - text.count) : String(repeating: " ", count: width - text.count) + text)
+        }
+        var lines = [
+            "Stratus benchmark — \(startedAt), \(machine.cores) cores, \(number(machine.memoryGiB)) GiB, \(machine.cpu)",
+            pad("scenario", 22, left: true) + pad("conc", 5) + pad("ops", 8) + pad("ops/s", 10) + pad("p50 ms", 9) + pad("p95 ms", 9)
+                + pad("p99 ms", 9) + pad("errors", 7) + "  notes",
+        ]
+        for result in scenarios {
+            let notes = result.figures.sorted { $0.key < $1.key }.map { "\($0.key)=\(number($0.value, $0.value.rounded() == $0.value ? 0 : 1))" }
+                .joined(separator: " ")
+            lines.append(pad(result.name, 22, left: true) + pad("\(result.concurrency)", 5) + pad("\(result.operations)", 8)
+                + pad(number(result.perSecond), 10) + pad(number(result.p50, 2), 9) + pad(number(result.p95, 2), 9) + pad(number(result.p99, 2), 9)
+                + pad("\(result.errors)", 7) + "  " + notes)
+        }
+        if !ratios.isEmpty {
+            lines.append("")
+            lines.append("Stratus / raw PostgreSQL limit (same SERIALIZABLE writes, no HTTP):")
+            for ratio in ratios {
+                lines.append("  " + pad(ratio.scenario, 14, left: true) + " \(number(ratio.stratus)) / \(number(ratio.raw)) ops/s = " + number(ratio.ratio, 2))
+            }
+        }
+        for result in scenarios where !result.failures.isEmpty {
+            lines.append("failures of \(result.name): " + result.failures.joined(separator: " | "))
+        }
+        lines.append("total \(number(seconds, 0)) s")
+        return lines.joined(separator: "\n")
+    }
+}

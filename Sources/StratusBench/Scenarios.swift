@@ -1,0 +1,229 @@
+import Foundation
+import StratusPostgres
+import StratusWorkers
+
+extension BenchSuite {
+    /// 4. Single-record lookups of records the update scenario wrote.
+    func lookup(_ client: CloudKitClient, concurrency: Int) async throws -> ScenarioResult {
+        let zone = zone("Write")
+        let many = settings.concurrency
+        let load = await closedLoop(concurrency: concurrency, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
+            let name = "u\(many)-\((clientIndex + iteration) % many)-\(iteration % 8)"
+            let reply = try await client.post("records/lookup", ["zoneID": ["zoneName": zone], "records": [["recordName": name]]])
+            guard reply.status == 200, reply.errorCode == nil, reply.records.first?["recordName"] as? String == name else {
+                return .failed("HTTP \(reply.status) \(reply.errorCode ?? "") for \(name)")
+            }
+            return .done()
+        }
+        return ScenarioResult(name: "lookup.c\(concurrency)", operation: "records/lookup, one record", concurrency: concurrency, load: load)
+    }
+
+    /// 3. Read-modify-write on a few hot records: read, add one, save with the change tag; a stale
+    /// tag loses with CONFLICT. Afterwards every counter must equal the acknowledged increments.
+    func readModifyWrite(_ client: CloudKitClient) async throws -> ScenarioResult {
+        let zone = zone("Hot")
+        try await client.createZone(zone)
+        let names = (0..<settings.hotRecords).map { "hot-\($0)" }
+        _ = try await client.expectOK("records/modify", [
+            "zoneID": ["zoneName": zone],
+            "operations": names.map { Self.create(["recordName": $0, "recordType": "Counter", "fields": ["value": ["value": 0]] as JSONObject]) },
+        ])
+        let load = await closedLoop(concurrency: settings.concurrency, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
+            let name = names[(clientIndex + iteration) % names.count]
+            let read = try await client.expectOK("records/lookup", ["zoneID": ["zoneName": zone], "records": [["recordName": name]]])
+            guard let record = read.records.first, let tag = record["recordChangeTag"] as? String,
+                  let value = ((record["fields"] as? JSONObject)?["value"] as? JSONObject)?["value"] as? Int
+            else { return .failed("lookup of \(name) returned no counter") }
+            let write = try await client.post("records/modify", [
+                "zoneID": ["zoneName": zone],
+                "operations": [["operationType": "update", "record": [
+                    "recordName": name, "recordType": "Counter", "recordChangeTag": tag, "fields": ["value": ["value": value + 1]] as JSONObject,
+                ] as JSONObject]],
+            ])
+            if write.status == 200, write.errorCode == nil { return .done(counter: "ack:\(name)") }
+            if write.errorCode == "CONFLICT" { return .done(counter: "conflicts") }
+            return .failed("HTTP \(write.status) \(write.errorCode ?? "")")
+        }
+        let final = try await client.expectOK("records/lookup", ["zoneID": ["zoneName": zone], "records": names.map { ["recordName": $0] }])
+        var lost = 0
+        var acknowledged = 0
+        for record in final.records {
+            let name = record["recordName"] as? String ?? ""
+            let value = ((record["fields"] as? JSONObject)?["value"] as? JSONObject)?["value"] as? Int ?? -1
+            let acks = load.counters["ack:\(name)"] ?? 0
+            acknowledged += acks
+            lost += abs(acks - value)
+        }
+        let conflicts = load.counters["conflicts"] ?? 0
+        return ScenarioResult(name: "rmw.c\(settings.concurrency)", operation: "records/lookup then records/modify update", concurrency: settings.concurrency, load: load, figures: [
+            "acknowledged": Double(acknowledged), "conflicts": Double(conflicts), "lostUpdates": Double(lost),
+            "conflictRate": load.operations > 0 ? Double(conflicts) / Double(load.operations) : 0,
+        ])
+    }
+
+    /// 2. Atomic batches of creates, loading the query zone.
+    func batchLoad(_ client: CloudKitClient) async throws -> ScenarioResult {
+        let zone = zone("Query")
+        try await client.createZone(zone)
+        let size = settings.batchSize
+        let batches = (settings.queryRecords + size - 1) / size
+        let run = run
+        let load = await closedLoop(concurrency: 1, duration: Duration(seconds: settings.batchSeconds), limit: batches, state: { $0 }) { _, batch in
+            let first = batch * size
+            let operations = (first..<min(first + size, settings.queryRecords)).map { Self.create(Self.item($0, run: run)) }
+            let reply = try await client.post("records/modify", ["zoneID": ["zoneName": zone], "operations": operations, "atomic": true])
+            return reply.status == 200 && reply.errorCode == nil ? .done() : .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
+        }
+        let records = min(settings.queryRecords, (load.operations - load.errors) * size)
+        return ScenarioResult(name: "batch\(size).c1", operation: "records/modify, \(size) creates, atomic", concurrency: 1, load: load, figures: [
+            "recordsPerSecond": load.seconds > 0 ? Double(records) / load.seconds : 0, "records": Double(records),
+        ])
+    }
+
+    /// Loads the sync zone with `count` records (not timed as a scenario).
+    func loadSyncZone(_ client: CloudKitClient) async throws -> String {
+        let zone = zone("Sync")
+        try await client.createZone(zone)
+        var next = 0
+        while next < settings.syncRecords {
+            let end = min(next + settings.batchSize, settings.syncRecords)
+            _ = try await client.expectOK("records/modify", ["zoneID": ["zoneName": zone], "operations": (next..<end).map {
+                Self.create(Self.note("s-\($0)", count: $0))
+            }])
+            next = end
+        }
+        return zone
+    }
+
+    /// Pulls a zone's changes from `token` in pages of `pageSize` until `count` changes or the end.
+    static func pull(_ client: CloudKitClient, zone: String, count: Int, pageSize: Int) async throws -> (changes: Int, pages: Int) {
+        var token: String?
+        var changes = 0
+        var pages = 0
+        while changes < count {
+            var body: JSONObject = ["zoneID": ["zoneName": zone], "resultsLimit": pageSize]
+            if let token { body["syncToken"] = token }
+            let reply = try await client.expectOK("records/changes", body)
+            changes += reply.records.count
+            pages += 1
+            token = reply.body["syncToken"] as? String
+            guard reply.body["moreComing"] as? Bool == true else { break }
+        }
+        return (changes, pages)
+    }
+
+    /// 5. records/changes: the first 1000 changes of the sync zone from no token, in pages of 200.
+    func changes(_ client: CloudKitClient, store: PostgresStore) async throws -> ScenarioResult {
+        let zone = try await loadSyncZone(client)
+        let want = min(1000, settings.syncRecords)
+        let load = await closedLoop(concurrency: 1, duration: Duration(seconds: settings.seconds), state: { $0 }) { _, _ in
+            let (changes, _) = try await Self.pull(client, zone: zone, count: want, pageSize: 200)
+            return changes == want ? .done() : .failed("pulled \(changes) of \(want) changes")
+        }
+        return ScenarioResult(name: "changes.\(want)", operation: "records/changes, \(want) changes in pages of 200", concurrency: 1, load: load, figures: [
+            "changesPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * want) / load.seconds : 0,
+        ])
+    }
+
+    /// 5. A full sync of the sync zone (10,000 records) in pages of 200.
+    func fullSync(_ client: CloudKitClient) async throws -> ScenarioResult {
+        let zone = zone("Sync")
+        let want = settings.syncRecords
+        // At least one full sync, however long it takes; more while the time lasts.
+        let load = await closedLoop(concurrency: 1, duration: Duration(seconds: settings.seconds), state: { $0 }) { _, _ in
+            let (changes, _) = try await Self.pull(client, zone: zone, count: .max, pageSize: 200)
+            return changes == want ? .done() : .failed("a full sync returned \(changes) of \(want) records")
+        }
+        return ScenarioResult(name: "sync.\(want)", operation: "records/changes until moreComing is false, pages of 200", concurrency: 1, load: load, figures: [
+            "changesPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * want) / load.seconds : 0,
+        ])
+    }
+
+    /// 6. Queries on the query zone: equality, range with a sort, full-text tokens.
+    func queries(_ client: CloudKitClient) async throws -> [ScenarioResult] {
+        let zone = zone("Query")
+        let concurrency = 4
+        let words = Self.words
+        let shapes: [(String, String, @Sendable (Int) -> JSONObject)] = [
+            ("query.equality", "category EQUALS (1% of the zone), first 100", { iteration in
+                ["recordType": "Item", "filterBy": [["fieldName": "category", "comparator": "EQUALS", "fieldValue": ["value": "c\(iteration % 100)"]]]]
+            }),
+            ("query.range-sort", "score in a 1% range, sorted by score, first 100", { iteration in
+                let low = (iteration * 7919) % 990_000
+                return ["recordType": "Item", "filterBy": [
+                    ["fieldName": "score", "comparator": "GREATER_THAN_OR_EQUALS", "fieldValue": ["value": low]],
+                    ["fieldName": "score", "comparator": "LESS_THAN", "fieldValue": ["value": low + 10_000]],
+                ], "sortBy": [["fieldName": "score", "ascending": true]]]
+            }),
+            ("query.fulltext", "title CONTAINS_ALL_TOKENS of one word, first 100", { iteration in
+                ["recordType": "Item", "filterBy": [
+                    ["fieldName": "title", "comparator": "CONTAINS_ALL_TOKENS", "fieldValue": ["value": words[(iteration * 31) % words.count]]],
+                ]]
+            }),
+        ]
+        var results: [ScenarioResult] = []
+        for (name, operation, query) in shapes {
+            let load = await closedLoop(concurrency: concurrency, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
+                let reply = try await client.post("records/query", [
+                    "zoneID": ["zoneName": zone], "query": query(iteration * concurrency + clientIndex), "resultsLimit": 100,
+                ])
+                guard reply.status == 200, reply.errorCode == nil else { return .failed("HTTP \(reply.status) \(reply.errorCode ?? "")") }
+                return reply.records.isEmpty ? .done(counter: "empty") : .done(counter: "answered")
+            }
+            results.append(ScenarioResult(name: name, operation: "records/query, " + operation, concurrency: concurrency, load: load, figures: [
+                "emptyAnswers": Double(load.counters["empty"] ?? 0),
+            ]))
+        }
+        return results
+    }
+
+    /// 7. Commit → visible in records/query: save a record with a unique value, then query for it
+    /// until it appears.
+    func lag(_ client: CloudKitClient) async throws -> ScenarioResult {
+        let zone = zone("Lag")
+        try await client.createZone(zone)
+        let clock = ContinuousClock()
+        var outcome = LoadOutcome()
+        let start = clock.now
+        for sample in 0..<settings.lagSamples {
+            let probe = "p\(sample)"
+            _ = try await client.expectOK("records/modify", ["zoneID": ["zoneName": zone], "operations": [
+                Self.create(["recordName": probe, "recordType": "Probe", "fields": ["probe": ["value": probe]] as JSONObject]),
+            ]])
+            let committed = clock.now
+            let deadline = committed + .seconds(30)
+            var visible = false
+            while clock.now < deadline {
+                let reply = try await client.post("records/query", ["zoneID": ["zoneName": zone], "query": [
+                    "recordType": "Probe", "filterBy": [["fieldName": "probe", "comparator": "EQUALS", "fieldValue": ["value": probe]]],
+                ]])
+                if !reply.records.isEmpty { visible = true; break }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            outcome.latencies.record(clock.now - committed)
+            outcome.operations += 1
+            if !visible {
+                outcome.errors += 1
+                outcome.failures.append("\(probe) not visible after 30 s")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        outcome.seconds = (clock.now - start).seconds
+        return ScenarioResult(name: "lag.commit-to-query", operation: "records/modify acknowledged → visible in records/query", concurrency: 1, load: outcome)
+    }
+
+    /// 8. The indexer's rebuild: a new query index generation from the whole event log.
+    func rebuild(_ store: PostgresStore) async throws -> ScenarioResult {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let (_, events) = try await Reindex(store: store).run(logger: logger)
+        let elapsed = clock.now - start
+        var outcome = LoadOutcome()
+        outcome.operations = 1
+        outcome.seconds = elapsed.seconds
+        outcome.latencies.record(elapsed)
+        return ScenarioResult(name: "rebuild.index", operation: "stratus reindex: every event into a new generation", concurrency: 1, load: outcome, figures: [
+            "events": Double(events), "eventsPerSecond": elapsed.seconds > 0 ? Double(events) / elapsed.seconds : 0,
+        ])
+    }
+}

@@ -1,0 +1,214 @@
+import Foundation
+import Logging
+import StratusPostgres
+import StratusWorkers
+
+/// The benchmark suite: every scenario of docs/benchmarks.md against a running stack, the raw
+/// PostgreSQL limit beside it, and a report.
+public struct BenchSuite: Sendable {
+    let target: BenchTarget
+    let settings: BenchSettings
+    let logger: Logger
+    let progress: @Sendable (String) -> Void
+    /// Distinguishes this run's zones from earlier runs' on the same database.
+    let run: String
+
+    /// Creates the suite; `progress` hears a line as each scenario starts and ends.
+    public init(target: BenchTarget, settings: BenchSettings, logger: Logger, progress: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.target = target
+        self.settings = settings
+        self.logger = logger
+        self.progress = progress
+        run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+    }
+
+    /// Runs the scenarios in order and reports.
+    public func run() async throws -> BenchReport {
+        let startedAt = ISO8601DateFormatter().string(from: Date())
+        let clock = ContinuousClock()
+        let began = clock.now
+        let client = CloudKitClient(target: target, connections: max(settings.concurrency, 8) + 4)
+        let store = try PostgresStore(url: target.databaseURL, maxConnections: settings.concurrency + 4, logger: logger)
+        var results: [ScenarioResult] = []
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.run() }
+                defer { group.cancelAll() }
+                results = try await scenarios(client, store)
+            }
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+        var ratios: [LimitRatio] = []
+        for (scenario, limit) in [("create.c1", "limit.create.c1"), ("create.c\(settings.concurrency)", "limit.create.c\(settings.concurrency)"),
+                                  ("batch\(settings.batchSize).c1", "limit.batch\(settings.batchSize).c1")] {
+            guard let stratus = results.first(where: { $0.name == scenario }), let raw = results.first(where: { $0.name == limit }), raw.perSecond > 0 else { continue }
+            ratios.append(LimitRatio(scenario: scenario, limit: limit, stratus: stratus.perSecond, raw: raw.perSecond, ratio: stratus.perSecond / raw.perSecond))
+        }
+        return BenchReport(startedAt: startedAt, seconds: (clock.now - began).seconds, machine: .current(), settings: settings, scenarios: results, ratios: ratios)
+    }
+
+    private func scenarios(_ client: CloudKitClient, _ store: PostgresStore) async throws -> [ScenarioResult] {
+        var results: [ScenarioResult] = []
+        func record(_ result: ScenarioResult) {
+            results.append(result)
+            progress(String(format: "%@: %.1f ops/s, p50 %.2f ms, p99 %.2f ms, %d errors", result.name, result.perSecond, result.p50, result.p99, result.errors))
+        }
+        let many = settings.concurrency
+        let limit = PostgresLimit(store: store, logger: logger, run: run)
+        if settings.runs("write") {
+            try await client.createZone(zone("Write"))
+            for concurrency in [1, many] {
+                try await settle(client)
+                record(try await create(client, concurrency: concurrency))
+            }
+        }
+        if settings.runs("limit") {
+            try await limit.prepare()
+            for concurrency in [1, many] {
+                try await settle(client)
+                record(await limit.create(concurrency: concurrency, duration: Duration(seconds: settings.seconds)))
+            }
+            try await settle(client)
+            record(await limit.batch(size: settings.batchSize, duration: Duration(seconds: settings.seconds)))
+        }
+        if settings.runs("write") {
+            for concurrency in [1, many] {
+                try await settle(client)
+                record(try await update(client, concurrency: concurrency))
+            }
+            for concurrency in [1, many] {
+                record(try await lookup(client, concurrency: concurrency))
+            }
+        }
+        if settings.runs("rmw") {
+            try await settle(client)
+            record(try await readModifyWrite(client))
+        }
+        if settings.runs("batch") {
+            try await settle(client)
+            record(try await batchLoad(client))
+        }
+        if settings.runs("changes") {
+            record(try await changes(client, store: store))
+            record(try await fullSync(client))
+        }
+        if settings.runs("query") {
+            let catchUp = try await settle(client)
+            for (index, var result) in try await queries(client).enumerated() {
+                if index == 0 { result.figures["indexCatchUpSeconds"] = catchUp }
+                record(result)
+            }
+        }
+        if settings.runs("lag") {
+            try await settle(client)
+            record(try await lag(client))
+        }
+        if settings.runs("rebuild") {
+            record(try await rebuild(store))
+        }
+        return results
+    }
+
+    // MARK: - Data
+
+    func zone(_ name: String) -> String { "Bench\(name)_\(run)" }
+
+    static let words: [String] = {
+        let syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "do", "ga", "fi", "ho", "ba", "we", "ly", "xo", "qu", "je"]
+        var words: [String] = []
+        for first in syllables { for second in syllables { words.append(first + second + "n") } }
+        return words  // 400 words
+    }()
+
+    /// A record as the write scenarios store it: a title, a count, and a body of about 200 bytes.
+    static func note(_ name: String, count: Int) -> JSONObject {
+        ["recordName": name, "recordType": "Note", "fields": [
+            "title": ["value": "Note \(name)"],
+            "count": ["value": count],
+            "body": ["value": String(repeating: "Lorem ipsum dolor sit amet. ", count: 7)],
+        ] as JSONObject]
+    }
+
+    /// A record of the query zone: a category (100 values), a score, and a four-word title.
+    static func item(_ index: Int, run: String) -> JSONObject {
+        var generator = SplitMix(seed: UInt64(index))
+        let title = (0..<4).map { _ in words[Int(generator.next() % UInt64(words.count))] }.joined(separator: " ")
+        return ["recordName": "item-\(index)", "recordType": "Item", "fields": [
+            "category": ["value": "c\(index % 100)"],
+            "score": ["value": Int(generator.next() % 1_000_000)],
+            "title": ["value": title],
+        ] as JSONObject]
+    }
+
+    static func create(_ record: JSONObject) -> JSONObject { ["operationType": "create", "record": record] }
+
+    // MARK: - Settling
+
+    /// Waits until the indexer has applied every event (so a scenario's background is the same
+    /// each time); returns the seconds waited.
+    @discardableResult
+    func settle(_ client: CloudKitClient) async throws -> Double {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let deadline = start + Duration(seconds: settings.indexTimeout)
+        while clock.now < deadline {
+            let reply = try await client.post("records/query", [
+                "zoneID": ["zoneName": "_defaultZone"], "query": ["recordType": "Nothing"], "resultsLimit": 1,
+            ])
+            if reply.status == 200, reply.headers.first(name: "X-Stratus-Index-Behind-Events") == "0" {
+                return (clock.now - start).seconds
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw BenchFailure(description: "the indexer did not catch up within \(settings.indexTimeout) s")
+    }
+
+    // MARK: - Scenarios
+
+    /// 1. Single-record creates in one custom zone.
+    func create(_ client: CloudKitClient, concurrency: Int) async throws -> ScenarioResult {
+        let zone = zone("Write")
+        let prefix = "c\(concurrency)"
+        let load = await closedLoop(concurrency: concurrency, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
+            let reply = try await client.post("records/modify", [
+                "zoneID": ["zoneName": zone], "operations": [Self.create(Self.note("\(prefix)-\(clientIndex)-\(iteration)", count: iteration))],
+            ])
+            return reply.status == 200 && reply.errorCode == nil ? .done() : .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
+        }
+        return ScenarioResult(name: "create.c\(concurrency)", operation: "records/modify, one create", concurrency: concurrency, load: load)
+    }
+
+    /// 1. Single-record updates with the change tag, each client on records of its own.
+    func update(_ client: CloudKitClient, concurrency: Int) async throws -> ScenarioResult {
+        let zone = zone("Write")
+        let perClient = 8
+        var tags: [[String]] = []
+        for clientIndex in 0..<concurrency {
+            let records = (0..<perClient).map { Self.create(Self.note("u\(concurrency)-\(clientIndex)-\($0)", count: 0)) }
+            let reply = try await client.expectOK("records/modify", ["zoneID": ["zoneName": zone], "operations": records])
+            tags.append(reply.records.map { $0["recordChangeTag"] as? String ?? "" })
+        }
+        let initial = tags
+        struct Writer: Sendable {
+            var client: Int
+            var tags: [String]
+        }
+        let load = await closedLoop(concurrency: concurrency, duration: Duration(seconds: settings.seconds), state: { Writer(client: $0, tags: initial[$0]) }) { writer, iteration in
+            let slot = iteration % perClient
+            var record = Self.note("u\(concurrency)-\(writer.client)-\(slot)", count: iteration)
+            record["recordChangeTag"] = writer.tags[slot]
+            let reply = try await client.post("records/modify", [
+                "zoneID": ["zoneName": zone], "operations": [["operationType": "update", "record": record]],
+            ])
+            guard reply.status == 200, reply.errorCode == nil, let tag = reply.records.first?["recordChangeTag"] as? String else {
+                return .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
+            }
+            writer.tags[slot] = tag
+            return .done()
+        }
+        return ScenarioResult(name: "update.c\(concurrency)", operation: "records/modify, one update with its change tag", concurrency: concurrency, load: load)
+    }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StratusBench
+
+/// `stratus-bench`: drives a running Stratus stack over HTTP and prints the report
+/// (scripts/bench.sh starts the stack and calls it; docs/benchmarks.md explains the numbers).
+@main
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stratus-bench",
+        abstract: "Run the benchmark suite against a running stratus-api (see scripts/bench.sh).")
+
+    @Option(help: "The API's base URL.")
+    var apiURL = "http://127.0.0.1:8080"
+    @Option(help: "The container.")
+    var container = "iCloud.dev.stratus"
+    @Option(help: "A file whose first non-comment line is the container's API token.")
+    var apiTokenFile: String
+    @Option(help: "A file whose first non-comment line is a web auth token of the benchmark user.")
+    var webAuthTokenFile: String
+    @Option(help: "The API's PostgreSQL URL (default: $STRATUS_DATABASE_URL).")
+    var databaseURL: String?
+    @Option(help: "Seconds of each timed scenario.")
+    var seconds: Double = 8
+    @Option(help: "Clients of the concurrent scenarios.")
+    var concurrency = 16
+    @Option(help: "Records in the query zone.")
+    var queryRecords = 100_000
+    @Option(help: "Records in the sync zone.")
+    var syncRecords = 10_000
+    @Option(help: "Commit-to-visible samples.")
+    var lagSamples = 100
+    @Option(help: "Only these scenario groups, comma-separated: write, limit, rmw, batch, changes, query, lag, rebuild.")
+    var only: String?
+    @Option(help: "Where to write the JSON report.")
+    var output: String?
+
+    func run() async throws {
+        var logger = Logger(label: "stratus-bench")
+        logger.logLevel = .warning
+        guard let databaseURL = databaseURL ?? ProcessInfo.processInfo.environment["STRATUS_DATABASE_URL"] else {
+            throw ValidationError("--database-url or STRATUS_DATABASE_URL is needed (the raw-PostgreSQL limit and the rebuild run there)")
+        }
+        let target = BenchTarget(
+            apiURL: apiURL, container: container, apiToken: try Self.secret(apiTokenFile), webAuthToken: try Self.secret(webAuthTokenFile),
+            databaseURL: databaseURL)
+        var settings = BenchSettings()
+        settings.seconds = seconds
+        settings.concurrency = concurrency
+        settings.queryRecords = queryRecords
+        settings.syncRecords = syncRecords
+        settings.lagSamples = lagSamples
+        settings.groups = only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+        let report = try await BenchSuite(target: target, settings: settings, logger: logger) { line in
+            print("[bench] \(line)")
+        }.run()
+        print("")
+        print(report.table())
+        if let output {
+            try report.json().write(to: URL(fileURLWithPath: output))
+            print("report: \(output)")
+        }
+    }
+
+    /// The first line of a secret file that is not a comment.
+    static func secret(_ path: String) throws -> String {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        guard let line = text.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }).first(where: { !$0.isEmpty && !$0.hasPrefix("#") }) else {
+            throw ValidationError("\(path) holds no token")
+        }
+        return line
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PostgresNIO
+import StratusAPI
+import StratusBench
+import StratusCore
+import StratusKafka
+import StratusPostgres
+import StratusRelay
+import StratusWorkers
+import XCTest
+
+/// The benchmark suite, scaled down, against a live API on a real port with the relay and the
+/// indexer: every scenario runs, measures something, and finds no error and no lost update.
+final class BenchTests: XCTestCase {
+    func testEveryScenarioRunsCleanAgainstALiveStack() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        let container = "iCloud.com.example.bench"
+        try await TestSupport.withMigratedStore { store, url in
+            let apiToken = try await ContainerStore(store: store).create(container: container, label: "bench test", logger: TestSupport.logger)
+            let configuration = APIConfiguration(secretKey: SecretKey.generate())
+            let webAuthToken = WebAuthToken(userRecordName: "_bencher", container: container, expiresAt: Int64(Date().timeIntervalSince1970) + 3600)
+                .signed(with: configuration.secretKey)
+            let topic = "bench-test-" + UUID().uuidString.prefix(8).lowercased()
+            var relayConfiguration = RelayConfiguration()
+            relayConfiguration.topic = topic
+            relayConfiguration.partitions = 2
+            var workerConfiguration = WorkerConfiguration()
+            workerConfiguration.topic = topic
+            let kafka = KafkaClientConfiguration(brokers: brokers)
+            let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
+            let indexer = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
+            let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: TestSupport.logger)
+
+            var settings = BenchSettings()
+            settings.seconds = 0.5
+            settings.concurrency = 4
+            settings.queryRecords = 600
+            settings.syncRecords = 450
+            settings.hotRecords = 2
+            settings.lagSamples = 3
+            settings.indexTimeout = 120
+            let scaledDown = settings
+            let report = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await relay.run() }
+                group.addTask { try await indexer.run() }
+                defer { group.cancelAll() }
+                return try await app.test(.live) { client in
+                    let port = try XCTUnwrap(client.port)
+                    let target = BenchTarget(apiURL: "http://127.0.0.1:\(port)", container: container, apiToken: apiToken, webAuthToken: webAuthToken, databaseURL: url)
+                    return try await BenchSuite(target: target, settings: scaledDown, logger: TestSupport.logger).run()
+                }
+            }
+
+            let expected = [
+                "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
+                "lookup.c1", "lookup.c4", "rmw.c4", "batch200.c1", "changes.450", "sync.450",
+                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "rebuild.index",
+            ]
+            XCTAssertEqual(report.scenarios.map(\.name), expected)
+            for scenario in report.scenarios {
+                XCTAssertGreaterThan(scenario.operations, 0, scenario.name)
+                XCTAssertEqual(scenario.errors, 0, "\(scenario.name): \(scenario.failures)")
+                XCTAssertGreaterThan(scenario.perSecond, 0, scenario.name)
+                XCTAssertGreaterThan(scenario.p50, 0, scenario.name)
+                XCTAssertLessThanOrEqual(scenario.p50, scenario.p99, scenario.name)
+            }
+            let rmw = try XCTUnwrap(report.scenario("rmw.c4"))
+            XCTAssertEqual(rmw.figures["lostUpdates"], 0)
+            XCTAssertGreaterThan(rmw.figures["acknowledged"] ?? 0, 0)
+            XCTAssertEqual(report.scenario("batch200.c1")?.figures["records"], 600)
+            XCTAssertEqual(report.scenario("query.equality")?.figures["emptyAnswers"], 0, "every category has records")
+            XCTAssertGreaterThan(report.scenario("rebuild.index")?.figures["events"] ?? 0, 600 + 450)
+            XCTAssertEqual(report.ratios.map(\.scenario), ["create.c1", "create.c4", "batch200.c1"])
+            for ratio in report.ratios { XCTAssertGreaterThan(ratio.ratio, 0, ratio.scenario) }
+
+            // The raw-limit transactions stay in their own tables: nothing of them reaches the pipeline.
+            let leaked = try await store.withConnection { connection in
+                let rows = try await connection.query("SELECT count(*)::int8 FROM events WHERE zone_key LIKE 'bench/%'", logger: TestSupport.logger)
+                var count: Int64 = -1
+                for try await value in rows.decode(Int64.self) { count = value }
+                return count
+            }
+            XCTAssertEqual(leaked, 0)
+
+            let decoded = try JSONDecoder().decode(BenchReport.self, from: report.json())
+            XCTAssertEqual(decoded.scenarios.map(\.name), expected)
+            let table = report.table()
+            for name in expected { XCTAssertTrue(table.contains(name), name) }
+            print(table)
+        }
+    }
+}

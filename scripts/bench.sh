@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Runs the benchmark suite (docs/benchmarks.md): installs what is missing, builds in release mode,
+# starts a private PostgreSQL and broker on free ports, migrates, creates a container and a user,
+# runs stratus-api and stratus-indexer, drives them with stratus-bench (its arguments pass through,
+# e.g. --seconds 4 or --only write,limit), and stops everything it started, also on failure.
+#
+# The report goes to $STRATUS_BENCH_DIR (default .stratus/bench/): report.json, the table in
+# report.txt, and the servers' logs.
+#
+# Settings (environment):
+#   STRATUS_BENCH_DIR      where the report and logs go
+#   STRATUS_BENCH_PROFILE  1: record a CPU profile of stratus-api (perf) into the report folder
+#   STRATUS_BUILD          release (default) or debug
+#   STRATUS_LOG_LEVEL      of the API and the indexer (default warning: request logs cost CPU)
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$STRATUS_ROOT"
+
+BUILD="${STRATUS_BUILD:-release}"
+case "$BUILD" in
+    release | debug) ;;
+    *) die "STRATUS_BUILD must be release or debug, not '$BUILD'" ;;
+esac
+OUT="${STRATUS_BENCH_DIR:-$STRATUS_ROOT/.stratus/bench}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+CONTAINER="iCloud.dev.stratus.bench"
+
+"$STRATUS_ROOT/scripts/install-deps.sh"
+ensure_swift_on_path || die "swift is not on PATH"
+log "building ($BUILD)"
+swift build -c "$BUILD" --product stratus-bench
+swift build -c "$BUILD"
+BIN="$(swift build -c "$BUILD" --show-bin-path)"
+for executable in stratus stratus-api stratus-indexer stratus-bench; do
+    [[ -x "$BIN/$executable" ]] || die "the build did not produce $BIN/$executable"
+done
+
+work=""
+pg_dir=""
+PG_PID=""
+TANSU_PID=""
+API_PID=""
+INDEXER_PID=""
+PERF_PID=""
+# shellcheck disable=SC2317 # invoked by the trap
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    if [[ -n "$PERF_PID" ]]; then
+        kill -INT "$PERF_PID" 2>/dev/null || true
+        wait "$PERF_PID" 2>/dev/null || true
+    fi
+    stop_pid "$INDEXER_PID" stratus-indexer 20
+    stop_pid "$API_PID" stratus-api 20
+    if [[ -n "$TANSU_PID" ]]; then
+        tansu_stop "$TANSU_PID"
+    fi
+    if [[ -n "$pg_dir" ]]; then
+        pg_stop "$pg_dir" "$PG_PID"
+    fi
+    if [[ -n "$work" && -d "$work" ]]; then
+        cp -f "$work/postgres.log" "$work/broker.log" "$OUT/" 2>/dev/null || true
+        rm -rf "$work"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/stratus-bench.XXXXXX")"
+chmod 755 "$work"
+give_to_pg_owner "$work"
+pg_dir="$work/pg"
+
+# PostgreSQL with its durable defaults (fsync and synchronous commit on), as an operator runs it.
+pg_init "$pg_dir"
+pg_port="$(free_port)"
+pg_start "$pg_dir" "$pg_port" "$work/postgres.log" -c max_connections=200 -c shared_buffers=256MB || die "PostgreSQL did not start"
+pg_create_database "$pg_port" stratus
+
+broker_port="$(free_port)"
+tansu_start "$broker_port" "$work/broker.log" || die "the broker did not start"
+"$(tansu_path)" topic create stratus.zone-events --partitions 8 --broker "tcp://127.0.0.1:$broker_port" >>"$work/broker.log" 2>&1 ||
+    log "topic not created here (the relay creates it)"
+
+http_port="$(free_port)"
+STRATUS_DATABASE_URL="postgres://stratus@127.0.0.1:$pg_port/stratus"
+STRATUS_KAFKA_BROKERS="127.0.0.1:$broker_port"
+STRATUS_DATA_DIR="$work/data"
+STRATUS_MIGRATIONS_DIR="$STRATUS_ROOT/migrations"
+STRATUS_HTTP_HOST=127.0.0.1
+STRATUS_HTTP_PORT="$http_port"
+STRATUS_LOG_LEVEL="${STRATUS_LOG_LEVEL:-warning}"
+export STRATUS_DATABASE_URL STRATUS_KAFKA_BROKERS STRATUS_DATA_DIR STRATUS_MIGRATIONS_DIR STRATUS_HTTP_HOST STRATUS_HTTP_PORT STRATUS_LOG_LEVEL
+mkdir -p "$STRATUS_DATA_DIR"
+
+"$BIN/stratus" migrate >/dev/null
+# Locally generated secrets of this run only; the folder is removed when the run ends.
+(
+    umask 077
+    "$BIN/stratus" container create "$CONTAINER" --label "benchmark (scripts/bench.sh)" | tail -n 1 >"$work/api-token"
+    "$BIN/stratus" user token "$CONTAINER" --user _bench --days 1 | tail -n 1 >"$work/web-auth-token"
+)
+
+"$BIN/stratus-api" </dev/null >"$OUT/stratus-api.log" 2>&1 &
+API_PID=$!
+"$BIN/stratus-indexer" </dev/null >"$OUT/stratus-indexer.log" 2>&1 &
+INDEXER_PID=$!
+if ! wait_for_port "$http_port" "$API_PID" 60; then
+    show_log_tail "$OUT/stratus-api.log"
+    die "stratus-api did not start"
+fi
+
+if [[ "${STRATUS_BENCH_PROFILE:-0}" == 1 ]]; then
+    command -v perf >/dev/null 2>&1 || die "STRATUS_BENCH_PROFILE=1 needs perf (apt: linux-perf)"
+    perf record -e cpu-clock -F 499 -g -p "$API_PID" -o "$OUT/stratus-api.perf.data" >/dev/null 2>&1 &
+    PERF_PID=$!
+    log "profiling stratus-api (pid $API_PID) into $OUT/stratus-api.perf.data"
+fi
+
+log "running the suite (report: $OUT/report.json)"
+"$BIN/stratus-bench" --api-url "http://127.0.0.1:$http_port" --container "$CONTAINER" \
+    --api-token-file "$work/api-token" --web-auth-token-file "$work/web-auth-token" \
+    --database-url "$STRATUS_DATABASE_URL" --output "$OUT/report.json" "$@" | tee "$OUT/report.txt"
