@@ -95,6 +95,7 @@ public final class Relay: Service, Sendable {
         defer { producer?.close() }
         var needsVerify = true
         var lastVerify = ContinuousClock.now
+        var lastBacklog = ContinuousClock.now
         var backoff = Duration.milliseconds(100)
         let eventLog = EventLog(store: store)
 
@@ -108,9 +109,15 @@ public final class Relay: Service, Sendable {
                 }
                 let batch = try await eventLog.unpublished(limit: configuration.batchSize, logger: logger)
                 if batch.isEmpty {
-                    await updateBacklog(eventLog)
+                    // Nothing is waiting: the backlog is empty without asking the database.
+                    Relay.backlog.record(0)
+                    Relay.backlogAge.record(0)
                     await wakeup.wait(timeout: configuration.pollInterval)
                     continue
+                }
+                if ContinuousClock.now - lastBacklog > .seconds(1) {
+                    await updateBacklog(eventLog)
+                    lastBacklog = .now
                 }
                 let failures = try await publish(batch, with: producer!, eventLog: eventLog)
                 if failures > 0 {

@@ -20,8 +20,12 @@ final class Signal: Sendable {
     /// Returns when fired, or after `timeout` at the latest.
     func wait(timeout: Duration) async {
         let timer = Task { [self] in
-            try? await Task.sleep(for: timeout)
-            fire()
+            // Only a timeout that ran out fires: the cancelled timer of a wait that was woken must
+            // not leave a pending fire behind, or every later wait would return at once.
+            do {
+                try await Task.sleep(for: timeout)
+                fire()
+            } catch {}
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let resumeNow = state.withLock { state -> Bool in

@@ -56,6 +56,32 @@ struct PipelineFixture: Sendable {
 final class PipelineTests: XCTestCase {
     let fixture = PipelineFixture()
 
+    /// The relay's wake-up: a fire wakes one wait; a wait that was woken leaves nothing behind, so the
+    /// next wait sleeps until its timeout instead of returning at once (an idle relay must not spin).
+    func testSignalWakesOnceAndAWokenWaitLeavesNoFireBehind() async throws {
+        let signal = Signal()
+        let clock = ContinuousClock()
+        signal.fire()
+        var started = clock.now
+        await signal.wait(timeout: .seconds(30))
+        XCTAssertLessThan(clock.now - started, .seconds(5), "a pending fire returns at once")
+        for _ in 0..<3 {
+            started = clock.now
+            await signal.wait(timeout: .milliseconds(300))
+            XCTAssertGreaterThanOrEqual(clock.now - started, .milliseconds(250), "a wait nobody fires lasts until its timeout")
+        }
+        started = clock.now
+        Task {
+            try await Task.sleep(for: .milliseconds(50))
+            signal.fire()
+        }
+        await signal.wait(timeout: .seconds(30))
+        XCTAssertLessThan(clock.now - started, .seconds(5), "a fire wakes the waiter")
+        started = clock.now
+        await signal.wait(timeout: .milliseconds(300))
+        XCTAssertGreaterThanOrEqual(clock.now - started, .milliseconds(250), "the woken wait's timer left no fire behind")
+    }
+
     func testRelayPublishesEveryEventInZoneOrder() async throws {
         let brokers = try TestSupport.kafkaBrokers()
         let topic = fixture.uniqueTopic()
