@@ -14,19 +14,24 @@ public struct EventLog: Sendable {
     /// Creates the event log over a store.
     public init(store: PostgresStore) { self.store = store }
 
-    /// Appends events on the caller's transaction and notifies the relay (delivered at commit).
+    /// Appends events on the caller's transaction, in one statement whatever their number, and
+    /// notifies the relay (delivered at commit): one round trip. Ids follow the order of `events`.
     public static func append(_ events: [NewEvent], on connection: PostgresConnection, logger: Logger) async throws {
         guard !events.isEmpty else { return }
-        for event in events {
-            let payload = String(decoding: event.payload, as: UTF8.self)
-            let causation = String(decoding: EventCoding.encode(event.causation), as: UTF8.self)
-            try await connection.query("""
-                INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
-                VALUES (\(event.zoneKey.rawValue), \(event.zoneSequence), \(event.type.rawValue), \(event.schemaVersion),
-                        \(payload)::jsonb, \(causation)::jsonb)
-                """, logger: logger)
-        }
-        try await connection.query("SELECT pg_notify(\(channel), '')", logger: logger)
+        // Zone sequences start at 1; -1 stands for "none" (default zones) in the array.
+        let sequences = events.map { $0.zoneSequence ?? -1 }
+        try await connection.query("""
+            WITH appended AS (
+            INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
+            SELECT zone_key, NULLIF(zone_sequence, -1), type, schema_version::int, payload::jsonb, causation::jsonb
+            FROM unnest(\(events.map(\.zoneKey.rawValue))::text[], \(sequences)::int8[], \(events.map(\.type.rawValue))::text[],
+                        \(events.map { Int64($0.schemaVersion) })::int8[], \(events.map { String(decoding: $0.payload, as: UTF8.self) })::text[],
+                        \(events.map { String(decoding: EventCoding.encode($0.causation), as: UTF8.self) })::text[])
+                 WITH ORDINALITY AS e(zone_key, zone_sequence, type, schema_version, payload, causation, position)
+            ORDER BY position
+            RETURNING id)
+            SELECT pg_notify(\(channel), '')
+            """, logger: logger)
     }
 
     /// The oldest unpublished events, in id order.

@@ -57,6 +57,7 @@ public struct RecordStore: Sendable {
             do {
                 return try await store.serializable(logger: logger, lock: context.zoneKey.rawValue) { transaction in
                     var writer = try await ZoneWriter.open(context, in: transaction)
+                    try await writer.prefetch(commands.map(\.input.recordName), in: transaction)
                     var outcomes: [Result<Outcome, Failure>] = []
                     for (index, command) in commands.enumerated() {
                         do {
@@ -138,12 +139,30 @@ struct WriteContext: Sendable {
 
 /// The writes of one transaction to one zone: loads and locks the zone's counter (custom zones),
 /// applies commands, appends their events, and advances the counter at the end.
+///
+/// Row writes are batched: saved records wait in `pending` and reach the tables in a few statements
+/// when something must read them back (a delete's reference walk) or at `close`, so a batch of 200
+/// records costs a handful of round trips instead of a thousand. Reads see the pending state through
+/// `known`, the records this transaction has read or written.
 struct ZoneWriter {
     let context: WriteContext
     let incarnation: UUID?
     var sequence: Int64?
     let startSequence: Int64?
     var events: [NewEvent] = []
+    /// Records this transaction has read (locked) or written, by name; absent ones as nil.
+    var known: [String: Record?] = [:]
+    var pending: [PendingSave] = []
+
+    /// A saved record not yet written to the tables.
+    struct PendingSave {
+        var record: Record
+        var fields: Data
+        /// Whether the record is new (its tombstone, if any, must go).
+        var created: Bool
+        /// Whether the stored version had references with an action (their rows must go).
+        var hadReferences: Bool
+    }
 
     static func open(_ context: WriteContext, in transaction: Transaction) async throws -> ZoneWriter {
         guard !context.zone.isDefaultZone else {
@@ -199,16 +218,10 @@ struct ZoneWriter {
             let version = nextSequence()
             record.version = version
             if before == nil { record.createdVersion = version }
-            try await store(record, fields: fields, in: transaction)
-            if before == nil, version != nil {
-                // A re-created record is live again: its old tombstone no longer applies.
-                let database = context.database
-                try await transaction.connection.query("""
-                    DELETE FROM record_tombstones WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
-                      AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
-                      AND record_name = \(record.recordName)
-                    """, logger: transaction.logger)
-            }
+            pending.append(PendingSave(
+                record: record, fields: fields, created: before == nil,
+                hadReferences: before?.references.contains { $0.reference.action != .none } ?? false))
+            known[record.recordName] = .some(record)
             events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
                 database: context.database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, before: before), causation: context.causation))
             return .saved(record)
@@ -221,6 +234,8 @@ struct ZoneWriter {
     /// Deletes a record and, transitively, every record that points at it with DELETE_SELF; refuses
     /// when a record outside that set points at one inside with VALIDATE.
     private mutating func delete(_ root: Record, in transaction: Transaction) async throws {
+        // The reference walk reads the tables: they must hold this transaction's saves first.
+        try await flush(in: transaction)
         var order: [(Record, cascadedFrom: String?)] = [(root, nil)]
         var names: Set<String> = [root.recordName]
         var index = 0
@@ -249,6 +264,7 @@ struct ZoneWriter {
             DELETE FROM record_references WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
               AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(list))
             """, logger: transaction.logger)
+        for name in list { known[name] = .some(nil) }
         for (record, cascadedFrom) in order {
             let version = nextSequence()
             if let version {
@@ -267,8 +283,9 @@ struct ZoneWriter {
         }
     }
 
-    /// Appends the events and advances the zone's change counter.
-    func close(in transaction: Transaction) async throws {
+    /// Writes the pending saves, appends the events and advances the zone's change counter.
+    mutating func close(in transaction: Transaction) async throws {
+        try await flush(in: transaction)
         try await EventLog.append(events, on: transaction.connection, logger: transaction.logger)
         if let sequence, sequence != startSequence {
             let database = context.database
@@ -280,7 +297,23 @@ struct ZoneWriter {
         }
     }
 
-    private func load(_ recordName: String, in transaction: Transaction) async throws -> Record? {
+    /// Reads and locks the named records in one statement (an atomic batch's records up front).
+    mutating func prefetch(_ recordNames: [String], in transaction: Transaction) async throws {
+        let names = recordNames.filter { known[$0] == nil }
+        guard names.count > 1 else { return }
+        let database = context.database
+        let rows = try await transaction.connection.query("""
+            SELECT \(unescaped: RecordRow.columns) FROM records
+            WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
+              AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(names))
+            FOR UPDATE
+            """, logger: transaction.logger)
+        for name in names { known[name] = .some(nil) }
+        for record in try await RecordRow.decode(rows) { known[record.recordName] = .some(record) }
+    }
+
+    private mutating func load(_ recordName: String, in transaction: Transaction) async throws -> Record? {
+        if let entry = known[recordName] { return entry }
         let database = context.database
         let rows = try await transaction.connection.query("""
             SELECT \(unescaped: RecordRow.columns) FROM records
@@ -288,10 +321,13 @@ struct ZoneWriter {
               AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = \(recordName)
             FOR UPDATE
             """, logger: transaction.logger)
-        return try await RecordRow.decode(rows).first
+        let record = try await RecordRow.decode(rows).first
+        known[recordName] = .some(record)
+        return record
     }
 
     private func exists(_ recordName: String, in transaction: Transaction) async throws -> Bool {
+        if let entry = known[recordName] { return entry != nil }
         let database = context.database
         let rows = try await transaction.connection.query("""
             SELECT 1 FROM records
@@ -315,32 +351,71 @@ struct ZoneWriter {
         return names
     }
 
-    private func store(_ record: Record, fields: Data, in transaction: Transaction) async throws {
+    /// Writes the pending saves: the record rows in one upsert, their reference rows, and the
+    /// tombstones of re-created records.
+    private mutating func flush(in transaction: Transaction) async throws {
+        guard !pending.isEmpty else { return }
+        let saves = pending
+        pending = []
         let database = context.database
-        let fieldsText = String(decoding: fields, as: UTF8.self)
-        try await transaction.connection.query("""
+        let rows = saves.map { RecordRowInput(database: database, zone: context.zone, record: $0.record) }
+        let rowsJSON = String(decoding: try EventCoding.encoder.encode(rows), as: UTF8.self)
+        let fields = saves.map { String(decoding: $0.fields, as: UTF8.self) }
+        // A re-created record is live again: its tombstone goes. The record keeps the tombstone's
+        // creation version, the first version at which a device may hold some incarnation of it,
+        // so a later delete is reported to every such device (sync skips tombstones of records
+        // created after a device's token).
+        let created = saves.filter { $0.created && $0.record.version != nil }.map(\.record.recordName)
+        let stored = try await transaction.connection.query("""
+            WITH buried AS (
+                DELETE FROM record_tombstones WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
+                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
+                  AND record_name = ANY(\(created))
+                RETURNING record_name, created_version)
             INSERT INTO records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
                 created_at, created_by, created_device, modified_at, modified_by, modified_device, parent, share, short_guid, version, created_version)
-            VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(context.zone.zoneName),
-                \(record.recordName), \(record.recordType), \(fieldsText)::jsonb, \(record.changeTag),
-                \(record.created.timestamp), \(record.created.userRecordName), \(record.created.deviceID),
-                \(record.modified.timestamp), \(record.modified.userRecordName), \(record.modified.deviceID),
-                \(record.parent), \(record.share), \(record.shortGUID), \(record.version), \(record.createdVersion))
+            SELECT r.container, r.environment, r.scope, r.owner, r.zone_name, r.record_name, r.record_type, f.fields::jsonb, r.change_tag,
+                r.created_at, r.created_by, r.created_device, r.modified_at, r.modified_by, r.modified_device, r.parent, r.share, r.short_guid,
+                r.version, least(b.created_version, r.created_version)
+            FROM jsonb_populate_recordset(NULL::records, \(rowsJSON)::jsonb) WITH ORDINALITY AS r
+            JOIN unnest(\(fields)::text[]) WITH ORDINALITY AS f(fields, position) ON f.position = r.ordinality
+            LEFT JOIN buried AS b ON b.record_name = r.record_name
             ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 record_type = EXCLUDED.record_type, fields = EXCLUDED.fields, change_tag = EXCLUDED.change_tag,
                 modified_at = EXCLUDED.modified_at, modified_by = EXCLUDED.modified_by, modified_device = EXCLUDED.modified_device,
                 parent = EXCLUDED.parent, share = EXCLUDED.share, short_guid = EXCLUDED.short_guid, version = EXCLUDED.version
+            RETURNING record_name, created_version
             """, logger: transaction.logger)
-        try await transaction.connection.query("""
-            DELETE FROM record_references WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
-              AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = \(record.recordName)
-            """, logger: transaction.logger)
-        var seen = Set<String>()
-        for (_, reference) in record.references where reference.action != .none && seen.insert("\(reference.recordName)\u{0}\(reference.action.rawValue)").inserted {
+        for try await (name, createdVersion) in stored.decode((String, Int64?).self) {
+            if case .some(.some(var record)) = known[name], record.createdVersion != createdVersion {
+                record.createdVersion = createdVersion
+                known[name] = .some(record)
+            }
+        }
+        let stale = saves.filter(\.hadReferences).map(\.record.recordName)
+        if !stale.isEmpty {
+            try await transaction.connection.query("""
+                DELETE FROM record_references WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
+                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(stale))
+                """, logger: transaction.logger)
+        }
+        var sources: [String] = []
+        var targets: [String] = []
+        var actions: [String] = []
+        for save in saves {
+            var seen = Set<String>()
+            for (_, reference) in save.record.references where reference.action != .none && seen.insert("\(reference.recordName)\u{0}\(reference.action.rawValue)").inserted {
+                sources.append(save.record.recordName)
+                targets.append(reference.recordName)
+                actions.append(reference.action.rawValue)
+            }
+        }
+        if !sources.isEmpty {
             try await transaction.connection.query("""
                 INSERT INTO record_references (container, environment, scope, owner, zone_name, record_name, target, action)
-                VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner),
-                        \(context.zone.zoneName), \(record.recordName), \(reference.recordName), \(reference.action.rawValue))
+                SELECT \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(context.zone.zoneName),
+                       source, target, action
+                FROM unnest(\(sources)::text[], \(targets)::text[], \(actions)::text[]) AS t(source, target, action)
                 """, logger: transaction.logger)
         }
     }
@@ -356,6 +431,51 @@ struct ZoneWriter {
         let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
         var generator = SystemRandomNumberGenerator()
         return String((0..<22).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] })
+    }
+}
+
+/// A record row's columns but its fields, as `jsonb_populate_recordset` reads them (absent keys are NULL).
+struct RecordRowInput: Encodable {
+    var container: String
+    var environment: String
+    var scope: String
+    var owner: String
+    var zone_name: String
+    var record_name: String
+    var record_type: String
+    var change_tag: String
+    var created_at: Int64
+    var created_by: String
+    var created_device: String?
+    var modified_at: Int64
+    var modified_by: String
+    var modified_device: String?
+    var parent: String?
+    var share: String?
+    var short_guid: String?
+    var version: Int64?
+    var created_version: Int64?
+
+    init(database: DatabaseID, zone: ZoneID, record: Record) {
+        container = database.container
+        environment = database.environment.rawValue
+        scope = database.scope.rawValue
+        owner = database.owner
+        zone_name = zone.zoneName
+        record_name = record.recordName
+        record_type = record.recordType
+        change_tag = record.changeTag
+        created_at = record.created.timestamp
+        created_by = record.created.userRecordName
+        created_device = record.created.deviceID
+        modified_at = record.modified.timestamp
+        modified_by = record.modified.userRecordName
+        modified_device = record.modified.deviceID
+        parent = record.parent
+        share = record.share
+        short_guid = record.shortGUID
+        version = record.version
+        created_version = record.createdVersion
     }
 }
 

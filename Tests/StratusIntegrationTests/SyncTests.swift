@@ -131,6 +131,37 @@ final class SyncTests: XCTestCase {
         }
     }
 
+    /// A record the device holds, deleted, created again and deleted again before the device syncs:
+    /// the device must still learn that it is gone (the second tombstone must not look newer than
+    /// the device's token), and a record re-created and still alive comes back as a record.
+    func testADeleteAfterARecreateIsReportedToDevicesThatHoldTheFirstIncarnation() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Z")
+            for name in ["twice", "back", "single"] {
+                _ = try await RecordAPITests.modify(client, fixture, zone: "Z", [["operationType": "create", "record": RecordAPITests.note(name, ["v": ["value": "1"]])]])
+            }
+            var device = Device()
+            try await device.sync(client, fixture, zone: "Z", limit: 10)
+            XCTAssertEqual(device.records, ["twice": "1", "back": "1", "single": "1"])
+            let token = try XCTUnwrap(device.token)
+            for (type, name, value) in [("forceDelete", "twice", ""), ("create", "twice", "2"), ("forceDelete", "twice", ""),
+                                        ("forceDelete", "back", ""), ("create", "back", "3"),
+                                        ("forceDelete", "single", "")] {
+                let record: Body = type == "create" ? RecordAPITests.note(name, ["v": ["value": value]]) : ["recordName": name]
+                let (_, results) = try await RecordAPITests.modify(client, fixture, zone: "Z", [["operationType": type, "record": record]])
+                XCTAssertNil(results.first?["serverErrorCode"], "\(type) \(name)")
+            }
+            let (_, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "Z"], "syncToken": token])
+            let records = reply["records"] as? [Body] ?? []
+            let deleted = Set(records.filter { $0["deleted"] as? Bool == true }.compactMap { $0["recordName"] as? String })
+            let saved = records.filter { $0["deleted"] as? Bool != true }.compactMap { $0["recordName"] as? String }
+            XCTAssertEqual(deleted, ["twice", "single"], "every record the device holds and that is gone is reported deleted")
+            XCTAssertEqual(saved, ["back"])
+            try await device.sync(client, fixture, zone: "Z", limit: 2)
+            XCTAssertEqual(device.records, ["back": "3"])
+        }
+    }
+
     func testDeletesOfRecordsTheDeviceNeverSawAreNotReportedAndTokensResetWhenTheyMust() async throws {
         try await withFixture { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Z")
