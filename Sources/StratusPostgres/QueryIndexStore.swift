@@ -105,14 +105,17 @@ public struct QueryIndexGenerations: Sendable {
         }
     }
 
-    /// Applies one event to one generation only (the rebuild's path).
-    public func apply(_ event: EventEnvelope, to generation: Int, logger: Logger) async throws {
+    /// Applies a page of events, in order, to one generation only (the rebuild's path): one
+    /// transaction per page, so a rebuild pays one commit per page rather than per event.
+    public func apply(_ events: [EventEnvelope], to generation: Int, logger: Logger) async throws {
         try await store.serializable(logger: logger) { transaction in
-            switch event.type {
-            case RecordSaved.eventType: try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, generations: [generation], in: transaction)
-            case RecordDeleted.eventType: try await QueryIndexStore.apply(event.decode(RecordDeleted.self), event: event, generations: [generation], in: transaction)
-            case .zoneDeleted: try await QueryIndexStore.apply(event.decode(ZoneDeleted.self), event: event, generations: [generation], in: transaction)
-            default: break
+            for event in events {
+                switch event.type {
+                case RecordSaved.eventType: try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, generations: [generation], in: transaction)
+                case RecordDeleted.eventType: try await QueryIndexStore.apply(event.decode(RecordDeleted.self), event: event, generations: [generation], in: transaction)
+                case .zoneDeleted: try await QueryIndexStore.apply(event.decode(ZoneDeleted.self), event: event, generations: [generation], in: transaction)
+                default: break
+                }
             }
         }
     }

@@ -33,6 +33,11 @@ public enum Admin {
         try StratusProcess.verifyKafkaLibrary()
         return try await StratusProcess.withStore(configuration, logger: logger) { store in
             try await StratusProcess.verifyMigrated(store, logger: logger)
+            if projection is IndexerProjection {
+                // Queries keep being answered from the live index generation meanwhile.
+                return try await IndexerReplay(store: store, kafka: configuration.kafka, topic: configuration.relay.topic)
+                    .run(logger: logger, progress: progress)
+            }
             return try await Rebuild(projection: projection, store: store, kafka: configuration.kafka, topic: configuration.relay.topic)
                 .run(logger: logger, progress: progress)
         }

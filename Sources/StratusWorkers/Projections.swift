@@ -5,9 +5,12 @@ import StratusPostgres
 /// The indexer's projection: the query index (every record's queryable document) and its directory of live zones.
 public struct IndexerProjection: Projection {
     public let name = "stratus-indexer"
+    /// Whether it maintains the query index too, or only the zone directory (when a new index
+    /// generation is built beside it, see `IndexerReplay`).
+    let includesRecords: Bool
 
-    /// Creates the projection.
-    public init() {}
+    /// Creates the projection; `includesRecords: false` leaves the query index alone.
+    public init(includesRecords: Bool = true) { self.includesRecords = includesRecords }
 
     public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
         switch event.type {
@@ -16,10 +19,10 @@ public struct IndexerProjection: Projection {
         case .zoneDeleted:
             let deleted = try event.decode(ZoneDeleted.self)
             try await IndexZoneStore.remove(deleted, event: event, in: transaction)
-            try await QueryIndexStore.apply(deleted, event: event, in: transaction)
-        case RecordSaved.eventType:
+            if includesRecords { try await QueryIndexStore.apply(deleted, event: event, in: transaction) }
+        case RecordSaved.eventType where includesRecords:
             try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, in: transaction)
-        case RecordDeleted.eventType:
+        case RecordDeleted.eventType where includesRecords:
             try await QueryIndexStore.apply(event.decode(RecordDeleted.self), event: event, in: transaction)
         default:
             break
@@ -28,7 +31,7 @@ public struct IndexerProjection: Projection {
 
     public func reset(in transaction: Transaction, logger: Logger) async throws {
         try await IndexZoneStore.reset(in: transaction)
-        try await QueryIndexStore.reset(in: transaction)
+        if includesRecords { try await QueryIndexStore.reset(in: transaction) }
     }
 }
 

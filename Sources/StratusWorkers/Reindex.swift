@@ -18,7 +18,7 @@ public struct Reindex: Sendable {
         let generations = QueryIndexGenerations(store: store)
         let generation = try await generations.begin(logger: logger)
         let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
-            for event in page { try await generations.apply(event, to: generation, logger: logger) }
+            try await generations.apply(page, to: generation, logger: logger)
         }
         try await generations.swap(to: generation, logger: logger)
         return (generation, count)
