@@ -11,6 +11,10 @@ public struct KafkaClientConfiguration: Sendable {
     public var sessionTimeoutMilliseconds: Int = 6000
     /// Consumer group heartbeat interval.
     public var heartbeatIntervalMilliseconds: Int = 1000
+    /// The longest a consumer's fetch waits at the broker for new messages. Brokers that hold a
+    /// fetch for this long even when messages arrive meanwhile add up to this much to every event's
+    /// delivery, so it bounds the commit-to-worker lag; lower means more idle fetches.
+    public var fetchWaitMilliseconds: Int = 50
     /// How long the producer keeps trying to deliver one message before reporting failure.
     public var messageTimeoutMilliseconds: Int = 30000
     /// Further librdkafka settings, applied last.

@@ -49,6 +49,7 @@ public final class KafkaConsumer: Sendable {
             ("auto.offset.reset", "earliest"),
             ("session.timeout.ms", "\(configuration.sessionTimeoutMilliseconds)"),
             ("heartbeat.interval.ms", "\(configuration.heartbeatIntervalMilliseconds)"),
+            ("fetch.wait.max.ms", "\(configuration.fetchWaitMilliseconds)"),
             ("topic.metadata.refresh.interval.ms", "5000"),
         ], extra: configuration.extra)
         let pointer = try KafkaConf.client(RD_KAFKA_CONSUMER, conf: conf)

@@ -15,7 +15,7 @@ public struct StratusConfiguration: Sendable {
     public var databaseMaxConnections: Int
     /// `STRATUS_SERIALIZABLE_ATTEMPTS`: tries of a transaction that loses serialization races.
     public var serializableAttempts: Int
-    /// `STRATUS_KAFKA_BROKERS`, `STRATUS_KAFKA_SESSION_TIMEOUT_MS`, `STRATUS_KAFKA_HEARTBEAT_MS`.
+    /// `STRATUS_KAFKA_BROKERS`, `STRATUS_KAFKA_SESSION_TIMEOUT_MS`, `STRATUS_KAFKA_HEARTBEAT_MS`, `STRATUS_KAFKA_FETCH_WAIT_MS`.
     public var kafka: KafkaClientConfiguration
     /// `STRATUS_TOPIC` and `STRATUS_TOPIC_PARTITIONS`.
     public var relay: RelayConfiguration
@@ -47,6 +47,7 @@ public struct StratusConfiguration: Sendable {
         var kafka = KafkaClientConfiguration(brokers: environment["STRATUS_KAFKA_BROKERS"] ?? "127.0.0.1:9092")
         kafka.sessionTimeoutMilliseconds = try int("STRATUS_KAFKA_SESSION_TIMEOUT_MS", 6000)
         kafka.heartbeatIntervalMilliseconds = try int("STRATUS_KAFKA_HEARTBEAT_MS", 1000)
+        kafka.fetchWaitMilliseconds = try int("STRATUS_KAFKA_FETCH_WAIT_MS", 50)
         var relay = RelayConfiguration()
         relay.topic = environment["STRATUS_TOPIC"] ?? relay.topic
         relay.partitions = try int("STRATUS_TOPIC_PARTITIONS", relay.partitions)
