@@ -70,8 +70,9 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
             members["continuationMarker"] = .string(SignedToken.sign(Marker(query: fingerprint, after: continuation), key: secretKey))
         }
         var response = try json(JSONValue.object(members))
-        // The index is eventually consistent: say how far behind it is (a documented extension header).
-        if let behind = try? await queries.behind(logger: context.logger) {
+        // The index is eventually consistent: say how far behind it is for the zones this query read
+        // (a documented extension header).
+        if let behind = try? await queries.behind(in: database, scope: scope, logger: context.logger) {
             response.headers[.init("X-Stratus-Index-Behind-Events")!] = String(behind)
         }
         return response

@@ -107,6 +107,9 @@ public struct RecordQuery: Sendable, Hashable {
         case nil, .null?: break
         default: throw StratusError(.badRequest, "\(place).distance must be a number of metres")
         }
+        // System fields compare typed columns, not JSON: check them here so a mismatch is the
+        // client's BAD_REQUEST rather than a type error from PostgreSQL.
+        if let rule = systemFieldRules[name] { try check(systemField: name, rule, comparator, value, place: place) }
         // Check that the comparator fits the value.
         switch comparator {
         case .near:
@@ -122,6 +125,39 @@ public struct RecordQuery: Sendable, Hashable {
             if case .location = value { throw StratusError(.badRequest, "\(place): compare locations with NEAR") }
         }
         return QueryFilter(fieldName: name, comparator: comparator, value: value, distance: distance)
+    }
+
+    /// What a system field can be compared with: its column's comparators and value types.
+    private struct SystemFieldRule: Sendable {
+        var comparators: [Comparator]
+        var types: [FieldType.Base]
+    }
+
+    private static let scalarComparators: [Comparator] = [
+        .equals, .notEquals, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals, .in, .notIn,
+    ]
+
+    /// The times are integer milliseconds; the record ID is the record name (text, so it also has a prefix test).
+    private static let systemFieldRules: [String: SystemFieldRule] = [
+        "___createTime": SystemFieldRule(comparators: scalarComparators, types: [.timestamp, .int64]),
+        "___modTime": SystemFieldRule(comparators: scalarComparators, types: [.timestamp, .int64]),
+        "___recordID": SystemFieldRule(comparators: scalarComparators + [.beginsWith, .notBeginsWith], types: [.string, .reference]),
+    ]
+
+    private static func check(systemField name: String, _ rule: SystemFieldRule, _ comparator: Comparator, _ value: FieldValue, place: String) throws(StratusError) {
+        guard rule.comparators.contains(comparator) else {
+            throw StratusError(.badRequest, "\(place): \(name) cannot be compared with \(comparator.rawValue); use \(rule.comparators.map(\.rawValue).joined(separator: ", "))")
+        }
+        // A prefix is text, whatever else the field accepts.
+        let types: [FieldType.Base] = comparator == .beginsWith || comparator == .notBeginsWith ? [.string] : rule.types
+        let wantsList = comparator == .in || comparator == .notIn
+        let expected = types.map { wantsList ? FieldType($0, isList: true).rawValue : $0.rawValue }.joined(separator: " or ")
+        // An empty list matches nothing (IN) or everything (NOT_IN) whatever its declared type, and
+        // `[]` without a type reads as STRING_LIST.
+        if wantsList, case .list(_, let elements) = value, elements.isEmpty { return }
+        guard value.type.isList == wantsList, types.contains(value.type.base) else {
+            throw StratusError(.badRequest, "\(place): \(name) with \(comparator.rawValue) needs a \(expected) fieldValue, not \(value.type.rawValue)")
+        }
     }
 
     /// Splits text into search tokens the way the index does: lower-cased runs of letters and digits.

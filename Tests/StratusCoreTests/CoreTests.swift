@@ -92,6 +92,57 @@ final class QueryParsingTests: XCTestCase {
         XCTAssertEqual(RecordQuery.tokens("Hello, WORLD-wide 42!"), ["hello", "world", "wide", "42"])
     }
 
+    /// System fields compare typed columns: a value or comparator the column cannot take is the
+    /// client's BAD_REQUEST naming the field (it used to reach PostgreSQL as a type error, a 500).
+    func testSystemFieldsAcceptOnlyTheirColumnsTypesAndComparators() throws {
+        func filter(_ field: String, _ comparator: String, _ value: String, extra: String = "") throws -> RecordQuery {
+            try RecordQuery.parse(json(#"{"recordType":"Item","filterBy":[{"comparator":"\#(comparator)","fieldName":"\#(field)","fieldValue":\#(value)\#(extra)}]}"#))
+        }
+        let accepted: [(String, String, String)] = [
+            ("___createTime", "GREATER_THAN", #"{"value":1000,"type":"TIMESTAMP"}"#),
+            ("___createTime", "EQUALS", #"{"value":1000}"#),
+            ("___modTime", "LESS_THAN_OR_EQUALS", #"{"value":"1000","type":"INT64"}"#),
+            ("___modTime", "IN", #"{"value":[1,2],"type":"TIMESTAMP_LIST"}"#),
+            ("___modTime", "NOT_IN", #"{"value":[]}"#),
+            ("___recordID", "EQUALS", #"{"value":"a"}"#),
+            ("___recordID", "NOT_EQUALS", #"{"value":{"recordName":"a"},"type":"REFERENCE"}"#),
+            ("___recordID", "IN", #"{"value":["a","b"]}"#),
+            ("___recordID", "NOT_IN", #"{"value":[{"recordName":"a"}],"type":"REFERENCE_LIST"}"#),
+            ("___recordID", "BEGINS_WITH", #"{"value":"a"}"#),
+            ("___recordID", "NOT_BEGINS_WITH", #"{"value":"a"}"#),
+        ]
+        for (field, comparator, value) in accepted {
+            XCTAssertNoThrow(try filter(field, comparator, value), "\(field) \(comparator) \(value)")
+        }
+        XCTAssertEqual(try filter("___createTime", "GREATER_THAN", #"{"value":1000,"type":"TIMESTAMP"}"#).filters.first?.value, .timestamp(1000))
+        let refused: [(String, String, String, String)] = [
+            ("___createTime", "EQUALS", #"{"value":"x"}"#, ""),
+            ("___createTime", "EQUALS", #"{"value":1.5}"#, ""),
+            ("___createTime", "EQUALS", #"{"value":{"recordName":"a"}}"#, ""),
+            ("___modTime", "GREATER_THAN", #"{"value":"2024-01-01"}"#, ""),
+            ("___modTime", "IN", #"{"value":["a","b"]}"#, ""),
+            ("___modTime", "IN", #"{"value":5}"#, ""),
+            ("___createTime", "EQUALS", #"{"value":[1,2]}"#, ""),
+            ("___createTime", "BEGINS_WITH", #"{"value":"1"}"#, ""),
+            ("___createTime", "LIST_CONTAINS", #"{"value":1}"#, ""),
+            ("___createTime", "NEAR", #"{"value":{"latitude":1,"longitude":2}}"#, #","distance":5"#),
+            ("___recordID", "EQUALS", #"{"value":5}"#, ""),
+            ("___recordID", "LESS_THAN", #"{"value":1000,"type":"TIMESTAMP"}"#, ""),
+            ("___recordID", "IN", #"{"value":[1,2]}"#, ""),
+            ("___recordID", "NOT_IN", #"{"value":"a"}"#, ""),
+            ("___recordID", "BEGINS_WITH", #"{"value":{"recordName":"a"}}"#, ""),
+            ("___recordID", "CONTAINS_ALL_TOKENS", #"{"value":"a"}"#, ""),
+            ("___recordID", "LIST_CONTAINS_ANY", #"{"value":["a"]}"#, ""),
+            ("___recordID", "NEAR", #"{"value":{"latitude":1,"longitude":2}}"#, #","distance":5"#),
+        ]
+        for (field, comparator, value, extra) in refused {
+            XCTAssertThrowsError(try filter(field, comparator, value, extra: extra), "\(field) \(comparator) \(value)") { error in
+                XCTAssertEqual((error as? StratusError)?.code, .badRequest)
+                XCTAssertTrue((error as? StratusError)?.reason.contains(field) == true, "\(error) names \(field)")
+            }
+        }
+    }
+
     func testPolicyRefusesFieldsWithoutTheirIndex() throws {
         let policy = IndexPolicy(fields: ["Item": ["secret": [], "title": [.searchable]]])
         XCTAssertNoThrow(try policy.check(RecordQuery.parse(json(#"{"recordType":"Item","filterBy":[{"comparator":"CONTAINS_ANY_TOKENS","fieldName":"title","fieldValue":{"value":"a"}}]}"#))))

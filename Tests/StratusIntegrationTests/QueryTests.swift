@@ -1,10 +1,11 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusKafka
-import StratusPostgres
+@testable import StratusPostgres
 import StratusRelay
 import StratusWorkers
 import XCTest
@@ -14,8 +15,9 @@ final class QueryTests: XCTestCase {
     typealias Fixture = RecordAPITests.Fixture
     typealias Body = [String: Any]
 
-    /// The API plus the relay and the indexer, on a topic of the test's own.
-    func withStack(_ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
+    /// The API plus the relay and the indexer, on a topic of the test's own. Without `indexer`,
+    /// only the API runs: events stay in the log until the test applies them.
+    func withStack(indexer: Bool = true, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
         let brokers = try TestSupport.kafkaBrokers()
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
@@ -32,8 +34,10 @@ final class QueryTests: XCTestCase {
             let worker = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await relay.run() }
-                group.addTask { try await worker.run() }
+                if indexer {
+                    group.addTask { try await relay.run() }
+                    group.addTask { try await worker.run() }
+                }
                 defer { group.cancelAll() }
                 try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client) }
             }
@@ -192,6 +196,53 @@ final class QueryTests: XCTestCase {
                 XCTAssertEqual(status, 400, "\(query) → \(reply)")
                 XCTAssertEqual(reply["serverErrorCode"] as? String, "BAD_REQUEST", "\(query)")
             }
+            // System fields compare typed columns: a value or comparator a column cannot take is
+            // BAD_REQUEST naming the field, never a type error from PostgreSQL (a 500).
+            let location: Body = ["value": ["latitude": 1, "longitude": 2]]
+            let badSystem: [(String, String, Body, Body)] = [
+                ("___createTime", "EQUALS", ["value": "x"], [:]),
+                ("___createTime", "EQUALS", ["value": 1.5], [:]),
+                ("___modTime", "GREATER_THAN", ["value": ["recordName": "q1"], "type": "REFERENCE"], [:]),
+                ("___createTime", "IN", ["value": ["a", "b"]], [:]),
+                ("___modTime", "NOT_IN", ["value": 5], [:]),
+                ("___modTime", "BEGINS_WITH", ["value": "1"], [:]),
+                ("___createTime", "LIST_CONTAINS", ["value": 1], [:]),
+                ("___createTime", "CONTAINS_ANY_TOKENS", ["value": "x"], [:]),
+                ("___createTime", "NEAR", location, ["distance": 5]),
+                ("___recordID", "EQUALS", ["value": 5], [:]),
+                ("___recordID", "LESS_THAN", ["value": 1000, "type": "TIMESTAMP"], [:]),
+                ("___recordID", "IN", ["value": [1, 2]], [:]),
+                ("___recordID", "NOT_IN", ["value": "q1"], [:]),
+                ("___recordID", "BEGINS_WITH", ["value": ["recordName": "q1"], "type": "REFERENCE"], [:]),
+                ("___recordID", "CONTAINS_ALL_TOKENS", ["value": "q1"], [:]),
+                ("___recordID", "LIST_CONTAINS_ALL", ["value": ["q1"]], [:]),
+                ("___recordID", "NEAR", location, ["distance": 5]),
+            ]
+            for (field, comparator, value, extra) in badSystem {
+                let filter = (["comparator": comparator, "fieldName": field, "fieldValue": value] as Body).merging(extra) { a, _ in a }
+                let (status, reply) = try await Self.query(client, fixture, ["recordType": "Item", "filterBy": [filter]])
+                XCTAssertEqual(status, 400, "\(filter) → \(reply)")
+                XCTAssertEqual(reply["serverErrorCode"] as? String, "BAD_REQUEST", "\(filter)")
+                XCTAssertTrue((reply["reason"] as? String ?? "").contains(field), "the reason names \(field): \(reply)")
+            }
+            // …and the values they can take work.
+            let now = Int(Date().timeIntervalSince1970 * 1000), hour = 3_600_000
+            let goodSystem: [(String, String, Body, [String])] = [
+                ("___createTime", "GREATER_THAN", ["value": now - hour, "type": "TIMESTAMP"], ["q1"]),
+                ("___createTime", "GREATER_THAN", ["value": now + hour, "type": "TIMESTAMP"], []),
+                ("___modTime", "LESS_THAN_OR_EQUALS", ["value": now + hour], ["q1"]),
+                ("___createTime", "IN", ["value": [Int](), "type": "TIMESTAMP_LIST"], []),
+                ("___recordID", "IN", ["value": ["q1", "nope"]], ["q1"]),
+                ("___recordID", "NOT_IN", ["value": ["q1"]], []),
+                ("___recordID", "IN", ["value": [["recordName": "q1"]], "type": "REFERENCE_LIST"], ["q1"]),
+                ("___recordID", "BEGINS_WITH", ["value": "q"], ["q1"]),
+            ]
+            for (field, comparator, value, expected) in goodSystem {
+                let filter: Body = ["comparator": comparator, "fieldName": field, "fieldValue": value]
+                let (status, reply) = try await Self.query(client, fixture, ["recordType": "Item", "filterBy": [filter]])
+                XCTAssertEqual(status, 200, "\(filter) → \(reply)")
+                XCTAssertEqual(Self.names(reply), expected, "\(filter)")
+            }
             let (markerStatus, _) = try await Self.query(client, fixture, ["recordType": "Item"], extra: ["continuationMarker": "forged"])
             XCTAssertEqual(markerStatus, 400)
         }
@@ -328,5 +379,129 @@ extension SyncTests {
     static func liveRecordNames(_ store: PostgresStore, database: DatabaseID, zone: ZoneID) async throws -> Set<String> {
         let page = try await SyncStore(store: store).changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100_000, logger: TestSupport.logger)
         return Set(page.changes.map(\.recordName))
+    }
+}
+
+/// `X-Stratus-Index-Behind-Events`: the events of the queried zones the indexer has yet to apply.
+extension QueryTests {
+    /// The header of a query on `zone` (nil: zone-wide).
+    static func behind(_ client: any TestClientProtocol, _ fixture: Fixture, zone: String?, user: String = "_alice") async throws -> String? {
+        var body: Body = ["query": ["recordType": "Item"], "resultsLimit": 1]
+        if let zone { body["zoneID"] = ["zoneName": zone] } else { body["zoneWide"] = true }
+        let data = try JSONSerialization.data(withJSONObject: body)
+        return try await client.execute(uri: fixture.path("records/query", user: user), method: .post, body: ByteBuffer(data: data)) { response in
+            XCTAssertEqual(response.status, .ok)
+            return response.headers[.init("X-Stratus-Index-Behind-Events")!]
+        }
+    }
+
+    /// Applies every event in the log to the index, as the indexer would.
+    static func applyEventLog(_ store: PostgresStore) async throws {
+        let events = try await EventLog(store: store).events(after: 0, limit: 10_000, logger: TestSupport.logger)
+        _ = try await Applier(projection: IndexerProjection(), store: store).apply(batch: events, logger: TestSupport.logger)
+    }
+
+    /// Once the indexer has applied everything the header is 0, and stays 0 after a deleted zone's
+    /// rows leave the index (it used to compare the event log with the newest index row, so the
+    /// zone.deleted event, which leaves no row, counted as lag for ever).
+    func testIndexBehindHeaderIsZeroOnceAppliedEvenAfterAZoneDeletion() async throws {
+        XCTAssertEqual(QueryStore.indexerWorker, IndexerProjection().name, "the header reads the indexer's checkpoints")
+        try await withStack { fixture, client in
+            for zone in ["Q", "P", "D"] { try await RecordAPITests.createZone(client, fixture, zone) }
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Q", [Self.item("q1", ["n": ["value": 1]])])
+            _ = try await RecordAPITests.modify(client, fixture, zone: nil, [Self.item("z1", ["n": ["value": 2]])])
+            // The deleted zone's records are the newest rows of the index.
+            _ = try await RecordAPITests.modify(client, fixture, zone: "D", [Self.item("d1", ["n": ["value": 3]]), Self.item("d2", ["n": ["value": 4]])])
+            try await Self.waitForIndex(client, fixture, ["recordType": "Item"], zone: nil, extra: ["zoneWide": true], count: 4)
+            for zone in ["Q", "P", "D", "_defaultZone", nil] {
+                let header = try await Self.behind(client, fixture, zone: zone)
+                XCTAssertEqual(header, "0", "zone \(zone ?? "(zone-wide)")")
+            }
+            let (status, _) = try await RecordAPITests.post(client, fixture.path("zones/modify"), ["operations": [["operationType": "delete", "zone": ["zoneID": ["zoneName": "D"]]]]])
+            XCTAssertEqual(status, 200)
+            try await Self.waitForIndex(client, fixture, ["recordType": "Item"], zone: nil, extra: ["zoneWide": true], count: 2)
+            for zone in ["Q", "P", "D", "_defaultZone", nil] {
+                let header = try await Self.behind(client, fixture, zone: zone)
+                XCTAssertEqual(header, "0", "after the zone deletion was applied, zone \(zone ?? "(zone-wide)")")
+            }
+        }
+    }
+
+    /// While the indexer is behind, the header counts the pending events of the queried zones only:
+    /// not other zones', not other users'.
+    func testIndexBehindHeaderCountsOnlyTheQueriedZonesPendingEvents() async throws {
+        try await withStack(indexer: false) { fixture, client in
+            for zone in ["Q", "P"] { try await RecordAPITests.createZone(client, fixture, zone) }
+            try await RecordAPITests.createZone(client, fixture, "Q", user: "_bob")
+            // Bob's backlog is not alice's.
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Q", user: "_bob", [Self.item("b1", [:]), Self.item("b2", [:])])
+            _ = try await RecordAPITests.modify(client, fixture, zone: nil, user: "_bob", [Self.item("b3", [:])])
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Q", [Self.item("q1", [:]), Self.item("q2", [:]), Self.item("q3", [:])])
+            func expect(_ expected: [String?: String], _ when: String, line: UInt = #line) async throws {
+                for (zone, count) in expected {
+                    let header = try await Self.behind(client, fixture, zone: zone)
+                    XCTAssertEqual(header, count, "\(when): zone \(zone ?? "(zone-wide)")", line: line)
+                }
+            }
+            try await expect(["Q": "3", "P": "0", "_defaultZone": "0", nil: "3"], "three saves in Q pending")
+            // The default zone has no zone sequence (so no checkpoint): its pending events count too.
+            _ = try await RecordAPITests.modify(client, fixture, zone: nil, [Self.item("z1", [:]), Self.item("z2", [:])])
+            _ = try await RecordAPITests.modify(client, fixture, zone: nil, [["operationType": "forceDelete", "record": ["recordName": "z1"]]])
+            try await expect(["Q": "3", "P": "0", "_defaultZone": "3", nil: "6"], "and three events in the default zone")
+            try await Self.applyEventLog(fixture.store)
+            try await expect(["Q": "0", "P": "0", "_defaultZone": "0", nil: "0"], "everything applied")
+            let bobs = try await Self.behind(client, fixture, zone: nil, user: "_bob")
+            XCTAssertEqual(bobs, "0")
+            // A pending zone deletion counts for that zone and zone-wide, not for the others.
+            let (status, _) = try await RecordAPITests.post(client, fixture.path("zones/modify"), ["operations": [["operationType": "delete", "zone": ["zoneID": ["zoneName": "Q"]]]]])
+            XCTAssertEqual(status, 200)
+            _ = try await RecordAPITests.modify(client, fixture, zone: nil, [Self.item("z3", [:])])
+            try await expect(["Q": "1", "P": "0", "_defaultZone": "1", nil: "2"], "a zone deletion and a save pending")
+            try await Self.applyEventLog(fixture.store)
+            try await expect(["Q": "0", "P": "0", "_defaultZone": "0", nil: "0"], "everything applied again")
+        }
+    }
+
+    /// The header's count is an index range scan per zone (`events_zone_id`), not a scan of the log.
+    func testIndexBehindCountScansTheEventsByZoneIndex() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let database = DatabaseID(container: "iCloud.explain", environment: .development, scope: .private, owner: "_u0")
+            // A log of some size over 300 databases of 7 zones each (one the default zone, whose events
+            // have no sequence), so the planner's choice is a real one.
+            try await store.withConnection { connection in
+                try await connection.query("""
+                    INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
+                    SELECT 'iCloud.explain/development/private/_u' || (i % 300) || '/' || CASE WHEN i % 7 = 0 THEN '_defaultZone' ELSE 'Z' || (i % 7) END,
+                           CASE WHEN i % 7 = 0 THEN NULL ELSE i END, 'record.saved', 1,
+                           jsonb_build_object('record', jsonb_build_object('recordName', 'r' || i)), '{}'::jsonb
+                    FROM generate_series(1, 60000) AS i
+                    """, logger: TestSupport.logger)
+                try await connection.query("""
+                    INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter)
+                    SELECT 'iCloud.explain', 'development', 'private', '_u' || (i % 300), 'Z' || (i / 300), gen_random_uuid(), 0
+                    FROM generate_series(300, 2099) AS i
+                    """, logger: TestSupport.logger)
+                try await connection.query("ANALYZE events", logger: TestSupport.logger)
+                try await connection.query("ANALYZE zones", logger: TestSupport.logger)
+            }
+            for scope in [QueryStore.Scope.zone("Z1"), .zone(ZoneID.defaultZoneName), .allZones] {
+                let statement = QueryStore.behindQuery(in: database, scope: scope)
+                let plan = try await store.withConnection { connection in
+                    let rows = try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds), logger: TestSupport.logger)
+                    var lines: [String] = []
+                    for try await line in rows.decode(String.self) { lines.append(line) }
+                    return lines.joined(separator: "\n")
+                }
+                XCTAssertTrue(plan.contains("events_zone_id"), "\(scope):\n\(plan)")
+                XCTAssertFalse(plan.contains("Seq Scan on events"), "\(scope):\n\(plan)")
+            }
+            // Nothing is indexed: every event of the database's zones (i a multiple of 300) is pending.
+            let queries = QueryStore(store: store)
+            let all = try await queries.behind(in: database, scope: .allZones, logger: TestSupport.logger)
+            XCTAssertEqual(all, 200)
+            let one = try await queries.behind(in: database, scope: .zone("Z1"), logger: TestSupport.logger)
+            let expected: [Int] = Array(stride(from: 300, through: 60000, by: 300)).filter { $0 % 7 == 1 }
+            XCTAssertEqual(one, Int64(expected.count))
+        }
     }
 }
