@@ -21,14 +21,13 @@ public enum QueryIndexStore {
             default: nil
             }
         }.joined(separator: " ")
-        let targets = try await targetGenerations(generations, in: transaction)
         try await transaction.connection.query("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
                 version, deleted, created_at, modified_at, record, search)
             SELECT g, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(saved.zoneID.zoneName),
                 \(record.recordName), \(record.recordType), \(event.id), false, \(record.created.timestamp), \(record.modified.timestamp),
                 \(recordJSON)::jsonb, to_tsvector('simple', \(text))
-            FROM unnest(\(targets)::int[]) AS g
+            FROM unnest(coalesce(\(generations)::int[], \(unescaped: servedGenerations))) AS g
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 record_type = EXCLUDED.record_type, version = EXCLUDED.version, deleted = false, created_at = EXCLUDED.created_at,
                 modified_at = EXCLUDED.modified_at, record = EXCLUDED.record, search = EXCLUDED.search
@@ -39,12 +38,11 @@ public enum QueryIndexStore {
     /// Applies `record.deleted`: the row becomes a deletion marker (so an older event arriving late cannot bring it back).
     public static func apply(_ deleted: RecordDeleted, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
         let database = deleted.database
-        let targets = try await targetGenerations(generations, in: transaction)
         try await transaction.connection.query("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type, version, deleted)
             SELECT g, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(deleted.zoneID.zoneName),
                 \(deleted.recordName), \(deleted.recordType), \(event.id), true
-            FROM unnest(\(targets)::int[]) AS g
+            FROM unnest(coalesce(\(generations)::int[], \(unescaped: servedGenerations))) AS g
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 version = EXCLUDED.version, deleted = true, record = NULL, search = NULL
             WHERE r.version < EXCLUDED.version
@@ -54,10 +52,9 @@ public enum QueryIndexStore {
     /// Applies `zone.deleted`: everything the zone held before the event goes.
     public static func apply(_ deleted: ZoneDeleted, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
         let database = deleted.database
-        let targets = try await targetGenerations(generations, in: transaction)
         try await transaction.connection.query("""
             DELETE FROM query_index.records
-            WHERE generation = ANY(\(targets)::int[]) AND container = \(database.container) AND environment = \(database.environment.rawValue)
+            WHERE generation = ANY(coalesce(\(generations)::int[], \(unescaped: servedGenerations))) AND container = \(database.container) AND environment = \(database.environment.rawValue)
               AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(deleted.zoneID.zoneName) AND version < \(event.id)
             """, logger: transaction.logger)
     }
@@ -68,14 +65,10 @@ public enum QueryIndexStore {
         try await transaction.connection.query("DELETE FROM query_index.generations WHERE state <> 'live'", logger: transaction.logger)
     }
 
-    private static func targetGenerations(_ explicit: [Int]?, in transaction: Transaction) async throws -> [Int] {
-        if let explicit { return explicit }
-        let rows = try await transaction.connection.query(
-            "SELECT generation FROM query_index.generations WHERE state IN ('live', 'building')", logger: transaction.logger)
-        var generations: [Int] = []
-        for try await generation in rows.decode(Int.self) { generations.append(generation) }
-        return generations
-    }
+    /// The generations a live event goes to when the caller names none: the one serving queries and
+    /// any being built. Read inside each write statement rather than by a query of its own, so an
+    /// event costs the indexer one round trip.
+    private static let servedGenerations = "ARRAY(SELECT generation FROM query_index.generations WHERE state IN ('live', 'building'))"
 }
 
 /// Index generations: the live one serves queries; a rebuild fills a new one and swaps it in.

@@ -67,6 +67,7 @@ final class QueryIndexScaleTests: XCTestCase {
             let shapes: [(String, RecordQuery)] = [
                 ("equality", try RecordQuery.parse(Self.json(#"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"n","fieldValue":{"value":7}}]}"#))),
                 ("full text", try RecordQuery.parse(Self.json(#"{"recordType":"Item","filterBy":[{"comparator":"CONTAINS_ALL_TOKENS","fieldName":"___all","fieldValue":{"value":"rare"}}]}"#))),
+                ("field tokens", try RecordQuery.parse(Self.json(#"{"recordType":"Item","filterBy":[{"comparator":"CONTAINS_ALL_TOKENS","fieldName":"title","fieldValue":{"value":"rare"}}]}"#))),
                 ("recent first", try RecordQuery.parse(Self.json(#"{"recordType":"Item","sortBy":[{"fieldName":"___modTime","ascending":false}]}"#))),
             ]
             for (name, query) in shapes {
