@@ -9,7 +9,8 @@
 #
 # Settings (environment):
 #   STRATUS_BENCH_DIR      where the report and logs go
-#   STRATUS_BENCH_PROFILE  1: record a CPU profile of stratus-api (perf) into the report folder
+#   STRATUS_BENCH_PROFILE  1: record a CPU profile of stratus-api (perf: stratus-api.perf.txt) and
+#                          PostgreSQL's statement statistics (statements.txt) into the report folder
 #   STRATUS_BUILD          release (default) or debug
 #   STRATUS_LOG_LEVEL      of the API and the indexer (default warning: request logs cost CPU)
 set -euo pipefail
@@ -76,10 +77,19 @@ give_to_pg_owner "$work"
 pg_dir="$work/pg"
 
 # PostgreSQL with its durable defaults (fsync and synchronous commit on), as an operator runs it.
+PROFILE="${STRATUS_BENCH_PROFILE:-0}"
+pg_options=(-c max_connections=200 -c shared_buffers=256MB)
+if [[ "$PROFILE" == 1 ]]; then
+    command -v perf >/dev/null 2>&1 || die "STRATUS_BENCH_PROFILE=1 needs perf (apt: linux-perf)"
+    pg_options+=(-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on)
+fi
 pg_init "$pg_dir"
 pg_port="$(free_port)"
-pg_start "$pg_dir" "$pg_port" "$work/postgres.log" -c max_connections=200 -c shared_buffers=256MB || die "PostgreSQL did not start"
+pg_start "$pg_dir" "$pg_port" "$work/postgres.log" "${pg_options[@]}" || die "PostgreSQL did not start"
 pg_create_database "$pg_port" stratus
+if [[ "$PROFILE" == 1 ]]; then
+    "$(pg_bin_dir)/psql" -h 127.0.0.1 -p "$pg_port" -U stratus -d stratus -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+fi
 
 broker_port="$(free_port)"
 tansu_start "$broker_port" "$work/broker.log" || die "the broker did not start"
@@ -114,8 +124,7 @@ if ! wait_for_port "$http_port" "$API_PID" 60; then
     die "stratus-api did not start"
 fi
 
-if [[ "${STRATUS_BENCH_PROFILE:-0}" == 1 ]]; then
-    command -v perf >/dev/null 2>&1 || die "STRATUS_BENCH_PROFILE=1 needs perf (apt: linux-perf)"
+if [[ "$PROFILE" == 1 ]]; then
     perf record -e cpu-clock -F 499 -g -p "$API_PID" -o "$OUT/stratus-api.perf.data" >/dev/null 2>&1 &
     PERF_PID=$!
     log "profiling stratus-api (pid $API_PID) into $OUT/stratus-api.perf.data"
@@ -125,3 +134,15 @@ log "running the suite (report: $OUT/report.json)"
 "$BIN/stratus-bench" --api-url "http://127.0.0.1:$http_port" --container "$CONTAINER" \
     --api-token-file "$work/api-token" --web-auth-token-file "$work/web-auth-token" \
     --database-url "$STRATUS_DATABASE_URL" --output "$OUT/report.json" "$@" | tee "$OUT/report.txt"
+
+if [[ "$PROFILE" == 1 ]]; then
+    kill -INT "$PERF_PID" 2>/dev/null || true
+    wait "$PERF_PID" 2>/dev/null || true
+    PERF_PID=""
+    perf report -i "$OUT/stratus-api.perf.data" --no-children --percent-limit 0.5 --stdio >"$OUT/stratus-api.perf.txt" 2>/dev/null || true
+    "$(pg_bin_dir)/psql" -h 127.0.0.1 -p "$pg_port" -U stratus -d stratus -P pager=off -c "
+        SELECT calls, round(total_exec_time::numeric, 1) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms, round(mean_plan_time::numeric, 3) AS plan_ms,
+               left(regexp_replace(query, '\s+', ' ', 'g'), 140) AS statement
+        FROM pg_stat_statements ORDER BY calls DESC LIMIT 30" >"$OUT/statements.txt" || true
+    log "profile: $OUT/stratus-api.perf.txt and $OUT/statements.txt"
+fi
