@@ -24,10 +24,11 @@ public enum QueryIndexStore {
         try await transaction.connection.query("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
                 version, deleted, created_at, modified_at, record, search)
-            SELECT g, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(saved.zoneID.zoneName),
+            SELECT g.generation, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(saved.zoneID.zoneName),
                 \(record.recordName), \(record.recordType), \(event.id), false, \(record.created.timestamp), \(record.modified.timestamp),
-                \(recordJSON)::jsonb, to_tsvector('simple', \(text))
-            FROM unnest(coalesce(\(generations)::int[], \(unescaped: servedGenerations))) AS g
+                \(recordJSON)::jsonb, to_tsvector(g.language, \(text))
+            FROM query_index.generations AS g
+            WHERE g.generation = ANY(coalesce(\(generations)::int[], \(unescaped: servedGenerations)))
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 record_type = EXCLUDED.record_type, version = EXCLUDED.version, deleted = false, created_at = EXCLUDED.created_at,
                 modified_at = EXCLUDED.modified_at, record = EXCLUDED.record, search = EXCLUDED.search
@@ -87,12 +88,36 @@ public struct QueryIndexGenerations: Sendable {
         }
     }
 
-    /// Starts a new generation that the indexer also writes to from now on.
-    public func begin(logger: Logger) async throws -> Int {
+    /// The generation queries read and its text search configuration.
+    public func serving(logger: Logger) async throws -> (generation: Int, language: String) {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT generation, language::text FROM query_index.generations WHERE state = 'live'", logger: logger)
+            for try await (generation, language) in rows.decode((Int, String).self) { return (generation, language) }
+            throw StratusError(.internalError, "the query index has no live generation")
+        }
+    }
+
+    /// Starts a new generation that the indexer also writes to from now on, with the text search
+    /// configuration `language` (a PostgreSQL one, e.g. `simple` or `english`), or the live
+    /// generation's when nil.
+    public func begin(language: String? = nil, logger: Logger) async throws -> Int {
         try await store.serializable(logger: logger, lock: "query_index.generations") { transaction in
-            let rows = try await transaction.connection.query(
-                "INSERT INTO query_index.generations (generation, state) SELECT coalesce(max(generation), 0) + 1, 'building' FROM query_index.generations RETURNING generation",
-                logger: transaction.logger)
+            if let language {
+                let known = try await transaction.connection.query("""
+                    SELECT EXISTS (SELECT 1 FROM pg_ts_config c JOIN pg_namespace n ON n.oid = c.cfgnamespace
+                                   WHERE c.cfgname = \(language) OR n.nspname || '.' || c.cfgname = \(language))
+                    """, logger: transaction.logger)
+                for try await exists in known.decode(Bool.self) where !exists {
+                    throw StratusError(.badRequest, "PostgreSQL has no text search configuration '\(language.prefix(64))' (see \\dF in psql)")
+                }
+            }
+            let rows = try await transaction.connection.query("""
+                INSERT INTO query_index.generations (generation, state, language)
+                SELECT coalesce(max(generation), 0) + 1, 'building',
+                       coalesce(\(language)::regconfig, (SELECT language FROM query_index.generations WHERE state = 'live'), 'simple')
+                FROM query_index.generations RETURNING generation
+                """, logger: transaction.logger)
             for try await generation in rows.decode(Int.self) { return generation }
             throw StratusError(.internalError, "could not start an index generation")
         }

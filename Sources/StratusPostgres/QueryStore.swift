@@ -58,7 +58,8 @@ public struct QueryStore: Sendable {
 
     private func statement(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> (String, PostgresBindings) {
         var sql = SQLBuilder()
-        let generation = sql.bind(Int32(try await QueryIndexGenerations(store: store).live(logger: logger)))
+        let serving = try await QueryIndexGenerations(store: store).serving(logger: logger)
+        let generation = sql.bind(Int32(serving.generation))
         var conditions = [
             "generation = \(generation)", "NOT deleted",
             "container = \(sql.bind(database.container))", "environment = \(sql.bind(database.environment.rawValue))",
@@ -66,7 +67,7 @@ public struct QueryStore: Sendable {
             "record_type = \(sql.bind(query.recordType))",
         ]
         if case .zone(let name) = scope { conditions.append("zone_name = \(sql.bind(name))") }
-        for filter in query.filters { conditions.append(try Self.condition(filter, &sql)) }
+        for filter in query.filters { conditions.append(try Self.condition(filter, language: serving.language, &sql)) }
         // Sort keys, all as jsonb so one comparison rule serves every key; then zone and name break ties.
         var keys: [(expression: String, ascending: Bool)] = query.sorts.map { sort in
             (Self.sortExpression(sort, &sql), sort.ascending)
@@ -209,7 +210,8 @@ public struct QueryStore: Sendable {
     }
 
     /// One filter as a SQL condition.
-    static func condition(_ filter: QueryFilter, skipContainment: Bool = false, _ sql: inout SQLBuilder) throws(StratusError) -> String {
+    /// `language` is the generation's text search configuration, which built its documents.
+    static func condition(_ filter: QueryFilter, language: String, skipContainment: Bool = false, _ sql: inout SQLBuilder) throws(StratusError) -> String {
         let name = filter.fieldName
         // System fields compare their columns.
         if name == "___recordID" || name == "___createTime" || name == "___modTime" {
@@ -220,13 +222,13 @@ public struct QueryStore: Sendable {
             guard case .string(let text) = filter.value else { throw StratusError(.badRequest, "token comparators need a STRING") }
             let tokens = RecordQuery.tokens(text)
             guard !tokens.isEmpty else { throw StratusError(.badRequest, "fieldValue has no tokens to search for") }
-            let query = sql.bind(tokens.joined(separator: filter.comparator == .containsAllTokens ? " & " : " | "))
-            if name == "___all" { return "search @@ to_tsquery('simple', \(query))" }
+            let query = "to_tsquery(\(sql.bind(language))::regconfig, \(sql.bind(tokens.joined(separator: filter.comparator == .containsAllTokens ? " & " : " | "))))"
+            if name == "___all" { return "search @@ \(query)" }
             // `search` holds the tokens of every searchable STRING field, so a field's match is also a
             // match of `search`: testing that first lets the GIN index on it pick the candidates,
             // instead of tokenising the field of every record of the type.
-            let field = "to_tsvector('simple', coalesce(\(field(name, &sql))->>'value', ''))"
-            return "(search @@ to_tsquery('simple', \(query)) AND \(field) @@ to_tsquery('simple', \(query)))"
+            let field = "to_tsvector(\(sql.bind(language))::regconfig, coalesce(\(field(name, &sql))->>'value', ''))"
+            return "(search @@ \(query) AND \(field) @@ \(query))"
         }
         let value = "\(field(name, &sql))->'value'"
         switch filter.comparator {
@@ -255,7 +257,7 @@ public struct QueryStore: Sendable {
             if filter.comparator == .equals, !skipContainment, let exact = containment(filter) {
                 // The same test as a containment the GIN index on fields can answer.
                 let probe = "(record->'fields' @> \(sql.bind(jsonText(exact)))::jsonb)"
-                return "(\(probe) AND \(try condition(QueryFilter(fieldName: name, comparator: .equals, value: filter.value, distance: nil), skipContainment: true, &sql)))"
+                return "(\(probe) AND \(try condition(QueryFilter(fieldName: name, comparator: .equals, value: filter.value, distance: nil), language: language, skipContainment: true, &sql)))"
             }
             switch filter.value {
             case .reference:

@@ -43,13 +43,14 @@ public enum Admin {
         }
     }
 
-    /// Rebuilds the query index into a new generation and swaps it in.
+    /// Rebuilds the query index into a new generation and swaps it in; `language` (a PostgreSQL text
+    /// search configuration) changes how text is tokenised, nil keeps the current one.
     public static func reindex(
-        _ configuration: StratusConfiguration, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void
+        _ configuration: StratusConfiguration, language: String? = nil, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void
     ) async throws -> (generation: Int, events: Int) {
         try await StratusProcess.withStore(configuration, logger: logger) { store in
             try await StratusProcess.verifyMigrated(store, logger: logger)
-            return try await Reindex(store: store).run(logger: logger, progress: progress)
+            return try await Reindex(store: store).run(language: language, logger: logger, progress: progress)
         }
     }
 

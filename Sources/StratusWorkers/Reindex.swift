@@ -12,11 +12,14 @@ public struct Reindex: Sendable {
     /// Creates a rebuild.
     public init(store: PostgresStore) { self.store = store }
 
-    /// Runs it; `progress` is called after every page. Returns the new generation and the events read.
+    /// Runs it; `progress` is called after every page. `language` is the new generation's text search
+    /// configuration (nil keeps the live one's). Returns the new generation and the events read.
     @discardableResult
-    public func run(pageSize: Int = 1000, logger: Logger, progress: @Sendable (Rebuild.Progress) -> Void = { _ in }) async throws -> (generation: Int, events: Int) {
+    public func run(
+        pageSize: Int = 1000, language: String? = nil, logger: Logger, progress: @Sendable (Rebuild.Progress) -> Void = { _ in }
+    ) async throws -> (generation: Int, events: Int) {
         let generations = QueryIndexGenerations(store: store)
-        let generation = try await generations.begin(logger: logger)
+        let generation = try await generations.begin(language: language, logger: logger)
         let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
             try await generations.apply(page, to: generation, logger: logger)
         }

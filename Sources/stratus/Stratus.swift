@@ -94,10 +94,12 @@ struct Reindex: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Build a fresh query index generation from the event log while the live one serves, then swap it in.")
     @OptionGroup var options: CommonOptions
+    @Option(help: "The text search configuration of the new generation (a PostgreSQL one: simple, english, german, …); default: the current one's.")
+    var language: String?
 
     func run() async throws {
         let (configuration, logger) = try options.resolve(label: "stratus-reindex")
-        let result = try await Admin.reindex(configuration, logger: logger) { progress in
+        let result = try await Admin.reindex(configuration, language: language, logger: logger) { progress in
             print(String(format: "reindex: %d events, at id %lld of %lld, %.0f events/s", progress.events, progress.position, progress.target, progress.eventsPerSecond))
         }
         print("reindex done: generation \(result.generation) is live, \(result.events) events")

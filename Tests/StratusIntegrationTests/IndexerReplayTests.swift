@@ -63,6 +63,59 @@ final class IndexerReplayTests: XCTestCase {
         }
     }
 
+    /// The text search configuration belongs to the index generation: `simple` by default (no
+    /// stemming), another one after a rebuild that asks for it, used alike by the documents the
+    /// rebuild and the live indexer write and by the queries that read them.
+    func testAReindexCanChangeTheSearchLanguage() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let logger = TestSupport.logger
+            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            let zone = ZoneID(zoneName: "Words", ownerRecordName: "_alice")
+            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "w"), logger: logger)
+            let records = RecordStore(store: store)
+            let applier = Applier(projection: IndexerProjection(), store: store)
+            var applied: Int64 = 0
+            func save(_ name: String, _ title: String) async throws {
+                _ = try await records.modify([RecordStore.Command(type: .create, input: RecordInput(recordName: name, recordType: "Note", fields: ["title": .string(title)]))],
+                                             zone: zone, in: database, atomic: true, causation: Causation(requestID: name), deviceID: nil, logger: logger)
+                let events = try await EventLog(store: store).events(after: applied, limit: 100, logger: logger)
+                _ = try await applier.apply(batch: events, logger: logger)
+                applied = events.last?.id ?? applied
+            }
+            func matches(_ token: String, field: String = "title") async throws -> [String] {
+                let query = try RecordQuery.parse(.object(["recordType": .string("Note"), "filterBy": .array([.object([
+                    "fieldName": .string(field), "comparator": .string("CONTAINS_ALL_TOKENS"), "fieldValue": .object(["value": .string(token)]),
+                ])])]))
+                return try await QueryStore(store: store).run(query, in: database, scope: .zone("Words"), limit: 50, after: nil, logger: logger)
+                    .records.map(\.record.recordName).sorted()
+            }
+            try await save("a", "Running quickly")
+            let simpleRun = try await matches("run")
+            XCTAssertEqual(simpleRun, [], "simple does not stem")
+            let simpleRunning = try await matches("running")
+            XCTAssertEqual(simpleRunning, ["a"])
+
+            do {
+                try await Reindex(store: store).run(language: "klingon", logger: logger)
+                XCTFail("an unknown text search configuration is refused")
+            } catch let error as StratusError {
+                XCTAssertTrue(error.reason.contains("klingon"), error.reason)
+            }
+            try await Reindex(store: store).run(language: "english", logger: logger)
+            let englishRun = try await matches("run")
+            XCTAssertEqual(englishRun, ["a"], "the rebuilt documents are stemmed")
+            try await save("b", "The runner runs")
+            let afterLive = try await matches("run")
+            XCTAssertEqual(afterLive, ["a", "b"], "the live indexer writes the new generation's language")
+            let everything = try await matches("runs", field: "___all")
+            XCTAssertEqual(everything, ["a", "b"])
+            // A later rebuild without a language keeps the current one.
+            try await Reindex(store: store).run(logger: logger)
+            let kept = try await matches("run")
+            XCTAssertEqual(kept, ["a", "b"])
+        }
+    }
+
     struct Snapshot {
         var generation: Int
         var live: Int
