@@ -20,7 +20,7 @@ public struct EventLog: Sendable {
         guard !events.isEmpty else { return }
         // Zone sequences start at 1; -1 stands for "none" (default zones) in the array.
         let sequences = events.map { $0.zoneSequence ?? -1 }
-        try await connection.query("""
+        try await connection.execute("""
             WITH appended AS (
             INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
             SELECT zone_key, NULLIF(zone_sequence, -1), type, schema_version::int, payload::jsonb, causation::jsonb

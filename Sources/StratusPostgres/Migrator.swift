@@ -77,7 +77,7 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(logger: Logger) async throws -> [String] {
         try await store.withConnection { connection in
-            try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
+            try await connection.execute("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 try await Self.ensureTable(connection, logger: logger)
                 let applied = try await Self.applied(connection, logger: logger)
@@ -92,7 +92,7 @@ public struct Migrator: Sendable {
                         try await connection.query(
                             "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
                             logger: logger)
-                        try await connection.query("COMMIT", logger: logger)
+                        try await connection.commit(logger: logger)
                     } catch {
                         _ = try? await connection.query("ROLLBACK", logger: logger)
                         throw MigrationError("migration \(migration.name) failed: \(String(reflecting: error))")
@@ -100,10 +100,10 @@ public struct Migrator: Sendable {
                     logger.info("applied migration", metadata: ["migration": "\(migration.name)"])
                     done.append(migration.name)
                 }
-                _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                try await connection.execute("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return done
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                try? await connection.execute("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 throw error
             }
         }

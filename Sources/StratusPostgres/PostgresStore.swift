@@ -67,22 +67,22 @@ public final class PostgresStore: Service, Sendable {
             do {
                 return try await client.withConnection { connection in
                     for lock in locks {
-                        try await connection.query("SELECT pg_advisory_lock(hashtextextended(\(lock), 0))", logger: logger)
+                        try await connection.execute("SELECT pg_advisory_lock(hashtextextended(\(lock), 0))", logger: logger)
                     }
                     do {
                         let value = try await Self.inSerializableTransaction(connection, logger: logger, body)
                         for lock in locks.reversed() {
-                            try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                            try await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
                         }
                         return value
                     } catch {
                         for lock in locks.reversed() {
-                            _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                            try? await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
                         }
                         throw error
                     }
                 }
-            } catch let error where PostgresErrors.isSerializationFailure(error) {
+            } catch let error where PostgresErrors.isSerializationFailure(error) || error is TransactionRolledBack {
                 StoreMetrics.serializationRetries.increment()
                 guard attempt < maxAttempts else {
                     logger.warning("serializable transaction gave up", metadata: ["attempts": "\(attempt)"])
@@ -107,7 +107,7 @@ public final class PostgresStore: Service, Sendable {
             throw error
         }
         do {
-            try await connection.query("COMMIT", logger: logger)
+            try await connection.commit(logger: logger)
         } catch {
             _ = try? await connection.query("ROLLBACK", logger: logger)
             throw error
@@ -119,7 +119,10 @@ public final class PostgresStore: Service, Sendable {
 /// Recognises PostgreSQL errors by SQLSTATE without leaking their text upwards.
 enum PostgresErrors {
     static func sqlState(_ error: any Error) -> String? {
-        (error as? PSQLError)?.serverInfo?[.sqlState]
+        if let error = error as? PSQLError { return error.serverInfo?[.sqlState] }
+        // COMMIT goes through the API that reports the command tag, which wraps errors the older way.
+        if case .server(let message)? = error as? PostgresError { return message.fields[.sqlState] }
+        return nil
     }
 
     static func isSerializationFailure(_ error: any Error) -> Bool {
@@ -145,7 +148,7 @@ extension PostgresStore {
     /// Throws unless the database answers: the readiness check.
     public func ping(logger: Logger) async throws {
         _ = try await client.withConnection { connection in
-            try await connection.query("SELECT 1", logger: logger)
+            try await connection.execute("SELECT 1", logger: logger)
         }
     }
 }

@@ -20,10 +20,10 @@ public struct RelayStore: Sendable {
             guard acquired else { return nil }
             do {
                 let value = try await body()
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                try? await connection.execute("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return value
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                try? await connection.execute("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 throw error
             }
         }

@@ -89,6 +89,36 @@ final class SerializableTransactionTests: XCTestCase {
     }
 
     /// When attempts run out the caller gets TRY_AGAIN_LATER with retryAfter, never a raw database error.
+    /// A statement that failed without its error reaching the code (here swallowed on purpose) leaves
+    /// the transaction aborted, and PostgreSQL answers COMMIT with ROLLBACK: the helper must not
+    /// report that as committed. It runs the transaction again and, when that keeps happening,
+    /// gives up with TRY_AGAIN_LATER; nothing is stored.
+    func testATransactionRolledBackAtCommitIsNeverReportedCommitted() async throws {
+        try await TestSupport.withMigratedStore(maxAttempts: 3) { store, _ in
+            try await store.withConnection { connection in
+                try await connection.query("CREATE TABLE notes (id int PRIMARY KEY)", logger: TestSupport.logger)
+            }
+            let attempts = Mutex(0)
+            do {
+                try await store.serializable(logger: TestSupport.logger) { transaction in
+                    attempts.withLock { $0 += 1 }
+                    try await transaction.connection.query("INSERT INTO notes (id) VALUES (1)", logger: TestSupport.logger)
+                    _ = try? await transaction.connection.execute("SELECT 1 / 0", logger: TestSupport.logger)
+                }
+                XCTFail("a transaction rolled back at commit was reported committed")
+            } catch let error as StratusError {
+                XCTAssertEqual(error.code, .tryAgainLater)
+            }
+            XCTAssertEqual(attempts.withLock { $0 }, 3, "it was run again up to the attempt limit")
+            let stored = try await store.withConnection { connection in
+                var count = -1
+                for try await value in try await connection.query("SELECT count(*)::int FROM notes", logger: TestSupport.logger).decode(Int.self) { count = value }
+                return count
+            }
+            XCTAssertEqual(stored, 0)
+        }
+    }
+
     func testExhaustedRetriesSurfaceAsTryAgainLater() async throws {
         try await TestSupport.withMigratedStore(maxAttempts: 1) { store, _ in
             try await store.withConnection { connection in

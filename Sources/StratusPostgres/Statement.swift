@@ -1,0 +1,24 @@
+import Logging
+import PostgresNIO
+
+extension PostgresConnection {
+    /// Runs a statement whose rows do not matter and reads them all. A statement that returns rows
+    /// reports an error raised while it runs (a serialization failure, a deadlock) only through its
+    /// rows: left unread, the error is lost and the transaction silently aborted.
+    func execute(_ query: PostgresQuery, logger: Logger) async throws {
+        for try await _ in try await self.query(query, logger: logger) {}
+    }
+
+    /// Commits the open transaction; throws `TransactionRolledBack` when PostgreSQL answered COMMIT
+    /// with ROLLBACK (the transaction had failed without the failure reaching its caller).
+    func commit(logger: Logger) async throws {
+        let result = try await self.query("COMMIT").get()
+        guard result.metadata.command == "COMMIT" else { throw TransactionRolledBack() }
+    }
+}
+
+/// A transaction that PostgreSQL rolled back at COMMIT: one of its statements had failed unnoticed.
+/// Treated like a serialization failure (the transaction is run again, a bounded number of times).
+struct TransactionRolledBack: Error, CustomStringConvertible {
+    var description: String { "the transaction was rolled back at commit" }
+}
