@@ -99,7 +99,12 @@ public struct EventEnvelope: Sendable, Hashable, Codable {
         guard type == Payload.eventType else {
             throw EventDecodingError(reason: "event \(id) is \(type), not \(Payload.eventType)")
         }
-        return try EventCoding.decoder.decode(Payload.self, from: payload)
+        do {
+            return try EventCoding.decoder.decode(Payload.self, from: payload)
+        } catch {
+            // A payload that does not decode never will: a poison event, not a passing failure.
+            throw EventDecodingError(reason: "event \(id) (\(type)) has a payload that does not decode: \(error)")
+        }
     }
 }
 

@@ -46,6 +46,13 @@ final class EventTests: XCTestCase {
         XCTAssertEqual(decoded, envelope)
         XCTAssertEqual(try decoded.decode(ZoneCreated.self), payload)
         XCTAssertThrowsError(try decoded.decode(ZoneDeleted.self))
+        // A payload of the right type that does not decode is a decoding error (a poison event that
+        // workers set aside at once), not a failure worth retrying.
+        var broken = envelope
+        broken.payload = Data(#"{"database": 5}"#.utf8)
+        XCTAssertThrowsError(try broken.decode(ZoneCreated.self)) { error in
+            XCTAssertTrue(error is EventDecodingError, "\(error)")
+        }
     }
 }
 
