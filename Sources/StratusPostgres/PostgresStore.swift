@@ -60,6 +60,20 @@ public final class PostgresStore: Service, Sendable {
         locks: [String],
         _ body: @Sendable (Transaction) async throws -> T
     ) async throws -> T {
+        try await transaction(isolation: "SERIALIZABLE", logger: logger, locks: locks, body)
+    }
+
+    /// Runs `body` in a READ COMMITTED transaction with the same retries (deadlocks, a rollback at
+    /// commit) as `serializable`. Only for writes that are correct under concurrency statement by
+    /// statement — the query index rebuild, whose upserts keep the newer version row by row — where
+    /// one large serializable transaction would abort on every write the live indexer makes nearby.
+    public func readCommitted<T: Sendable>(logger: Logger, _ body: @Sendable (Transaction) async throws -> T) async throws -> T {
+        try await transaction(isolation: "READ COMMITTED", logger: logger, locks: [], body)
+    }
+
+    private func transaction<T: Sendable>(
+        isolation: StaticString, logger: Logger, locks: [String], _ body: @Sendable (Transaction) async throws -> T
+    ) async throws -> T {
         let locks = Array(Set(locks)).sorted()
         var attempt = 0
         while true {
@@ -70,7 +84,7 @@ public final class PostgresStore: Service, Sendable {
                         try await connection.execute("SELECT pg_advisory_lock(hashtextextended(\(lock), 0))", logger: logger)
                     }
                     do {
-                        let value = try await Self.inSerializableTransaction(connection, logger: logger, body)
+                        let value = try await Self.inTransaction(connection, isolation: isolation, logger: logger, body)
                         for lock in locks.reversed() {
                             try await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
                         }
@@ -94,10 +108,10 @@ public final class PostgresStore: Service, Sendable {
         }
     }
 
-    private static func inSerializableTransaction<T>(
-        _ connection: PostgresConnection, logger: Logger, _ body: @Sendable (Transaction) async throws -> T
+    private static func inTransaction<T>(
+        _ connection: PostgresConnection, isolation: StaticString, logger: Logger, _ body: @Sendable (Transaction) async throws -> T
     ) async throws -> T {
-        try await connection.query("BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger)
+        try await connection.query(PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \(isolation)"), logger: logger)
         let value: T
         do {
             value = try await body(Transaction(connection: connection, logger: logger))

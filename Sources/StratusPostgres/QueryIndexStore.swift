@@ -124,9 +124,11 @@ public struct QueryIndexGenerations: Sendable {
     }
 
     /// Applies a page of events, in order, to one generation only (the rebuild's path): one
-    /// transaction per page, so a rebuild pays one commit per page rather than per event.
+    /// transaction per page, so a rebuild pays one commit per page rather than per event. READ
+    /// COMMITTED is enough (every row write keeps the newer version), and it lets the page commit
+    /// while the live indexer writes the same generation.
     public func apply(_ events: [EventEnvelope], to generation: Int, logger: Logger) async throws {
-        try await store.serializable(logger: logger) { transaction in
+        try await store.readCommitted(logger: logger) { transaction in
             for event in events {
                 switch event.type {
                 case RecordSaved.eventType: try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, generations: [generation], in: transaction)

@@ -116,6 +116,79 @@ final class IndexerReplayTests: XCTestCase {
         }
     }
 
+    /// A rebuild while the live indexer keeps writing the same generation: it completes, and the
+    /// generation it swaps in holds every record, each at its latest version.
+    func testAReindexUnderLiveWritesCompletesWithEveryRecord() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let logger = TestSupport.logger
+            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            let zone = ZoneID(zoneName: "Busy", ownerRecordName: "_alice")
+            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "b"), logger: logger)
+            let records = RecordStore(store: store)
+            let applier = Applier(projection: IndexerProjection(), store: store)
+            @Sendable func write(_ round: Int) async throws {
+                // New records and new versions of earlier ones, so both writers touch the same rows.
+                let commands = (0..<20).map { index in
+                    RecordStore.Command(type: .forceUpdate, input: RecordInput(
+                        recordName: "r\((round * 7 + index) % 120)", recordType: "Item", fields: ["round": .int64(Int64(round))]))
+                }
+                _ = try await records.modify(commands, zone: zone, in: database, atomic: true, causation: Causation(requestID: "w\(round)"), deviceID: nil, logger: logger)
+            }
+            var applied: Int64 = 0
+            for round in 0..<30 { try await write(round) }
+            let backlog = try await EventLog(store: store).events(after: 0, limit: 10_000, logger: logger)
+            _ = try await applier.apply(batch: backlog, logger: logger)
+            applied = backlog.last?.id ?? 0
+            let start = applied
+            let rounds = try await withThrowingTaskGroup(of: Int.self) { group in
+                group.addTask {
+                    try await Reindex(store: store).run(pageSize: 25, logger: logger)
+                    return -1
+                }
+                group.addTask {
+                    // The live indexer: writes, then applies them, until the rebuild is done.
+                    var position = start
+                    var round = 30
+                    while !Task.isCancelled {
+                        do {
+                            try await write(round)
+                            let events = try await EventLog(store: store).events(after: position, limit: 1000, logger: logger)
+                            _ = try await applier.apply(batch: events, logger: logger)
+                            position = events.last?.id ?? position
+                            round += 1
+                        } catch where Task.isCancelled {
+                            break
+                        }
+                    }
+                    return round - 30
+                }
+                var rounds = 0
+                let first = try await group.next()
+                group.cancelAll()
+                for try await value in group where value >= 0 { rounds = value }
+                if let first, first >= 0 { rounds = first }
+                return rounds
+            }
+            XCTAssertGreaterThan(rounds, 0, "writes ran while the index was rebuilt")
+            // Whatever was written after the last round the live indexer applied, apply now.
+            let rest = try await EventLog(store: store).events(after: 0, limit: 100_000, logger: logger)
+            _ = try await applier.apply(batch: rest, logger: logger)
+            let indexed = try await Self.snapshot(store)
+            let expected = try await store.withConnection { connection in
+                var documents: [String] = []
+                for try await (name, fields) in try await connection.query("""
+                    SELECT record_name, fields::text FROM records WHERE zone_name = 'Busy' ORDER BY record_name
+                    """, logger: logger).decode((String, String).self) {
+                    documents.append("\(name)=\(fields)")
+                }
+                return documents
+            }
+            XCTAssertEqual(indexed.live, 120)
+            XCTAssertEqual(indexed.documents.map { $0.replacingOccurrences(of: " ", with: "") }, expected.map { $0.replacingOccurrences(of: " ", with: "") },
+                           "every record at its latest version")
+        }
+    }
+
     struct Snapshot {
         var generation: Int
         var live: Int
