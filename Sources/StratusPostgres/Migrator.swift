@@ -92,7 +92,7 @@ public struct Migrator: Sendable {
                         try await connection.query(
                             "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
                             logger: logger)
-                        try await connection.commit(logger: logger)
+                        try await connection.commit()
                     } catch {
                         _ = try? await connection.query("ROLLBACK", logger: logger)
                         throw MigrationError("migration \(migration.name) failed: \(String(reflecting: error))")

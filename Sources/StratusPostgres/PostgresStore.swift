@@ -121,7 +121,7 @@ public final class PostgresStore: Service, Sendable {
             throw error
         }
         do {
-            try await connection.commit(logger: logger)
+            try await connection.commit()
         } catch {
             _ = try? await connection.query("ROLLBACK", logger: logger)
             throw error

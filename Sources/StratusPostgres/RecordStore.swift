@@ -301,6 +301,11 @@ struct ZoneWriter {
     mutating func prefetch(_ recordNames: [String], in transaction: Transaction) async throws {
         let names = recordNames.filter { known[$0] == nil }
         guard names.count > 1 else { return }
+        try await lock(names, in: transaction)
+    }
+
+    /// Reads and locks records not yet known, remembering absent ones as nil.
+    private mutating func lock(_ names: [String], in transaction: Transaction) async throws {
         let database = context.database
         let rows = try await transaction.connection.query("""
             SELECT \(unescaped: RecordRow.columns) FROM records
@@ -313,17 +318,8 @@ struct ZoneWriter {
     }
 
     private mutating func load(_ recordName: String, in transaction: Transaction) async throws -> Record? {
-        if let entry = known[recordName] { return entry }
-        let database = context.database
-        let rows = try await transaction.connection.query("""
-            SELECT \(unescaped: RecordRow.columns) FROM records
-            WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-              AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = \(recordName)
-            FOR UPDATE
-            """, logger: transaction.logger)
-        let record = try await RecordRow.decode(rows).first
-        known[recordName] = .some(record)
-        return record
+        if known[recordName] == nil { try await lock([recordName], in: transaction) }
+        return known[recordName] ?? nil
     }
 
     private func exists(_ recordName: String, in transaction: Transaction) async throws -> Bool {

@@ -11,7 +11,7 @@ extension PostgresConnection {
 
     /// Commits the open transaction; throws `TransactionRolledBack` when PostgreSQL answered COMMIT
     /// with ROLLBACK (the transaction had failed without the failure reaching its caller).
-    func commit(logger: Logger) async throws {
+    func commit() async throws {
         let result = try await self.query("COMMIT").get()
         guard result.metadata.command == "COMMIT" else { throw TransactionRolledBack() }
     }

@@ -256,30 +256,7 @@ final class PipelineGapTests: XCTestCase {
 
     // MARK: - Default zone compare-and-set over HTTP
 
-    struct APIFixture: Sendable {
-        let store: PostgresStore
-        let configuration: APIConfiguration
-        let apiToken: String
-        let container = "iCloud.com.example.notes"
-
-        func path(_ operation: String, user: String = "_alice") -> String {
-            let token = WebAuthToken(userRecordName: user, container: container, expiresAt: Int64(Date().timeIntervalSince1970) + 3600)
-            return "/database/1/\(container)/development/private/\(operation)?ckAPIToken=\(apiToken)&ckWebAuthToken=\(token.signed(with: configuration.secretKey))"
-        }
-    }
-
     typealias Body = [String: Any]
-
-    func withAPI(_ body: @Sendable (APIFixture, any TestClientProtocol) async throws -> Void) async throws {
-        try await TestSupport.withMigratedStore { store, _ in
-            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            let fixture = APIFixture(store: store, configuration: APIConfiguration(secretKey: SecretKey.generate()), apiToken: token)
-            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: fixture.configuration)
-            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
-                try await body(fixture, client)
-            }
-        }
-    }
 
     static func post(_ client: any TestClientProtocol, _ uri: String, _ json: Any) async throws -> (Int, Body) {
         let data = try JSONSerialization.data(withJSONObject: json)
@@ -308,7 +285,7 @@ final class PipelineGapTests: XCTestCase {
     /// event is based on a distinct earlier tag (no lost update), nobody sees a 5xx, and neither the
     /// zones table nor the events carry a counter for the default zone.
     func testDefaultZoneWritesAreCompareAndSetPerRecordWithoutAZoneCounter() async throws {
-        try await withAPI { fixture, client in
+        try await RecordAPITests.withAPI { fixture, client in
             let names = ["c0", "c1"]
             let (status, created) = try await Self.post(client, fixture.path("records/modify"), [
                 "operations": names.map { ["operationType": "create", "record": ["recordName": $0, "recordType": "Counter", "fields": ["count": ["value": 0]]]] },

@@ -27,10 +27,17 @@ final class RecordAPITests: XCTestCase {
     typealias Body = [String: Any]
 
     func withFixture(_ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
+        try await Self.withAPI(body)
+    }
+
+    /// The API over a fresh migrated database with one container; `maxResults` caps result pages.
+    static func withAPI(maxResults: Int? = nil, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            let fixture = Fixture(store: store, configuration: APIConfiguration(secretKey: SecretKey.generate()), apiToken: token)
-            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: fixture.configuration)
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            if let maxResults { configuration.limits.maxResults = maxResults }
+            let fixture = Fixture(store: store, configuration: configuration, apiToken: token)
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
             try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
                 try await body(fixture, client)
             }

@@ -11,19 +11,8 @@ import XCTest
 final class RecordSystemFieldTests: XCTestCase {
     typealias Body = RecordAPITests.Body
 
-    static func withFixture(maxResults: Int? = nil, _ body: @Sendable (RecordAPITests.Fixture, any TestClientProtocol) async throws -> Void) async throws {
-        try await TestSupport.withMigratedStore { store, _ in
-            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            var configuration = APIConfiguration(secretKey: SecretKey.generate())
-            if let maxResults { configuration.limits.maxResults = maxResults }
-            let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
-            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
-            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client) }
-        }
-    }
-
     func testParentShareAndShortGUIDAreStoredKeptAndCleared() async throws {
-        try await Self.withFixture { fixture, client in
+        try await RecordAPITests.withAPI { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Notes")
             var record = RecordAPITests.note("child", ["title": ["value": "a"]])
             record["parent"] = ["recordName": "folder"]
@@ -64,7 +53,7 @@ final class RecordSystemFieldTests: XCTestCase {
     }
 
     func testDevelopmentAndProductionNeverMix() async throws {
-        try await Self.withFixture { fixture, client in
+        try await RecordAPITests.withAPI { fixture, client in
             let development = fixture.path("records/modify")
             let production = development.replacingOccurrences(of: "/development/", with: "/production/")
             let create: Body = ["operations": [["operationType": "create", "record": RecordAPITests.note("same", ["v": ["value": "dev"]])]]]
@@ -91,7 +80,7 @@ final class RecordSystemFieldTests: XCTestCase {
     }
 
     func testSyncPagesAreCappedByTheConfiguredMaximum() async throws {
-        try await Self.withFixture(maxResults: 3) { fixture, client in
+        try await RecordAPITests.withAPI(maxResults: 3) { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Z")
             let operations: [Body] = (0..<8).map { ["operationType": "create", "record": RecordAPITests.note("r\($0)", ["v": ["value": "\($0)"]])] }
             _ = try await RecordAPITests.modify(client, fixture, zone: "Z", operations)
@@ -116,7 +105,7 @@ final class RecordSystemFieldTests: XCTestCase {
     }
 
     func testReadEndpointsAnswerBadInputWithCloudKitErrorsNeverServerErrors() async throws {
-        try await Self.withFixture { fixture, client in
+        try await RecordAPITests.withAPI { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Z")
             let bodies: [String] = [
                 "{", "[]", "\"text\"", "42", "{\"zoneID\": 5}", "{\"zoneID\": {\"zoneName\": \"\"}}", "{\"zoneID\": {\"zoneName\": \"no/slash\"}}",
