@@ -9,6 +9,9 @@ public struct APILimits: Sendable {
     public var maxRequestBytes: Int = 10 * 1024 * 1024
     /// Bytes of one record's fields.
     public var maxRecordBytes: Int = 1_000_000
+    /// Bytes of the event message one record write becomes: below the broker's message limit
+    /// (librdkafka's `message.max.bytes`, 1,000,000 by default), so an accepted write is always delivered.
+    public var maxEventBytes: Int = 950_000
     /// Changes (records or zones) per sync response; a client's `resultsLimit` is capped by it.
     public var maxResults: Int = 200
 

@@ -68,6 +68,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName)
         var storeLimits = RecordStore.Limits()
         storeLimits.maxRecordBytes = limits.maxRecordBytes
+        storeLimits.maxEventBytes = limits.maxEventBytes
         let outcomes = try await records.modify(
             commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false

@@ -94,6 +94,47 @@ public struct EventEnvelope: Sendable, Hashable, Codable {
         self.createdAt = createdAt
     }
 
+    enum CodingKeys: String, CodingKey {
+        case format, id, zoneKey, zoneSequence, type, schemaVersion, payload, causation, createdAt
+    }
+
+    /// Reads both envelope formats: the current one, whose payload is a JSON object, and the first,
+    /// whose payload was the base64 text of the JSON bytes (a topic written by an older relay still replays).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(Int64.self, forKey: .id)
+        zoneKey = try container.decode(ZoneKey.self, forKey: .zoneKey)
+        zoneSequence = try container.decodeIfPresent(Int64.self, forKey: .zoneSequence)
+        type = try container.decode(EventType.self, forKey: .type)
+        schemaVersion = try container.decode(Int.self, forKey: .schemaVersion)
+        causation = try container.decode(Causation.self, forKey: .causation)
+        createdAt = try container.decode(Int64.self, forKey: .createdAt)
+        switch try container.decode(JSONValue.self, forKey: .payload) {
+        case .string(let base64):
+            guard let data = Data(base64Encoded: base64) else {
+                throw DecodingError.dataCorruptedError(forKey: .payload, in: container, debugDescription: "payload is neither JSON nor base64")
+            }
+            payload = data
+        case let object:
+            payload = EventCoding.encode(object)
+        }
+    }
+
+    /// Writes the current format: the payload as JSON inside the envelope.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(EventCoding.envelopeFormat, forKey: .format)
+        try container.encode(id, forKey: .id)
+        try container.encode(zoneKey, forKey: .zoneKey)
+        try container.encodeIfPresent(zoneSequence, forKey: .zoneSequence)
+        try container.encode(type, forKey: .type)
+        try container.encode(schemaVersion, forKey: .schemaVersion)
+        try container.encode(causation, forKey: .causation)
+        try container.encode(createdAt, forKey: .createdAt)
+        let object = (try? JSONDecoder().decode(JSONValue.self, from: payload)) ?? .object([:])
+        try container.encode(object, forKey: .payload)
+    }
+
     /// Decodes the payload as the given type; fails if the event is of another type.
     public func decode<Payload: EventPayload>(_: Payload.Type) throws -> Payload {
         guard type == Payload.eventType else {
@@ -136,6 +177,31 @@ public enum EventCoding {
 
     /// The decoder for payloads and envelopes.
     public static var decoder: JSONDecoder { JSONDecoder() }
+
+    /// The envelope format the relay writes (`format` in every message): 2 carries the payload as
+    /// JSON; messages without `format` are the first format, with a base64 payload.
+    public static let envelopeFormat = 2
+
+    /// An envelope as the relay publishes it: the same bytes as `encode(envelope)`, but the payload
+    /// (already JSON, e.g. as PostgreSQL returned it) is spliced in rather than parsed and re-encoded.
+    public static func encodeEnvelope(_ envelope: EventEnvelope) -> Data {
+        var header = envelope
+        header.payload = Data("{}".utf8)
+        var bytes = encode(header)
+        // The sorted keys put `payload` between `id` and `schemaVersion`; `{}` stands for it.
+        guard let marker = bytes.range(of: Data(#""payload":{}"#.utf8)) else { return encode(envelope) }
+        bytes.replaceSubrange(marker, with: Data(#""payload":"#.utf8) + envelope.payload)
+        return bytes
+    }
+
+    /// The size of the message an event becomes once the event log has given it an id and a time
+    /// (both counted at their widest): what the write path checks against the broker's message limit.
+    public static func envelopeSize(of event: NewEvent) -> Int {
+        let envelope = EventEnvelope(
+            id: Int64.max, zoneKey: event.zoneKey, zoneSequence: event.zoneSequence, type: event.type,
+            schemaVersion: event.schemaVersion, payload: Data("{}".utf8), causation: event.causation, createdAt: Int64.max)
+        return encode(envelope).count - 2 + event.payload.count + event.zoneKey.rawValue.utf8.count
+    }
 
     /// Encodes a value that cannot fail to encode (plain Codable structs).
     public static func encode<T: Encodable>(_ value: T) -> Data {

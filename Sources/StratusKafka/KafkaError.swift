@@ -24,6 +24,13 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         self.init(code: error.rawValue, message: "\(context): \(text)", isFatal: isFatal, isRetriable: !isFatal)
     }
 
+    /// The message itself is refused (too large, malformed): sending it again can never succeed,
+    /// whatever the broker's state.
+    public var isMessageRejected: Bool {
+        [RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_MSG,
+         RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE, RD_KAFKA_RESP_ERR_INVALID_RECORD].contains { $0.rawValue == code }
+    }
+
     /// A topic the broker already has.
     public static let topicAlreadyExists: Int32 = RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS.rawValue
 

@@ -32,12 +32,34 @@ public enum CheckpointStore {
 
 /// Events a worker could not read or apply for good, kept for an operator instead of blocking the stream.
 public enum DeadLetterStore {
+    /// Records an event that a worker set aside, in the transaction that moves the worker past it:
+    /// with the message it came in (as it came) when it came from the broker, else as the event log holds it.
+    public static func record(
+        worker: String, event: EventEnvelope, message: DeadLetterMessage? = nil, reason: String, in transaction: Transaction
+    ) async throws {
+        let value = message.map { Data($0.value) } ?? EventCoding.encodeEnvelope(event)
+        try await transaction.connection.execute("""
+            INSERT INTO worker_dead_letters (worker, topic, partition, "offset", event_id, zone_key, value, reason)
+            VALUES (\(worker), \(message?.topic), \(message.map { Int($0.partition) }), \(message?.offset), \(event.id),
+                    \(event.zoneKey.rawValue), \(value), \(String(reason.prefix(2000))))
+            """, logger: transaction.logger)
+    }
+
+    /// A worker's dead letters: how many, for tests and operators.
+    public static func count(worker: String, store: PostgresStore, logger: Logger) async throws -> Int {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT count(*)::bigint FROM worker_dead_letters WHERE worker = \(worker)", logger: logger)
+            for try await count in rows.decode(Int64.self) { return Int(count) }
+            return 0
+        }
+    }
+
     /// Records a poison message.
     public static func record(worker: String, topic: String, partition: Int32, offset: Int64, value: [UInt8], reason: String, store: PostgresStore, logger: Logger) async throws {
         _ = try await store.withConnection { connection in
             try await connection.query("""
                 INSERT INTO worker_dead_letters (worker, topic, partition, "offset", value, reason)
-                VALUES (\(worker), \(topic), \(Int(partition)), \(offset), \(Data(value)), \(reason))
+                VALUES (\(worker), \(topic), \(Int(partition)), \(offset), \(Data(value)), \(String(reason.prefix(2000))))
                 """, logger: logger)
         }
     }
@@ -61,5 +83,21 @@ extension CheckpointStore {
             for try await (key, sequence) in rows.decode((String, Int64).self) { behind.append((ZoneKey(rawValue: key), sequence)) }
             return behind
         }
+    }
+}
+
+/// Where a dead letter came from on the broker, and its bytes as they came.
+public struct DeadLetterMessage: Sendable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    public var value: [UInt8]
+
+    /// Creates the description of a message.
+    public init(topic: String, partition: Int32, offset: Int64, value: [UInt8]) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.value = value
     }
 }

@@ -60,6 +60,18 @@ public struct EventLog: Sendable {
         }
     }
 
+    /// Gives events the broker refused for good their terminal state: published, with the reason.
+    public func markRejected(_ rejected: [(id: Int64, reason: String)], logger: Logger) async throws {
+        guard !rejected.isEmpty else { return }
+        _ = try await store.withConnection { connection in
+            try await connection.query("""
+                UPDATE events SET published_at = now(), publish_error = r.reason
+                FROM unnest(\(rejected.map(\.id))::int8[], \(rejected.map(\.reason))::text[]) AS r(id, reason)
+                WHERE events.id = r.id
+                """, logger: logger)
+        }
+    }
+
     /// Marks every event with id ≥ `fromID` unpublished so the relay sends it again. Returns how many.
     @discardableResult
     public func republish(from fromID: Int64, logger: Logger) async throws -> Int {

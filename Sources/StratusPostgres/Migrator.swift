@@ -77,6 +77,10 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(logger: Logger) async throws -> [String] {
         try await store.withConnection { connection in
+            // A migration may build indexes for longer than the pool's statement limit, and may wait
+            // for another process's migration: this session lifts both limits (and restores them).
+            try await connection.execute("SET statement_timeout = 0", logger: logger)
+            try await connection.execute("SET lock_timeout = 0", logger: logger)
             try await connection.execute("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 try await Self.ensureTable(connection, logger: logger)
@@ -101,12 +105,20 @@ public struct Migrator: Sendable {
                     done.append(migration.name)
                 }
                 try await connection.execute("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                try await Self.restoreLimits(connection, logger: logger)
                 return done
             } catch {
                 try? await connection.execute("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                try? await Self.restoreLimits(connection, logger: logger)
                 throw error
             }
         }
+    }
+
+    /// Gives the connection back the pool's limits (RESET returns to the session's startup values).
+    private static func restoreLimits(_ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.execute("RESET statement_timeout", logger: logger)
+        try await connection.execute("RESET lock_timeout", logger: logger)
     }
 
     /// Throws unless every known migration is applied with an unchanged checksum: services refuse to start otherwise.

@@ -15,12 +15,40 @@ public final class PostgresStore: Service, Sendable {
     public let maxAttempts: Int
     /// The retryAfter (seconds) a client is told when attempts run out.
     public let retryAfterSeconds: Int
+    /// This process's queue per lock key: writers of one zone wait here, not on a pooled connection.
+    let locks = KeyedLock()
+
+    /// Server-side limits every connection of the pool runs under, so no statement, lock wait or
+    /// forgotten transaction holds a connection (and what it locked) for ever.
+    public struct Timeouts: Sendable {
+        /// `statement_timeout`: the longest one statement may run.
+        public var statement: Duration = .seconds(30)
+        /// `lock_timeout`: the longest a statement waits for a lock (advisory locks included).
+        public var lock: Duration = .seconds(10)
+        /// `idle_in_transaction_session_timeout`: the longest a transaction may sit idle.
+        public var idleInTransaction: Duration = .seconds(60)
+
+        /// The defaults.
+        public init() {}
+
+        var startupParameters: [(String, String)] {
+            [("statement_timeout", Self.milliseconds(statement)), ("lock_timeout", Self.milliseconds(lock)),
+             ("idle_in_transaction_session_timeout", Self.milliseconds(idleInTransaction))]
+        }
+
+        private static func milliseconds(_ duration: Duration) -> String {
+            String(max(0, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000))
+        }
+    }
 
     /// Creates the store from a `postgres://user:password@host:port/database` URL.
-    public init(url: String, maxConnections: Int = 20, maxAttempts: Int = 8, retryAfterSeconds: Int = 1, logger: Logger) throws {
+    public init(
+        url: String, maxConnections: Int = 20, maxAttempts: Int = 8, retryAfterSeconds: Int = 1, timeouts: Timeouts = Timeouts(), logger: Logger
+    ) throws {
         var configuration = try PostgresURL.parse(url)
         configuration.options.maximumConnections = maxConnections
         configuration.options.minimumConnections = 0
+        configuration.options.additionalStartupParameters += timeouts.startupParameters
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.maxAttempts = max(1, maxAttempts)
         self.retryAfterSeconds = retryAfterSeconds
@@ -33,7 +61,11 @@ public final class PostgresStore: Service, Sendable {
 
     /// Runs `body` on one connection outside of any explicit transaction.
     public func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection(body)
+        do {
+            return try await client.withConnection(body)
+        } catch {
+            throw PostgresErrors.limit(error, retryAfter: retryAfterSeconds) ?? error
+        }
     }
 
     /// Runs `body` in `BEGIN ISOLATION LEVEL SERIALIZABLE` … `COMMIT`, retrying the whole closure when
@@ -63,6 +95,18 @@ public final class PostgresStore: Service, Sendable {
         try await transaction(isolation: "SERIALIZABLE", logger: logger, locks: locks, body)
     }
 
+    /// Runs `body` in a REPEATABLE READ transaction after taking `locks`, with the same retries as
+    /// `serializable`: for writers whose every possible conflict is with a holder of one of the same
+    /// locks (all writers of a zone take the zone's lock). The locks put such writers in a serial
+    /// order, each snapshot is taken once its locks are held, and a row changed under an older
+    /// snapshot still fails the transaction (PostgreSQL's first-updater-wins), so the outcome is
+    /// serializable. Unlike SERIALIZABLE it takes no predicate locks: those lie on whole index pages
+    /// shared with other zones' rows and would make independent writers abort each other.
+    public func locked<T: Sendable>(logger: Logger, locks: [String], _ body: @Sendable (Transaction) async throws -> T) async throws -> T {
+        // Without a lock nothing orders the writers: then only SERIALIZABLE is safe.
+        try await transaction(isolation: locks.isEmpty ? "SERIALIZABLE" : "REPEATABLE READ", logger: logger, locks: locks, body)
+    }
+
     /// Runs `body` in a READ COMMITTED transaction with the same retries (deadlocks, a rollback at
     /// commit) as `serializable`. Only for writes that are correct under concurrency statement by
     /// statement — the query index rebuild, whose upserts keep the newer version row by row — where
@@ -79,21 +123,13 @@ public final class PostgresStore: Service, Sendable {
         while true {
             attempt += 1
             do {
-                return try await client.withConnection { connection in
-                    for lock in locks {
-                        try await connection.execute("SELECT pg_advisory_lock(hashtextextended(\(lock), 0))", logger: logger)
-                    }
-                    do {
-                        let value = try await Self.inTransaction(connection, isolation: isolation, logger: logger, body)
-                        for lock in locks.reversed() {
-                            try await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+                // Queue in this process first, holding nothing; then take a connection and the
+                // advisory locks that order writers across processes.
+                return try await self.locks.withLocks(locks) {
+                    try await client.withConnection { connection in
+                        try await Self.locked(locks, on: connection, logger: logger) {
+                            try await Self.inTransaction(connection, isolation: isolation, logger: logger, body)
                         }
-                        return value
-                    } catch {
-                        for lock in locks.reversed() {
-                            try? await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
-                        }
-                        throw error
                     }
                 }
             } catch let error where PostgresErrors.isSerializationFailure(error) || error is TransactionRolledBack {
@@ -104,7 +140,32 @@ public final class PostgresStore: Service, Sendable {
                 }
                 let cap = min(200.0, 2.0 * pow(2.0, Double(attempt)))
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...Int(cap))))
+            } catch {
+                throw PostgresErrors.limit(error, retryAfter: retryAfterSeconds) ?? error
             }
+        }
+    }
+
+    /// Runs `body` holding session advisory locks on `keys` (in the given order), released after it.
+    private static func locked<T>(
+        _ keys: [String], on connection: PostgresConnection, logger: Logger, _ body: () async throws -> T
+    ) async throws -> T {
+        var held: [String] = []
+        do {
+            for key in keys {
+                try await connection.execute("SELECT pg_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
+                held.append(key)
+            }
+            let value = try await body()
+            for key in held.reversed() {
+                try await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+            }
+            return value
+        } catch {
+            for key in held.reversed() {
+                try? await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+            }
+            throw error
         }
     }
 
@@ -145,6 +206,17 @@ enum PostgresErrors {
         default: false
         }
     }
+
+    /// The client's view of a server-side limit that stopped a statement: a statement that ran past
+    /// `statement_timeout`, or a lock (a zone's, held by another process) not granted within
+    /// `lock_timeout`. Both are passing conditions: the client may try again.
+    static func limit(_ error: any Error, retryAfter: Int) -> StratusError? {
+        switch sqlState(error) {
+        case "57014": StratusError(.tryAgainLater, "The request ran past the server's time limit; retry it later or ask for less", retryAfter: retryAfter)
+        case "55P03": StratusError(.tryAgainLater, "The zone is busy; retry the request", retryAfter: retryAfter)
+        default: nil
+        }
+    }
 }
 
 enum StoreMetrics {
@@ -156,6 +228,43 @@ enum StoreMetrics {
 public struct Transaction: Sendable {
     let connection: PostgresConnection
     let logger: Logger
+
+    /// Runs `body` under a savepoint. When it fails for good (`PostgresStore.isPermanent`), only its
+    /// own writes are undone and the error is returned: the transaction goes on without them. Any
+    /// other failure (a serialization failure, a lost connection) is thrown, failing the transaction.
+    public func isolating(_ body: () async throws -> Void) async throws -> (any Error)? {
+        try await connection.execute("SAVEPOINT isolated", logger: logger)
+        do {
+            try await body()
+            try await connection.execute("RELEASE SAVEPOINT isolated", logger: logger)
+            return nil
+        } catch where PostgresStore.isPermanent(error) {
+            try await connection.execute("ROLLBACK TO SAVEPOINT isolated", logger: logger)
+            try await connection.execute("RELEASE SAVEPOINT isolated", logger: logger)
+            return error
+        }
+    }
+}
+
+extension PostgresStore {
+    /// Whether an error will recur however often the same work is tried: an event that does not
+    /// decode, or a statement PostgreSQL refuses for its data (SQLSTATE classes 22 data exception,
+    /// 23 integrity, 42 syntax or access, 54 program limit, such as a text search document over its
+    /// size limit). Serialization failures, timeouts and lost connections pass.
+    public static func isPermanent(_ error: any Error) -> Bool {
+        if error is EventDecodingError { return true }
+        guard let state = PostgresErrors.sqlState(error) else { return false }
+        return ["22", "23", "42", "54"].contains(String(state.prefix(2)))
+    }
+
+    /// A short description of an error for logs and dead letters: its SQLSTATE and message for a
+    /// database error (never the statement or its values).
+    public static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] {
+            return "SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")"
+        }
+        return "\(error)"
+    }
 }
 
 extension PostgresStore {
@@ -171,7 +280,7 @@ extension PostgresStore {
     /// Runs `body` in one read-only REPEATABLE READ transaction: every query sees the same snapshot,
     /// so a sync page and the token it returns describe one moment.
     public func snapshot<T: Sendable>(logger: Logger, _ body: @Sendable (Transaction) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
+        try await withConnection { connection in
             try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
             do {
                 let value = try await body(Transaction(connection: connection, logger: logger))

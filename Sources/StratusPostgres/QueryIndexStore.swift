@@ -21,12 +21,13 @@ public enum QueryIndexStore {
             default: nil
             }
         }.joined(separator: " ")
+        let document = searchDocument(text)
         try await transaction.connection.query("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
                 version, deleted, created_at, modified_at, record, search)
             SELECT g.generation, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(saved.zoneID.zoneName),
                 \(record.recordName), \(record.recordType), \(event.id), false, \(record.created.timestamp), \(record.modified.timestamp),
-                \(recordJSON)::jsonb, to_tsvector(g.language, \(text))
+                \(recordJSON)::jsonb, to_tsvector(g.language, \(document))
             FROM query_index.generations AS g
             WHERE g.generation = ANY(coalesce(\(generations)::int[], \(unescaped: servedGenerations)))
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
@@ -34,6 +35,19 @@ public enum QueryIndexStore {
                 modified_at = EXCLUDED.modified_at, record = EXCLUDED.record, search = EXCLUDED.search
             WHERE r.version < EXCLUDED.version
             """, logger: transaction.logger)
+    }
+
+    /// The most text of one record that full-text search indexes, in UTF-8 bytes. PostgreSQL refuses a
+    /// text search document over 1 MB; this many bytes of the shortest distinct words stay well
+    /// below it, so no record can make the indexer fail.
+    public static let maxSearchBytes = 128 * 1024
+
+    /// A record's searchable text cut to `maxSearchBytes` at a character boundary.
+    static func searchDocument(_ text: String) -> String {
+        guard text.utf8.count > maxSearchBytes else { return text }
+        var end = text.utf8.index(text.utf8.startIndex, offsetBy: maxSearchBytes)
+        while end > text.startIndex, String.Index(end, within: text) == nil { end = text.utf8.index(before: end) }
+        return String(text[..<end])
     }
 
     /// Applies `record.deleted`: the row becomes a deletion marker (so an older event arriving late cannot bring it back).
@@ -127,16 +141,49 @@ public struct QueryIndexGenerations: Sendable {
     /// transaction per page, so a rebuild pays one commit per page rather than per event. READ
     /// COMMITTED is enough (every row write keeps the newer version), and it lets the page commit
     /// while the live indexer writes the same generation.
+    /// An event that fails for good is left out of the generation and recorded as the indexer's
+    /// dead letter, so one poison event never aborts a rebuild.
     public func apply(_ events: [EventEnvelope], to generation: Int, logger: Logger) async throws {
-        try await store.readCommitted(logger: logger) { transaction in
-            for event in events {
-                switch event.type {
-                case RecordSaved.eventType: try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, generations: [generation], in: transaction)
-                case RecordDeleted.eventType: try await QueryIndexStore.apply(event.decode(RecordDeleted.self), event: event, generations: [generation], in: transaction)
-                case .zoneDeleted: try await QueryIndexStore.apply(event.decode(ZoneDeleted.self), event: event, generations: [generation], in: transaction)
-                default: break
+        do {
+            try await store.readCommitted(logger: logger) { transaction in
+                for event in events { try await Self.apply(event, to: generation, in: transaction) }
+            }
+        } catch where PostgresStore.isPermanent(error) {
+            try await store.readCommitted(logger: logger) { transaction in
+                for event in events {
+                    guard let error = try await transaction.isolating({ try await Self.apply(event, to: generation, in: transaction) }) else { continue }
+                    let reason = "reindex into generation \(generation): \(PostgresStore.describe(error))"
+                    try await DeadLetterStore.record(worker: Self.worker, event: event, reason: reason, in: transaction)
+                    logger.error("event left out of the new index generation", metadata: ["event": "\(event.id)", "reason": "\(reason)"])
                 }
             }
+        }
+    }
+
+    /// The worker whose dead letters a rebuild's poison events join.
+    static let worker = "stratus-indexer"
+
+    private static func apply(_ event: EventEnvelope, to generation: Int, in transaction: Transaction) async throws {
+        switch event.type {
+        case RecordSaved.eventType: try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, generations: [generation], in: transaction)
+        case RecordDeleted.eventType: try await QueryIndexStore.apply(event.decode(RecordDeleted.self), event: event, generations: [generation], in: transaction)
+        case .zoneDeleted: try await QueryIndexStore.apply(event.decode(ZoneDeleted.self), event: event, generations: [generation], in: transaction)
+        default: break
+        }
+    }
+
+    /// Drops a generation that was being built (a rebuild that failed or was stopped): its rows go,
+    /// and the indexer stops writing to it. The live generation is never dropped.
+    public func abandon(_ generation: Int, logger: Logger) async throws {
+        try await store.serializable(logger: logger, lock: "query_index.generations") { transaction in
+            try await transaction.connection.execute(
+                "DELETE FROM query_index.generations WHERE generation = \(generation) AND state = 'building'", logger: transaction.logger)
+        }
+        try await store.withConnection { connection in
+            try await connection.execute("""
+                DELETE FROM query_index.records WHERE generation = \(generation)
+                  AND NOT EXISTS (SELECT 1 FROM query_index.generations WHERE generation = \(generation))
+                """, logger: logger)
         }
     }
 
@@ -148,10 +195,12 @@ public struct QueryIndexGenerations: Sendable {
             try await transaction.connection.query(
                 "UPDATE query_index.generations SET state = 'live' WHERE generation = \(generation)", logger: transaction.logger)
         }
-        _ = try await store.withConnection { connection in
-            try await connection.query("""
+        // The live indexer may still be writing the retired generation's rows in a transaction that
+        // began before the swap: the clean-up can deadlock with it, and is then tried again.
+        try await store.readCommitted(logger: logger) { transaction in
+            try await transaction.connection.execute("""
                 DELETE FROM query_index.records WHERE generation IN (SELECT generation FROM query_index.generations WHERE state = 'retired')
-                """, logger: logger)
+                """, logger: transaction.logger)
         }
     }
 }

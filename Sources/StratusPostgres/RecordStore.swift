@@ -41,6 +41,9 @@ public struct RecordStore: Sendable {
     public struct Limits: Sendable {
         /// Bytes of one record's fields, encoded.
         public var maxRecordBytes: Int = 1_000_000
+        /// Bytes of the event message a write becomes (envelope, payload and key): below the broker's
+        /// message limit, so that every accepted write can be delivered.
+        public var maxEventBytes: Int = 950_000
         /// Creates the defaults.
         public init() {}
     }
@@ -55,7 +58,7 @@ public struct RecordStore: Sendable {
         let context = WriteContext(database: database, zone: zone, causation: causation, deviceID: deviceID, limits: limits)
         if atomic {
             do {
-                return try await store.serializable(logger: logger, lock: context.zoneKey.rawValue) { transaction in
+                return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue]) { transaction in
                     var writer = try await ZoneWriter.open(context, in: transaction)
                     try await writer.prefetch(commands.map(\.input.recordName), in: transaction)
                     var outcomes: [Result<Outcome, Failure>] = []
@@ -79,19 +82,35 @@ public struct RecordStore: Sendable {
         var outcomes: [Result<Outcome, Failure>] = []
         for command in commands {
             do {
-                // Custom zones serialise on the zone; default zones only on the record.
-                let lock = zone.isDefaultZone ? context.zoneKey.rawValue + "/" + command.input.recordName : context.zoneKey.rawValue
-                let outcome = try await store.serializable(logger: logger, lock: lock) { transaction in
+                let write: @Sendable (Transaction) async throws -> Outcome = { transaction in
                     var writer = try await ZoneWriter.open(context, in: transaction)
                     let outcome = try await writer.apply(command, in: transaction)
                     try await writer.close(in: transaction)
                     return outcome
                 }
+                let outcome: Outcome
+                if !zone.isDefaultZone {
+                    // Every writer of a custom zone holds the zone's lock.
+                    outcome = try await store.locked(logger: logger, locks: [context.zoneKey.rawValue], write)
+                } else if command.type.isDelete || command.input.fields.values.contains(where: { $0.references.contains { $0.action != .none } }) {
+                    // A default zone has no zone-wide lock. A delete's cascade, and a reference that
+                    // binds its target, depend on records other than the one written: only
+                    // SERIALIZABLE sees every such dependency (they are rare in a default zone).
+                    outcome = try await store.serializable(logger: logger, locks: context.recordLocks(command), write)
+                } else {
+                    // Any other write depends on its own record alone, which its lock orders.
+                    outcome = try await store.locked(logger: logger, locks: context.recordLocks(command), write)
+                }
                 outcomes.append(.success(outcome))
             } catch let failure as Failure {
                 outcomes.append(.failure(failure))
-            } catch let error as StratusError where error.code != .tryAgainLater && error.code != .zoneNotFound {
-                outcomes.append(.failure(Failure(error: error)))
+            } catch {
+                // Once one item is stored the request must report per item: an error for the whole
+                // request would tell the client that nothing was stored. Before that, a missing zone
+                // is the request's error, as CloudKit reports it.
+                let stored = outcomes.contains { if case .success = $0 { true } else { false } }
+                if let error = error as? StratusError, error.code == .zoneNotFound, !stored { throw error }
+                outcomes.append(.failure(Failure(error: Self.itemError(error, recordName: command.input.recordName, logger: logger))))
             }
         }
         return outcomes
@@ -120,6 +139,14 @@ public struct RecordStore: Sendable {
         }
     }
 
+    /// The error one item of a non-atomic request reports: a client error as it is, anything else
+    /// as INTERNAL_ERROR (the details go to the log, never to the client).
+    private static func itemError(_ error: any Error, recordName: String, logger: Logger) -> StratusError {
+        if let error = error as? StratusError { return error }
+        logger.error("record write failed", metadata: ["record": "\(recordName.prefix(255))", "error": "\(String(reflecting: error))"])
+        return StratusError(.internalError, "Record '\(recordName.prefix(255))' could not be written")
+    }
+
     struct AtomicAbort: Error {
         var index: Int
         var failure: Failure
@@ -135,6 +162,12 @@ struct WriteContext: Sendable {
     var limits: RecordStore.Limits
 
     var zoneKey: ZoneKey { ZoneKey(database: database, zoneName: zone.zoneName) }
+
+    /// The locks of one default-zone write: its record's and, for references with an action, their targets'.
+    func recordLocks(_ command: RecordStore.Command) -> [String] {
+        let targets = command.input.fields.values.flatMap(\.references).filter { $0.action != .none }.map(\.recordName)
+        return ([command.input.recordName] + targets).map { zoneKey.rawValue + "/" + $0 }
+    }
 }
 
 /// The writes of one transaction to one zone: loads and locks the zone's counter (custom zones),
@@ -192,6 +225,10 @@ struct ZoneWriter {
     mutating func apply(_ command: RecordStore.Command, in transaction: Transaction) async throws -> RecordStore.Outcome {
         let input = command.input
         let current = try await load(input.recordName, in: transaction)
+        if let current, !mayChange(current) {
+            throw RecordStore.Failure(error: StratusError(.accessDenied,
+                "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database only a record's creator may change or delete it"))
+        }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let stamp = RecordStamp(timestamp: now, userRecordName: context.causation.userRecordName ?? "_server", deviceID: context.deviceID)
         let outcome: RecordDecision.Outcome
@@ -210,20 +247,37 @@ struct ZoneWriter {
                         "Field '\(field)' of record '\(record.recordName.prefix(255))' refers to '\(reference.recordName.prefix(255))', which does not exist"))
                 }
             }
+            if isPublic {
+                // A reference with an action binds its target (VALIDATE blocks its deletion, DELETE_SELF
+                // ties the referrer's life to it): in the public database only to the writer's own records.
+                for (field, reference) in record.references where reference.action != .none && reference.recordName != record.recordName {
+                    if let target = try await load(reference.recordName, in: transaction), !mayChange(target) {
+                        throw RecordStore.Failure(error: StratusError(.accessDenied,
+                            "Field '\(field)' of record '\(record.recordName.prefix(255))' refers with \(reference.action.rawValue) to '\(reference.recordName.prefix(255))', which belongs to another user: in the public database such references may point only at your own records"))
+                    }
+                }
+            }
             let fields = EventCoding.encode(record.fields)
             guard fields.count <= context.limits.maxRecordBytes else {
                 throw RecordStore.Failure(error: StratusError(.limitExceeded,
                     "Record '\(record.recordName.prefix(255))' is \(fields.count) bytes; the limit is \(context.limits.maxRecordBytes)"))
             }
-            let version = nextSequence()
+            let version = sequence.map { $0 + 1 }
             record.version = version
             if before == nil { record.createdVersion = version }
+            let event = NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
+                database: context.database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, before: before), causation: context.causation)
+            let eventBytes = EventCoding.envelopeSize(of: event)
+            guard eventBytes <= context.limits.maxEventBytes else {
+                throw RecordStore.Failure(error: StratusError(.limitExceeded,
+                    "Record '\(record.recordName.prefix(255))' makes an event of \(eventBytes) bytes; the event limit is \(context.limits.maxEventBytes)"))
+            }
+            _ = nextSequence()
             pending.append(PendingSave(
                 record: record, fields: fields, created: before == nil,
                 hadReferences: before?.references.contains { $0.reference.action != .none } ?? false))
             known[record.recordName] = .some(record)
-            events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
-                database: context.database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, before: before), causation: context.causation))
+            events.append(event)
             return .saved(record)
         case .delete(let record):
             try await delete(record, in: transaction)
@@ -231,8 +285,19 @@ struct ZoneWriter {
         }
     }
 
+    /// Whether the database is the public one, where records belong to their creators.
+    private var isPublic: Bool { context.database.scope == .public }
+
+    /// Whether the writer may change or delete `record`: anywhere but the public database, and there
+    /// only a record it created (CloudKit's default `_creator` rule; security roles widen it later).
+    private func mayChange(_ record: Record) -> Bool {
+        !isPublic || record.created.userRecordName == (context.causation.userRecordName ?? "_server")
+    }
+
     /// Deletes a record and, transitively, every record that points at it with DELETE_SELF; refuses
-    /// when a record outside that set points at one inside with VALIDATE.
+    /// when a record outside that set points at one inside with VALIDATE. In the public database a
+    /// reference from another user's record neither cascades nor blocks (such references are refused
+    /// when saved; older ones are left dangling).
     private mutating func delete(_ root: Record, in transaction: Transaction) async throws {
         // The reference walk reads the tables: they must hold this transaction's saves first.
         try await flush(in: transaction)
@@ -243,13 +308,14 @@ struct ZoneWriter {
             let (record, _) = order[index]
             index += 1
             for name in try await referrers(of: record.recordName, action: .deleteSelf, in: transaction) where !names.contains(name) {
-                guard let referrer = try await load(name, in: transaction) else { continue }
+                guard let referrer = try await load(name, in: transaction), mayChange(referrer) else { continue }
                 names.insert(name)
                 order.append((referrer, record.recordName))
             }
         }
         for (record, _) in order {
             for name in try await referrers(of: record.recordName, action: .validate, in: transaction) where !names.contains(name) {
+                if isPublic, let referrer = try await load(name, in: transaction), !mayChange(referrer) { continue }
                 throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
                     "Record '\(record.recordName.prefix(255))' cannot be deleted: '\(name.prefix(255))' refers to it with VALIDATE"))
             }

@@ -218,7 +218,7 @@ public struct SyncStore: Sendable {
     /// runs this on a schedule.)
     @discardableResult
     public func collectTombstones(zone: ZoneID, in database: DatabaseID, olderThan: Date, logger: Logger) async throws -> Int {
-        try await store.serializable(logger: logger, lock: ZoneKey(database: database, zoneName: zone.zoneName).rawValue) { transaction in
+        try await store.locked(logger: logger, locks: [ZoneKey(database: database, zoneName: zone.zoneName).rawValue]) { transaction in
             let rows = try await transaction.connection.query("""
                 WITH collected AS (
                     DELETE FROM record_tombstones

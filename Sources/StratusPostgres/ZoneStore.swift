@@ -18,7 +18,7 @@ public struct ZoneStore: Sendable {
         case deleted(ZoneID)
     }
 
-    /// Applies zone commands in one serializable transaction, appending their events.
+    /// Applies zone commands in one transaction under their zones' locks, appending their events.
     /// Each command's outcome is returned in order; a command that fails fails the whole call.
     public func modify(
         _ commands: [ZoneCommand], in database: DatabaseID, causation: Causation, logger: Logger
@@ -29,7 +29,7 @@ public struct ZoneStore: Sendable {
             case .create(let zoneID), .delete(let zoneID): ZoneKey(database: database, zoneName: zoneID.zoneName).rawValue
             }
         }
-        return try await store.serializable(logger: logger, locks: locks) { transaction in
+        return try await store.locked(logger: logger, locks: locks) { transaction in
             let connection = transaction.connection
             var outcomes: [Swift.Result<Result, StratusError>] = []
             for command in commands {

@@ -148,24 +148,32 @@ public final class Relay: Service, Sendable {
     /// a zone's events are never acknowledged out of order. Returns the number of failures.
     private func publish(_ batch: [EventEnvelope], with producer: KafkaProducer, eventLog: EventLog) async throws -> Int {
         let messages = batch.map { event in
-            KafkaOutgoingMessage(topic: configuration.topic, key: Array(event.zoneKey.rawValue.utf8), value: Array(EventCoding.encode(event)))
+            KafkaOutgoingMessage(topic: configuration.topic, key: Array(event.zoneKey.rawValue.utf8), value: Array(EventCoding.encodeEnvelope(event)))
         }
         let results = try await producer.send(messages, timeout: configuration.sendTimeout)
         var failedZones = Set<ZoneKey>()
         var published: [Int64] = []
+        var rejected: [(id: Int64, reason: String)] = []
         var failures = 0
         for (event, result) in zip(batch, results) {
             if failedZones.contains(event.zoneKey) { failures += 1; continue }
             switch result {
             case .success: published.append(event.id)
+            case .failure(let error) where error.isMessageRejected:
+                // Sending it again can never succeed: it gets its terminal state and the zone moves on
+                // (workers read it from the event log when they fill the gap it leaves).
+                rejected.append((event.id, error.message))
+                logger.error("broker refused an event for good; marked rejected", metadata: ["event": "\(event.id)", "zone": "\(event.zoneKey)", "error": "\(error)"])
             case .failure(let error):
                 failures += 1
                 failedZones.insert(event.zoneKey)
                 logger.warning("broker refused an event; it will be sent again", metadata: ["event": "\(event.id)", "error": "\(error)"])
             }
         }
+        try await eventLog.markRejected(rejected, logger: logger)
         try await eventLog.markPublished(published, logger: logger)
         Relay.published.increment(by: published.count)
+        Relay.rejected.increment(by: rejected.count)
         if let last = batch.last { Relay.lastPublishedID.record(last.id) }
         return failures
     }
@@ -199,6 +207,7 @@ public final class Relay: Service, Sendable {
 
     static let published = Counter(label: "stratus_relay_published_total")
     static let refills = Counter(label: "stratus_relay_topic_refills_total")
+    static let rejected = Counter(label: "stratus_relay_rejected_events_total")
     static let backlog = Gauge(label: "stratus_relay_backlog_events")
     static let backlogAge = Gauge(label: "stratus_relay_backlog_oldest_seconds")
     static let lastPublishedID = Gauge(label: "stratus_relay_last_published_event_id")

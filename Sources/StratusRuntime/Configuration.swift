@@ -3,6 +3,7 @@ import Logging
 import StratusAPI
 import StratusCore
 import StratusKafka
+import StratusPostgres
 import StratusRelay
 import StratusWorkers
 
@@ -23,7 +24,7 @@ public struct StratusConfiguration: Sendable {
     public var embeddedRelay: Bool
     /// The worker settings (topic from `STRATUS_TOPIC`).
     public var worker: WorkerConfiguration
-    /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_MAX_OPERATIONS`, `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`.
+    /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_MAX_OPERATIONS`, `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`, `STRATUS_MAX_EVENT_BYTES`.
     public var api: APIConfiguration
     /// `STRATUS_METRICS_PORT`: where a worker serves `/health` and `/metrics` (0 = off).
     public var metricsPort: Int
@@ -34,6 +35,9 @@ public struct StratusConfiguration: Sendable {
     public var tombstoneRetention: Duration
     /// `STRATUS_DATA_DIR`: where locally generated development secrets live.
     public var dataDirectory: String
+    /// `STRATUS_STATEMENT_TIMEOUT_MS`, `STRATUS_LOCK_TIMEOUT_MS`, `STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS`:
+    /// the limits every database connection runs under.
+    public var databaseTimeouts = PostgresStore.Timeouts()
 
     /// Reads the configuration; a missing secret key is generated once under the data folder and
     /// marked as a development secret.
@@ -59,6 +63,7 @@ public struct StratusConfiguration: Sendable {
         api.limits.maxOperations = try int("STRATUS_MAX_OPERATIONS", api.limits.maxOperations)
         api.limits.maxRequestBytes = try int("STRATUS_MAX_REQUEST_BYTES", api.limits.maxRequestBytes)
         api.limits.maxRecordBytes = try int("STRATUS_MAX_RECORD_BYTES", api.limits.maxRecordBytes)
+        api.limits.maxEventBytes = try int("STRATUS_MAX_EVENT_BYTES", api.limits.maxEventBytes)
         api.limits.maxResults = try int("STRATUS_MAX_RESULTS", api.limits.maxResults)
         api.signInURL = environment["STRATUS_SIGN_IN_URL"].flatMap { $0.isEmpty ? nil : $0 }
         api.webAuthTokenLifetime = Int64(try int("STRATUS_WEB_AUTH_TOKEN_TTL", Int(api.webAuthTokenLifetime)))
@@ -68,13 +73,23 @@ public struct StratusConfiguration: Sendable {
         }
         let relayMode = environment["STRATUS_RELAY"] ?? "embedded"
         guard ["embedded", "off"].contains(relayMode) else { throw ConfigurationProblem("STRATUS_RELAY must be 'embedded' or 'off'") }
-        return StratusConfiguration(
+        var configuration = StratusConfiguration(
             databaseURL: environment["STRATUS_DATABASE_URL"] ?? "postgres://stratus@127.0.0.1:5432/stratus",
             databaseMaxConnections: try int("STRATUS_DATABASE_MAX_CONNECTIONS", 20),
             serializableAttempts: try int("STRATUS_SERIALIZABLE_ATTEMPTS", 8),
             kafka: kafka, relay: relay, embeddedRelay: relayMode == "embedded", worker: worker, api: api,
             metricsPort: try int("STRATUS_METRICS_PORT", 0), logLevel: level,
             tombstoneRetention: .seconds(86_400 * (try int("STRATUS_TOMBSTONE_RETENTION_DAYS", 30))), dataDirectory: dataDirectory)
+        func milliseconds(_ name: String, _ fallback: Duration) throws -> Duration {
+            let value = try int(name, Int(fallback / .milliseconds(1)))
+            guard value > 0 else { throw ConfigurationProblem("\(name) must be a positive number of milliseconds, got \(value)") }
+            return .milliseconds(value)
+        }
+        configuration.databaseTimeouts.statement = try milliseconds("STRATUS_STATEMENT_TIMEOUT_MS", configuration.databaseTimeouts.statement)
+        configuration.databaseTimeouts.lock = try milliseconds("STRATUS_LOCK_TIMEOUT_MS", configuration.databaseTimeouts.lock)
+        configuration.databaseTimeouts.idleInTransaction = try milliseconds(
+            "STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS", configuration.databaseTimeouts.idleInTransaction)
+        return configuration
     }
 
     /// `STRATUS_SECRET_KEY` (hex or base64, ≥ 32 bytes), else `STRATUS_SECRET_KEY_FILE`, else a development

@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import StratusCore
 import StratusPostgres
 
@@ -24,14 +25,16 @@ public struct Applier: Sendable {
         case duplicate
     }
 
-    /// Applies one event in its own transaction.
+    /// Applies one event in its own transaction. Each event applied (the missing ones it pulls in,
+    /// then itself) runs under a savepoint: one that fails for good is set aside as a dead letter and
+    /// the checkpoint moves past it, so a poison event never holds back its zone's later events.
     @discardableResult
-    public func apply(_ event: EventEnvelope, logger: Logger) async throws -> Outcome {
+    public func apply(_ event: EventEnvelope, from message: DeadLetterMessage? = nil, logger: Logger) async throws -> Outcome {
         let projection = projection
         let worker = projection.name
         return try await store.serializable(logger: logger) { transaction in
             guard let sequence = event.zoneSequence else {
-                try await projection.apply(event, in: transaction, logger: logger)
+                try await Self.isolated(event, message: message, projection: projection, in: transaction, logger: logger)
                 return .applied(filledGap: 0)
             }
             let last = try await CheckpointStore.lastSequence(worker: worker, zoneKey: event.zoneKey, in: transaction)
@@ -44,12 +47,42 @@ public struct Applier: Sendable {
                 }
             }
             for earlier in missing {
-                try await projection.apply(earlier, in: transaction, logger: logger)
+                try await Self.isolated(earlier, projection: projection, in: transaction, logger: logger)
             }
-            try await projection.apply(event, in: transaction, logger: logger)
+            try await Self.isolated(event, message: message, projection: projection, in: transaction, logger: logger)
             try await CheckpointStore.advance(worker: worker, event: event, sequence: sequence, in: transaction)
             return .applied(filledGap: missing.count)
         }
+    }
+
+    /// Sets an event aside for good (after transient failures ran out of attempts): a dead letter,
+    /// and the checkpoint past it, in one transaction.
+    public func setAside(_ event: EventEnvelope, from message: DeadLetterMessage? = nil, reason: String, logger: Logger) async throws {
+        let worker = projection.name
+        try await store.serializable(logger: logger) { transaction in
+            try await DeadLetterStore.record(worker: worker, event: event, message: message, reason: reason, in: transaction)
+            if let sequence = event.zoneSequence,
+               sequence > (try await CheckpointStore.lastSequence(worker: worker, zoneKey: event.zoneKey, in: transaction)) {
+                try await CheckpointStore.advance(worker: worker, event: event, sequence: sequence, in: transaction)
+            }
+        }
+        Self.deadLetters(worker).increment()
+        logger.error("event set aside as a dead letter", metadata: ["event": "\(event.id)", "zone": "\(event.zoneKey)", "reason": "\(reason)"])
+    }
+
+    /// Applies one event under a savepoint; a permanent failure becomes a dead letter in the same transaction.
+    static func isolated(
+        _ event: EventEnvelope, message: DeadLetterMessage? = nil, projection: any Projection, in transaction: Transaction, logger: Logger
+    ) async throws {
+        guard let error = try await transaction.isolating({ try await projection.apply(event, in: transaction, logger: logger) }) else { return }
+        let reason = PostgresStore.describe(error)
+        try await DeadLetterStore.record(worker: projection.name, event: event, message: message, reason: reason, in: transaction)
+        deadLetters(projection.name).increment()
+        logger.error("event set aside as a dead letter", metadata: ["event": "\(event.id)", "zone": "\(event.zoneKey)", "reason": "\(reason)"])
+    }
+
+    static func deadLetters(_ worker: String) -> Counter {
+        Counter(label: "stratus_worker_dead_letters_total", dimensions: [("worker", worker)])
     }
 
     /// Applies a batch of events in one transaction, with the same once-per-sequence rule as

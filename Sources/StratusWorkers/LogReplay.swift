@@ -16,6 +16,8 @@ enum LogReplay {
         var position: Int64 = 0
         var count = 0
         while true {
+            // A replay stopped from outside stops between pages.
+            try Task.checkCancellation()
             let page = try await eventLog.events(after: position, limit: pageSize, logger: logger)
             guard let last = page.last else { break }
             try await apply(page)

@@ -46,7 +46,13 @@ public struct Rebuild: Sendable {
         }
         try await applier.reset(logger: logger)
         let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
-            _ = try await applier.apply(batch: page, logger: logger)
+            do {
+                _ = try await applier.apply(batch: page, logger: logger)
+            } catch where PostgresStore.isPermanent(error) {
+                // One event of the page fails for good: event by event, each under a savepoint, so it
+                // alone becomes a dead letter and the replay goes on.
+                for event in page { try await applier.apply(event, logger: logger) }
+            }
         }
         if let kafka, !ends.isEmpty {
             let admin = KafkaAdmin(configuration: kafka, logger: logger)

@@ -20,10 +20,17 @@ public struct Reindex: Sendable {
     ) async throws -> (generation: Int, events: Int) {
         let generations = QueryIndexGenerations(store: store)
         let generation = try await generations.begin(language: language, logger: logger)
-        let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
-            try await generations.apply(page, to: generation, logger: logger)
+        do {
+            let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
+                try await generations.apply(page, to: generation, logger: logger)
+            }
+            try await generations.swap(to: generation, logger: logger)
+            return (generation, count)
+        } catch {
+            // A half-built generation must not linger: the live indexer would keep writing to it. The
+            // clean-up runs even when the rebuild was cancelled (it is not this task's to cancel).
+            try? await Task.detached { try await generations.abandon(generation, logger: logger) }.value
+            throw error
         }
-        try await generations.swap(to: generation, logger: logger)
-        return (generation, count)
     }
 }

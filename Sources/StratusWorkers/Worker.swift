@@ -16,8 +16,12 @@ public struct WorkerConfiguration: Sendable {
     public var pollTimeout: Duration = .milliseconds(500)
     /// The longest pause between retries of a failing apply.
     public var maxBackoff: Duration = .seconds(10)
-    /// Attempts before an event that keeps failing to apply is set aside as a dead letter.
-    public var maxApplyAttempts: Int = 10
+    /// Attempts before an event that keeps failing to apply is set aside as a dead letter (an event
+    /// that fails for good, e.g. for its data, is set aside at once).
+    public var maxApplyAttempts: Int = 8
+    /// The longest a batch may take when applied message by message; past it the worker commits what
+    /// it has done and rejoins. Well inside the consumer's `max.poll.interval.ms`.
+    public var maxBatchDuration: Duration = .seconds(60)
     /// How often an idle worker looks in the event log for zone events it never received.
     public var reconcileInterval: Duration = .seconds(30)
     /// How old a zone's last write must be before its missing events count as lost rather than in flight.
@@ -69,6 +73,8 @@ public final class Worker: Service, Sendable {
             while !Task.isCancelled {
                 do {
                     try await consume()
+                } catch let spent as BatchBudgetSpent {
+                    logger.warning("a batch ran past its time budget; rejoining from what was committed", metadata: ["handled": "\(spent.handled)"])
                 } catch where !Task.isCancelled {
                     logger.warning("worker consumer failed; reconnecting", metadata: ["error": "\(error)"])
                     try await Task.sleep(for: backoff)
@@ -110,7 +116,20 @@ public final class Worker: Service, Sendable {
                 }
             }
             if !batched {
-                for message in messages { try await handle(message) }
+                // One by one, within a time budget well inside the broker's poll interval: past it,
+                // what is done is committed and the consumer rejoins, so a slow batch is never
+                // redelivered whole, again and again.
+                let deadline = ContinuousClock.now + configuration.maxBatchDuration
+                var done: [String: KafkaTopicPartitionOffset] = [:]
+                for message in messages {
+                    if ContinuousClock.now > deadline {
+                        try await consumer.commit(Array(done.values))
+                        throw BatchBudgetSpent(handled: done.count)
+                    }
+                    try await handle(message)
+                    done["\(message.topic)/\(message.partition)"] = KafkaTopicPartitionOffset(
+                        topic: message.topic, partition: message.partition, offset: message.offset + 1)
+                }
             }
             if let newest = events.map(\.createdAt).max() {
                 lagSecondsGauge.record(max(0, Date().timeIntervalSince1970 - Double(newest) / 1000))
@@ -147,26 +166,27 @@ public final class Worker: Service, Sendable {
             try await deadLetter(message, reason: "undecodable event: \(error)")
             return
         }
+        let source = DeadLetterMessage(topic: message.topic, partition: message.partition, offset: message.offset, value: message.value)
         var attempt = 0
         var backoff = Duration.milliseconds(100)
         while true {
             attempt += 1
             do {
-                let outcome = try await applier.apply(event, logger: logger)
+                let outcome = try await applier.apply(event, from: source, logger: logger)
                 if case .applied(let filled) = outcome {
                     appliedCounter.increment(by: 1 + filled)
                     logger.debug("applied event", metadata: ["event": "\(event.id)", "type": "\(event.type)", "zone": "\(event.zoneKey)"])
                 }
                 return
-            } catch let error as EventDecodingError {
-                try await deadLetter(message, reason: error.reason)
+            } catch where PostgresStore.isPermanent(error) {
+                try await applier.setAside(event, from: source, reason: PostgresStore.describe(error), logger: logger)
                 return
             } catch where !Task.isCancelled && attempt < configuration.maxApplyAttempts {
-                logger.warning("apply failed; retrying", metadata: ["event": "\(event.id)", "attempt": "\(attempt)", "error": "\(error)"])
+                logger.warning("apply failed; retrying", metadata: ["event": "\(event.id)", "attempt": "\(attempt)", "error": "\(PostgresStore.describe(error))"])
                 try await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, configuration.maxBackoff)
             } catch where !Task.isCancelled {
-                try await deadLetter(message, reason: "apply failed \(attempt) times: \(error)")
+                try await applier.setAside(event, from: source, reason: "apply failed \(attempt) times: \(PostgresStore.describe(error))", logger: logger)
                 return
             }
         }
@@ -181,4 +201,10 @@ public final class Worker: Service, Sendable {
             worker: groupID, topic: message.topic, partition: message.partition, offset: message.offset,
             value: message.value, reason: reason, store: store, logger: logger)
     }
+}
+
+/// A batch applied message by message ran past `maxBatchDuration`: what was handled is committed and
+/// the consumer rejoins from there.
+struct BatchBudgetSpent: Error {
+    var handled: Int
 }

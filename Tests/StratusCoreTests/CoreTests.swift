@@ -37,6 +37,34 @@ final class ZoneDecisionTests: XCTestCase {
 }
 
 final class EventTests: XCTestCase {
+    /// The message format: the payload travels as JSON (format 2), and a message of the first format,
+    /// whose payload was base64 text, still reads the same.
+    func testEnvelopeCarriesItsPayloadAsJSONAndReadsTheFirstFormat() throws {
+        let database = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
+        let payload = ZoneCreated(database: database, zoneID: ZoneID(zoneName: "A", ownerRecordName: "_u"), incarnation: UUID())
+        let new = NewEvent(zoneKey: ZoneKey(database: database, zoneName: "A"), zoneSequence: 3, payload: payload, causation: Causation(requestID: "r"))
+        let envelope = EventEnvelope(id: 9, zoneKey: new.zoneKey, zoneSequence: 3, type: new.type, schemaVersion: new.schemaVersion,
+                                     payload: new.payload, causation: new.causation, createdAt: 2)
+        let message = EventCoding.encodeEnvelope(envelope)
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: message) as? [String: Any])
+        XCTAssertEqual(object["format"] as? Int, 2)
+        XCTAssertNotNil(object["payload"] as? [String: Any], "the payload is a JSON object, not base64 text")
+        XCTAssertEqual(try EventCoding.decoder.decode(EventEnvelope.self, from: message).decode(ZoneCreated.self), payload)
+        XCTAssertEqual(try EventCoding.decoder.decode(EventEnvelope.self, from: EventCoding.encode(envelope)).decode(ZoneCreated.self), payload,
+                       "spliced and encoded messages read alike")
+        // The first format, as an older relay wrote it.
+        var first = object
+        first.removeValue(forKey: "format")
+        first["payload"] = new.payload.base64EncodedString()
+        let old = try JSONSerialization.data(withJSONObject: first)
+        let decoded = try EventCoding.decoder.decode(EventEnvelope.self, from: old)
+        XCTAssertEqual(decoded.id, 9)
+        XCTAssertEqual(try decoded.decode(ZoneCreated.self), payload)
+        // What the write path checks is what the relay sends.
+        XCTAssertGreaterThanOrEqual(EventCoding.envelopeSize(of: new), message.count + new.zoneKey.rawValue.utf8.count)
+        XCTAssertLessThan(EventCoding.envelopeSize(of: new), message.count + new.zoneKey.rawValue.utf8.count + 64)
+    }
+
     func testEnvelopeRoundTripsAndDecodesItsPayload() throws {
         let database = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
         let payload = ZoneCreated(database: database, zoneID: ZoneID(zoneName: "A", ownerRecordName: "_u"), incarnation: UUID())
