@@ -20,7 +20,7 @@ public struct BenchSettings: Codable, Sendable {
     public var lagSamples: Int = 100
     /// Longest wait for the indexer to catch up.
     public var indexTimeout: Double = 600
-    /// Only these scenario groups (write, limit, rmw, batch, changes, query, lag, rebuild); nil: all.
+    /// Only these scenario groups (write, limit, isolation, rmw, batch, changes, query, lag, rebuild); nil: all.
     public var groups: [String]?
 
     /// The full run's defaults.

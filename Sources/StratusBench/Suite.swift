@@ -83,6 +83,9 @@ public struct BenchSuite: Sendable {
                 record(try await lookup(client, concurrency: concurrency))
             }
         }
+        if settings.runs("isolation") {
+            for result in try await isolation(client) { record(result) }
+        }
         if settings.runs("rmw") {
             try await settle(client)
             record(try await readModifyWrite(client))

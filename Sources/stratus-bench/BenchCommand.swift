@@ -31,7 +31,7 @@ struct BenchCommand: AsyncParsableCommand {
     var syncRecords = 10_000
     @Option(help: "Commit-to-visible samples.")
     var lagSamples = 100
-    @Option(help: "Only these scenario groups, comma-separated: write, limit, rmw, batch, changes, query, lag, rebuild.")
+    @Option(help: "Only these scenario groups, comma-separated: write, limit, isolation, rmw, batch, changes, query, lag, rebuild.")
     var only: String?
     @Option(help: "Where to write the JSON report.")
     var output: String?
