@@ -53,6 +53,8 @@ public enum FieldCoding {
         case (.double, .int(let number)):
             return .double(Double(number))
         case (.double, .double(let number)):
+            // JSON has no NaN or infinity; a value that is not finite could not be stored as JSON either.
+            guard number.isFinite else { throw mismatch(name, reported, value) }
             return .double(number)
         case (.double, .string(let text)):
             guard let number = Double(text), number.isFinite else { throw mismatch(name, reported, value) }
@@ -86,8 +88,8 @@ public enum FieldCoding {
                 switch members[key] {
                 case nil, .null?: return nil
                 case .int(let value)?: return Double(value)
-                case .double(let value)?: return value
-                default: throw StratusError(.badRequest, "Field '\(name)' location \(key) must be a number")
+                case .double(let value)? where value.isFinite: return value
+                default: throw StratusError(.badRequest, "Field '\(name)' location \(key) must be a finite number")
                 }
             }
             guard let latitude = try number("latitude"), let longitude = try number("longitude"),
@@ -95,10 +97,26 @@ public enum FieldCoding {
             else {
                 throw StratusError(.badRequest, "Field '\(name)' of type LOCATION needs latitude (-90…90) and longitude (-180…180)")
             }
+            // Milliseconds: an integer is kept exact, a fraction is dropped, and a number beyond 64 bits
+            // (or not finite) is refused; converting it unchecked would trap.
+            var timestamp: Int64?
+            switch members["timestamp"] {
+            case nil, .null?:
+                break
+            case .int(let milliseconds)?:
+                timestamp = milliseconds
+            case .double(let milliseconds)?:
+                guard let whole = Int64(exactly: milliseconds.rounded(.towardZero)) else {
+                    throw StratusError(.badRequest, "Field '\(name)' location timestamp must be milliseconds within 64 bits")
+                }
+                timestamp = whole
+            default:
+                throw StratusError(.badRequest, "Field '\(name)' location timestamp must be a number")
+            }
             return .location(Location(
                 latitude: latitude, longitude: longitude, horizontalAccuracy: try number("horizontalAccuracy"),
                 verticalAccuracy: try number("verticalAccuracy"), altitude: try number("altitude"), speed: try number("speed"),
-                course: try number("course"), timestamp: try number("timestamp").map { Int64($0) }))
+                course: try number("course"), timestamp: timestamp))
         default:
             throw mismatch(name, reported, value)
         }

@@ -84,14 +84,13 @@ public enum ISO8601Time {
     public static func seconds(_ text: String) -> Int64? {
         let bytes = Array(text.utf8)
         guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func isDigits(_ range: Range<Int>) -> Bool {
+            bytes[range].allSatisfy { $0 >= 48 && $0 <= 57 }
+        }
+        // Fields of at most four digits: their value always fits.
         func number(_ range: Range<Int>) -> Int64? {
-            var value: Int64 = 0
-            for index in range {
-                let byte = bytes[index]
-                guard byte >= 48, byte <= 57 else { return nil }
-                value = value * 10 + Int64(byte - 48)
-            }
-            return value
+            guard range.count <= 4, isDigits(range) else { return nil }
+            return bytes[range].reduce(0) { $0 * 10 + Int64($1 - 48) }
         }
         let separators: [(Int, Character)] = [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":")]
         guard separators.allSatisfy({ bytes[$0.0] == UInt8(ascii: $0.1.unicodeScalars.first!) }) else { return nil }
@@ -99,8 +98,9 @@ public enum ISO8601Time {
               let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
         else { return nil }
         if bytes.count > 20 {
-            // Only a fraction may sit between the seconds and the zone.
-            guard bytes[19] == UInt8(ascii: "."), bytes.count > 21, number(20..<(bytes.count - 1)) != nil else { return nil }
+            // Only a fraction may sit between the seconds and the zone; its digits are checked, never
+            // summed (nineteen of them would overflow).
+            guard bytes[19] == UInt8(ascii: "."), bytes.count > 21, isDigits(20..<(bytes.count - 1)) else { return nil }
         }
         guard (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
               hour < 24, minute < 60, second < 61

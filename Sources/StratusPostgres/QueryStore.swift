@@ -59,7 +59,8 @@ public struct QueryStore: Sendable {
     private func statement(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> (String, PostgresBindings) {
         var sql = SQLBuilder()
         let serving = try await QueryIndexGenerations(store: store).serving(logger: logger)
-        let generation = sql.bind(Int32(serving.generation))
+        guard let live = Int32(exactly: serving.generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
+        let generation = sql.bind(live)
         var conditions = [
             "generation = \(generation)", "NOT deleted",
             "container = \(sql.bind(database.container))", "environment = \(sql.bind(database.environment.rawValue))",

@@ -1,0 +1,65 @@
+import Foundation
+import StratusCore
+import XCTest
+
+/// The pure checks that keep one tenant's bad input from trapping the server or reaching SQL.
+final class HostileInputCoreTests: XCTestCase {
+    func json(_ text: String) throws -> JSONValue { try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
+
+    func assertRefused<T>(
+        _ expression: @autoclosure () throws -> T, _ code: ServerErrorCode = .badRequest, naming place: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertThrowsError(try expression(), file: file, line: line) { error in
+            let error = error as? StratusError
+            XCTAssertEqual(error?.code, code, "\(String(describing: error))", file: file, line: line)
+            XCTAssertTrue(error?.reason.contains(place) ?? false, "the reason names \(place): \(String(describing: error))", file: file, line: line)
+        }
+    }
+
+    // MARK: numeric conversions
+
+    func testLocationTimestampsBeyond64BitsAreRefusedNotTrapped() throws {
+        for timestamp in ["9223372036854775808", "1e19", "-1e19", "1.8446744073709552e19", "1e300"] {
+            let value = try json(#"{"value": {"latitude": 1, "longitude": 2, "timestamp": \#(timestamp)}, "type": "LOCATION"}"#)
+            assertRefused(try FieldCoding.decode(field: "place", value), naming: "place")
+        }
+        for timestamp in [Double.nan, .infinity, -.infinity] {
+            let value = JSONValue.object(["latitude": .int(1), "longitude": .int(2), "timestamp": .double(timestamp)])
+            assertRefused(try FieldCoding.decode(field: "place", value, as: FieldType(.location)), naming: "place")
+        }
+        // In range: an integer stays exact (even beyond 2^53), a fraction is dropped.
+        let exact = try FieldCoding.decode(field: "place", try json(#"{"value": {"latitude": 1, "longitude": 2, "timestamp": 9223372036854775807}, "type": "LOCATION"}"#))
+        XCTAssertEqual(exact, .location(Location(latitude: 1, longitude: 2, timestamp: .max)))
+        let fraction = try FieldCoding.decode(field: "place", try json(#"{"value": {"latitude": 1, "longitude": 2, "timestamp": 1700000000000.75}}"#))
+        XCTAssertEqual(fraction, .location(Location(latitude: 1, longitude: 2, timestamp: 1_700_000_000_000)))
+        // The same value in a query: a NEAR filter and a sort's relativeLocation.
+        let far = #"{"latitude": 1, "longitude": 2, "timestamp": 1e19}"#
+        assertRefused(try RecordQuery.parse(json(#"{"recordType": "T", "filterBy": [{"comparator": "NEAR", "fieldName": "p", "fieldValue": {"value": \#(far)}, "distance": 5}]}"#)), naming: "p")
+        assertRefused(try RecordQuery.parse(json(#"{"recordType": "T", "sortBy": [{"fieldName": "p", "relativeLocation": {"value": \#(far)}}]}"#)), naming: "relativeLocation")
+    }
+
+    func testNonFiniteDoublesAreRefused() {
+        for number in [Double.nan, .infinity] {
+            assertRefused(try FieldCoding.decode(field: "d", .double(number), as: FieldType(.double)), naming: "d")
+            let location = JSONValue.object(["latitude": .int(1), "longitude": .int(2), "altitude": .double(number)])
+            assertRefused(try FieldCoding.decode(field: "l", location, as: FieldType(.location)), naming: "l")
+        }
+    }
+
+    func testSignatureDatesWithLongFractionsParseWithoutOverflow() {
+        let base = ISO8601Time.seconds("2026-01-31T12:00:00Z")
+        XCTAssertNotNil(base)
+        for digits in [1, 18, 19, 20, 40, 400] {
+            XCTAssertEqual(ISO8601Time.seconds("2026-01-31T12:00:00." + String(repeating: "9", count: digits) + "Z"), base, "\(digits) fraction digits")
+        }
+        XCTAssertNil(ISO8601Time.seconds("2026-01-31T12:00:00.99999999999999999999x9Z"))
+        XCTAssertNil(ISO8601Time.seconds("2026-01-31T12:00:00.Z"))
+        XCTAssertNil(ISO8601Time.seconds("+026-01-31T12:00:00Z"))
+    }
+
+    func testSecretKeysOfFullWidthHexDigitsAreRefusedNotTrapped() {
+        // Character.isHexDigit admits full-width digits; UInt8(_:radix:) does not.
+        XCTAssertThrowsError(try SecretKey(text: String(repeating: "\u{FF21}", count: 64)))
+    }
+}

@@ -1,0 +1,95 @@
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StratusAPI
+import StratusCore
+import StratusPostgres
+import StratusRuntime
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One tenant must never hurt another: every bad input gets a CloudKit error naming what was wrong —
+/// never a trap, a 500, a hang or lost data. Over HTTP against the real PostgreSQL.
+final class HostileInputTests: XCTestCase {
+    typealias Fixture = RecordAPITests.Fixture
+    typealias Body = [String: Any]
+
+    /// Posts a raw JSON text (so NULs, exact code points and huge lists reach the server as written).
+    static func send(_ client: any TestClientProtocol, _ uri: String, _ body: String) async throws -> (Int, Body) {
+        try await client.execute(uri: uri, method: .post, body: ByteBuffer(string: body)) { response in
+            let object = try? JSONSerialization.jsonObject(with: Data(buffer: response.body), options: [.fragmentsAllowed]) as? Body
+            return (Int(response.status.code), object ?? ["raw": String(buffer: response.body)])
+        }
+    }
+
+    /// Asserts a CloudKit error with `code` whose reason names `place`.
+    static func expect(
+        _ reply: (Int, Body), _ code: String, naming place: String, _ what: String, file: StaticString = #filePath, line: UInt = #line
+    ) {
+        XCTAssertEqual(reply.0, 400, "\(what): \(reply.1)", file: file, line: line)
+        XCTAssertEqual(reply.1["serverErrorCode"] as? String, code, "\(what): \(reply.1)", file: file, line: line)
+        let reason = reply.1["reason"] as? String ?? ""
+        XCTAssertTrue(reason.contains(place), "\(what): the reason names \(place): \(reason)", file: file, line: line)
+    }
+
+    static func eventCount(_ store: PostgresStore) async throws -> Int {
+        try await EventLog(store: store).events(after: 0, limit: 100_000, logger: TestSupport.logger).count
+    }
+
+    static func createZone(_ client: any TestClientProtocol, _ fixture: Fixture, _ name: String) async throws {
+        try await RecordAPITests.createZone(client, fixture, name)
+    }
+
+    // MARK: 1. numeric conversions
+
+    func testLocationTimestampsBeyond64BitsAreBadRequestsEverywhere() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await Self.createZone(client, fixture, "Z")
+            for timestamp in ["9223372036854775808", "1e19", "-1e300", "18446744073709551616.5"] {
+                let location = #"{"latitude": 1, "longitude": 2, "timestamp": \#(timestamp)}"#
+                let saved = try await Self.send(client, fixture.path("records/modify"), #"""
+                    {"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "create",
+                     "record": {"recordName": "r", "recordType": "Place", "fields": {"where": {"value": \#(location), "type": "LOCATION"}}}}]}
+                    """#)
+                Self.expect(saved, "BAD_REQUEST", naming: "where", "a saved LOCATION with timestamp \(timestamp)")
+                let near = try await Self.send(client, fixture.path("records/query"), #"""
+                    {"zoneID": {"zoneName": "Z"}, "query": {"recordType": "Place",
+                     "filterBy": [{"comparator": "NEAR", "fieldName": "where", "fieldValue": {"value": \#(location)}, "distance": 1000}]}}
+                    """#)
+                Self.expect(near, "BAD_REQUEST", naming: "where", "a NEAR filter with timestamp \(timestamp)")
+                let sorted = try await Self.send(client, fixture.path("records/query"), #"""
+                    {"zoneID": {"zoneName": "Z"}, "query": {"recordType": "Place", "sortBy": [{"fieldName": "where", "relativeLocation": {"value": \#(location)}}]}}
+                    """#)
+                Self.expect(sorted, "BAD_REQUEST", naming: "relativeLocation", "a relativeLocation with timestamp \(timestamp)")
+            }
+            // The server is still there, and nothing was stored.
+            let looked = try await RecordAPITests.lookup(client, fixture, zone: "Z", ["r"])
+            XCTAssertEqual(looked.first?["serverErrorCode"] as? String, "NOT_FOUND")
+        }
+    }
+
+    /// A signing date with 19 or more fraction digits is a valid ISO 8601 time (it used to overflow).
+    func testSignedRequestsWithLongDateFractionsVerify() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            let privateKey = P256.Signing.PrivateKey()
+            let key = try await ServerKeyStore(store: fixture.store).register(
+                container: fixture.container, publicKey: try ServerPublicKey(text: privateKey.publicKey.pemRepresentation), label: "test", logger: TestSupport.logger)
+            let subpath = "/database/1/\(fixture.container)/development/public/users/caller"
+            for digits in [19, 20, 64] {
+                let date = ISO8601Time.text(Int64(Date().timeIntervalSince1970)).dropLast() + "." + String(repeating: "9", count: digits) + "Z"
+                var headers = HTTPFields()
+                headers[.init(ServerSignature.keyIDHeader)!] = key.keyID
+                headers[.init(ServerSignature.dateHeader)!] = String(date)
+                headers[.init(ServerSignature.signatureHeader)!] = try ServerSignature.sign(date: String(date), body: Data(), subpath: subpath, privateKey: privateKey)
+                let (status, body) = try await client.execute(uri: subpath, method: .get, headers: headers) { response in
+                    (Int(response.status.code), String(buffer: response.body))
+                }
+                XCTAssertEqual(status, 200, "\(digits) fraction digits: \(body)")
+            }
+        }
+    }
+}
