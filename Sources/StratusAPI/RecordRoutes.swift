@@ -52,13 +52,14 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         }
         let zone = try zoneID(parsed.zoneID, database: database)
         var commands: [RecordStore.Command] = []
-        var names = Set<String>()
+        // By exact bytes: canonically equivalent names are distinct records.
+        var names = Set<ExactName>()
         for (index, operation) in parsed.operations.enumerated() {
             guard let type = RecordOperationType(rawValue: operation.operationType) else {
                 throw StratusError(.badRequest, "operations[\(index)]: unknown operationType '\(operation.operationType.prefix(64))'; use one of \(RecordOperationType.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             let input = try RecordWire.input(operation.record, operation: type, zone: zone)
-            guard names.insert(input.recordName).inserted else {
+            guard names.insert(ExactName(input.recordName)).inserted else {
                 throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' appears in more than one operation; send one operation per record")
             }
             commands.append(RecordStore.Command(type: type, input: input))
@@ -99,7 +100,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         let found = try await records.lookup(parsed.records.map(\.recordName), zone: zone, in: database, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let results: [JSONValue] = parsed.records.map { item in
-            guard let record = found[item.recordName] else {
+            guard let record = found[ExactName(item.recordName)] else {
                 return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
             }
             return RecordWire.dictionary(record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings)

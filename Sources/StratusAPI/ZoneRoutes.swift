@@ -57,7 +57,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         guard database.scope == .private else {
             throw StratusError(.badRequest, "Zones can be created and deleted only in the private database")
         }
-        var seen = Set<String>()
+        var seen = Set<ExactName>()
         var commands: [ZoneCommand] = []
         for operation in body.operations {
             let name = operation.zone.zoneID.zoneName
@@ -68,7 +68,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             if let owner = operation.zone.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
                 throw StratusError(.accessDenied, "Zones can be modified only in the caller's own private database")
             }
-            guard seen.insert(name).inserted else {
+            guard seen.insert(ExactName(name)).inserted else {
                 throw StratusError(.badRequest, "Zone '\(name)' appears in more than one operation")
             }
             let zoneID = ZoneID(zoneName: name, ownerRecordName: database.owner)

@@ -62,4 +62,21 @@ final class HostileInputCoreTests: XCTestCase {
         // Character.isHexDigit admits full-width digits; UInt8(_:radix:) does not.
         XCTAssertThrowsError(try SecretKey(text: String(repeating: "\u{FF21}", count: 64)))
     }
+
+    // MARK: exact names
+
+    func testExactNamesTellCanonicallyEquivalentNamesApart() {
+        let composed = "\u{E9}", decomposed = "e\u{301}", kelvin = "\u{212A}"
+        XCTAssertEqual(composed, decomposed, "Swift's String equality is canonical equivalence")
+        XCTAssertEqual("K", kelvin)
+        XCTAssertNotEqual(ExactName(composed), ExactName(decomposed))
+        XCTAssertNotEqual(ExactName("K"), ExactName(kelvin))
+        XCTAssertEqual(ExactName(composed), ExactName(String(decoding: Array(composed.utf8), as: UTF8.self)))
+        XCTAssertEqual(Set([composed, decomposed, "K", kelvin].map(ExactName.init)).count, 4)
+        var byName: [ExactName: Int] = [:]
+        byName[ExactName(composed)] = 1
+        byName[ExactName(decomposed)] = 2
+        XCTAssertEqual(byName[ExactName(composed)], 1)
+        XCTAssertEqual(byName[ExactName(decomposed)], 2)
+    }
 }

@@ -92,4 +92,59 @@ final class HostileInputTests: XCTestCase {
             }
         }
     }
+
+    // MARK: 7. exact names
+
+    /// Canonically equivalent names (NFC "é" and NFD "e" + U+0301, "K" and the Kelvin sign) are equal
+    /// Swift strings but distinct records: each keeps its own fields through writes, lookups and sync.
+    func testCanonicallyEquivalentNamesAreDistinctRecords() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await Self.createZone(client, fixture, "U")
+            let names: [(json: String, swift: String, value: String)] = [
+                (#"\u00e9"#, "\u{E9}", "composed"), (#"e\u0301"#, "e\u{301}", "decomposed"), ("K", "K", "latin"), (#"\u212a"#, "\u{212A}", "kelvin"),
+            ]
+            func operation(_ name: String, _ value: String) -> String {
+                #"{"operationType": "create", "record": {"recordName": "\#(name)", "recordType": "Note", "fields": {"v": {"value": "\#(value)"}}}}"#
+            }
+            let (status, created) = try await Self.send(client, fixture.path("records/modify"),
+                #"{"zoneID": {"zoneName": "U"}, "operations": [\#(names.map { operation($0.json, $0.value) }.joined(separator: ","))]}"#)
+            XCTAssertEqual(status, 200, "one request may create all four: \(created)")
+            XCTAssertEqual((created["records"] as? [Body])?.compactMap { $0["serverErrorCode"] }.count, 0, "\(created)")
+
+            func valuesByExactName(_ records: [Body]) -> [ExactName: String] {
+                var values: [ExactName: String] = [:]
+                for record in records {
+                    guard let name = record["recordName"] as? String else { continue }
+                    let fields = record["fields"] as? [String: Body]
+                    values[ExactName(name)] = fields?["v"]?["value"] as? String ?? record["serverErrorCode"] as? String ?? "?"
+                }
+                return values
+            }
+            let expected = Dictionary(uniqueKeysWithValues: names.map { (ExactName($0.swift), $0.value) })
+            // A lookup of all four in one request answers each with its own record, in request order.
+            let (lookupStatus, looked) = try await Self.send(client, fixture.path("records/lookup"),
+                #"{"zoneID": {"zoneName": "U"}, "records": [\#(names.map { #"{"recordName": "\#($0.json)"}"# }.joined(separator: ","))]}"#)
+            XCTAssertEqual(lookupStatus, 200, "\(looked)")
+            let lookedRecords = looked["records"] as? [Body] ?? []
+            XCTAssertEqual(lookedRecords.compactMap { ($0["recordName"] as? String).map { Array($0.utf8) } }, names.map { Array($0.swift.utf8) })
+            XCTAssertEqual(valuesByExactName(lookedRecords), expected)
+            // Sync delivers four records, each with its own fields.
+            let (syncStatus, synced) = try await Self.send(client, fixture.path("records/changes"), #"{"zoneID": {"zoneName": "U"}}"#)
+            XCTAssertEqual(syncStatus, 200, "\(synced)")
+            XCTAssertEqual(valuesByExactName(synced["records"] as? [Body] ?? []), expected)
+            // Updating one leaves its twin alone.
+            let tag = lookedRecords[1]["recordChangeTag"] as? String ?? ""
+            let (updateStatus, updated) = try await Self.send(client, fixture.path("records/modify"), #"""
+                {"zoneID": {"zoneName": "U"}, "operations": [{"operationType": "update",
+                 "record": {"recordName": "e\u0301", "recordChangeTag": "\#(tag)", "fields": {"v": {"value": "changed"}}}}]}
+                """#)
+            XCTAssertEqual(updateStatus, 200, "\(updated)")
+            XCTAssertNil((updated["records"] as? [Body])?.first?["serverErrorCode"], "\(updated)")
+            var changed = expected
+            changed[ExactName("e\u{301}")] = "changed"
+            let (_, relooked) = try await Self.send(client, fixture.path("records/lookup"),
+                #"{"zoneID": {"zoneName": "U"}, "records": [\#(names.map { #"{"recordName": "\#($0.json)"}"# }.joined(separator: ","))]}"#)
+            XCTAssertEqual(valuesByExactName(relooked["records"] as? [Body] ?? []), changed)
+        }
+    }
 }
