@@ -11,6 +11,8 @@ public struct APILimits: Sendable {
     public var maxRecordBytes: Int = 1_000_000
     /// Changes (records or zones) per sync response; a client's `resultsLimit` is capped by it.
     public var maxResults: Int = 200
+    /// Entries of a name list: `desiredKeys` and `desiredRecordTypes`.
+    public var maxNames: Int = 1_000
 
     /// The defaults.
     public init() {}

@@ -41,6 +41,7 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
         guard let container = context.parameters.get("container"), !container.isEmpty, container.utf8.count <= 255 else {
             throw StratusError(.badRequest, "The path must name a container")
         }
+        try ClientText.check(container, "The container in the path")
         let body = try await RequestBody.read(request, limit: 64 * 1024)
         guard let apiToken = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
             throw StratusError(.authenticationFailed, "Missing ckAPIToken")
@@ -49,6 +50,7 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
             throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(container.prefix(255))'")
         }
         let credentials = try RequestBody.decode(SignInRequest.self, from: body)
+        try ClientText.check(credentials.login, "login")
         guard let userRecordName = try await users.authenticate(
             container: container, login: credentials.login, password: credentials.password, logger: context.logger)
         else {

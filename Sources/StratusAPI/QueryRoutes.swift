@@ -39,6 +39,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         let database = opened.database
         let parsed = try RequestBody.decode(QueryRequest.self, from: opened.body)
         let query = try RecordQuery.parse(parsed.query)
+        try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         try IndexPolicy.development.check(query)
         if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)

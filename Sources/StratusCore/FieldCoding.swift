@@ -39,6 +39,7 @@ public enum FieldCoding {
         let reported = listType ?? FieldType(base)
         switch (base, value) {
         case (.string, .string(let text)):
+            try ClientText.check(text, "Field '\(name)'")
             return .string(text)
         case (.int64, .int(let number)):
             return .int64(number)
@@ -73,6 +74,7 @@ public enum FieldCoding {
             guard let recordName = members["recordName"]?.stringValue, !recordName.isEmpty else {
                 throw StratusError(.badRequest, "Field '\(name)' of type \(reported) needs a recordName")
             }
+            try ClientText.check(recordName, "Field '\(name)' recordName")
             var action = ReferenceAction.none
             if let actionJSON = members["action"] {
                 guard let text = actionJSON.stringValue, let parsed = ReferenceAction(rawValue: text) else {
@@ -82,6 +84,8 @@ public enum FieldCoding {
             }
             return .reference(Reference(recordName: recordName, action: action))
         case (.asset, .object):
+            // Stored as sent, so every string in it reaches jsonb.
+            try ClientText.check(value, "Field '\(name)'")
             return .asset(value)
         case (.location, .object(let members)):
             func number(_ key: String) throws(StratusError) -> Double? {

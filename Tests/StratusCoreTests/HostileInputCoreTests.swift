@@ -63,6 +63,45 @@ final class HostileInputCoreTests: XCTestCase {
         XCTAssertThrowsError(try SecretKey(text: String(repeating: "\u{FF21}", count: 64)))
     }
 
+    // MARK: NUL and names
+
+    func testNULIsRefusedInEveryTextAFieldCarries() throws {
+        let cases: [(String, String)] = [
+            (#"{"value": "a\u0000b"}"#, "title"),
+            (#"{"value": ["ok", "a\u0000b"], "type": "STRING_LIST"}"#, "title"),
+            (#"{"value": {"recordName": "a\u0000b"}, "type": "REFERENCE"}"#, "title"),
+            (#"{"value": [{"recordName": "a\u0000b"}], "type": "REFERENCE_LIST"}"#, "title"),
+            (#"{"value": {"fileChecksum": "x", "nested": {"deep": ["a\u0000"]}}, "type": "ASSETID"}"#, "title"),
+            (#"{"value": {"fileChecksum": "x", "k\u0000": 1}, "type": "ASSETID"}"#, "title"),
+        ]
+        for (text, place) in cases {
+            assertRefused(try FieldCoding.decode(field: place, try json(text)), naming: "Field '\(place)'")
+        }
+        XCTAssertNoThrow(try ClientText.check("plain é text", "x"))
+        assertRefused(try ClientText.check(names: ["a", "b\u{0}"], "desiredKeys", limit: 10), naming: "desiredKeys[1]")
+        assertRefused(try ClientText.check(names: Array(repeating: "a", count: 11), "desiredKeys", limit: 10), .limitExceeded, naming: "desiredKeys")
+        // Query values are field values: the same check applies.
+        assertRefused(try RecordQuery.parse(json(#"{"recordType": "T", "filterBy": [{"comparator": "BEGINS_WITH", "fieldName": "f", "fieldValue": {"value": "a\u0000"}}]}"#)), naming: "f")
+        assertRefused(try RecordQuery.parse(json(#"{"recordType": "T", "filterBy": [{"comparator": "IN", "fieldName": "f", "fieldValue": {"value": ["x", "\u0000"]}}]}"#)), naming: "f")
+    }
+
+    func testReferenceTargetsParentsAndSharesFollowTheRecordNameRules() {
+        let long = String(repeating: "x", count: 2_800)
+        let references: [(RecordInput, String)] = [
+            (RecordInput(recordName: "r", fields: ["owner": .reference(Reference(recordName: long, action: .deleteSelf))]), "Field 'owner'"),
+            (RecordInput(recordName: "r", fields: ["many": .list(.reference, [.reference(Reference(recordName: "ok", action: .none)),
+                                                                              .reference(Reference(recordName: "a\u{1}b", action: .none))])]), "Field 'many'"),
+            (RecordInput(recordName: "r", parent: .some(long)), "record.parent"),
+            (RecordInput(recordName: "r", parent: .some("")), "record.parent"),
+            (RecordInput(recordName: "r", share: .some("s\u{0}")), "record.share"),
+        ]
+        for (input, place) in references { assertRefused(try input.validateReferences(), naming: place) }
+        let fine = RecordInput(recordName: "r", fields: ["owner": .reference(Reference(recordName: String(repeating: "é", count: 127), action: .validate))],
+                               parent: .some("p"), share: .some(nil))
+        XCTAssertNoThrow(try fine.validateReferences())
+        assertRefused(try Record.validate(recordName: "a\u{0}", "records[3].recordName"), naming: "records[3].recordName")
+    }
+
     // MARK: exact names
 
     func testExactNamesTellCanonicallyEquivalentNamesApart() {

@@ -93,6 +93,144 @@ final class HostileInputTests: XCTestCase {
         }
     }
 
+    // MARK: 2. NUL
+
+    func testNULIsRefusedNamingTheFieldWhereverAClientStringReachesSQL() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await Self.createZone(client, fixture, "Z")
+            let before = try await Self.eventCount(fixture.store)
+            func record(_ fields: String, extra: String = "") -> String {
+                #"{"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "create", "record": {"recordName": "r", "recordType": "Note", "fields": {\#(fields)}\#(extra)}}]}"#
+            }
+            func query(_ filter: String, extra: String = "") -> String {
+                #"{"zoneID": {"zoneName": "Z"}, "query": {"recordType": "Note", "filterBy": [\#(filter)]}\#(extra)}"#
+            }
+            let cases: [(String, String, String)] = [
+                ("records/modify", #"{"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "create", "record": {"recordName": "a\u0000b", "recordType": "Note"}}]}"#, "recordName"),
+                ("records/modify", #"{"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "create", "record": {"recordName": "r", "recordType": "No\u0000te"}}]}"#, "recordType"),
+                ("records/modify", record(#""title": {"value": "a\u0000b"}"#), "Field 'title'"),
+                ("records/modify", record(#""tags": {"value": ["ok", "a\u0000b"], "type": "STRING_LIST"}"#), "Field 'tags'"),
+                ("records/modify", record(#""owner": {"value": {"recordName": "a\u0000b"}, "type": "REFERENCE"}"#), "Field 'owner'"),
+                ("records/modify", record(#""photo": {"value": {"fileChecksum": "x", "meta": {"k": "\u0000"}}, "type": "ASSETID"}"#), "Field 'photo'"),
+                ("records/modify", record(#""photo": {"value": {"fileChecksum": "x", "k\u0000": 1}, "type": "ASSETID"}"#), "Field 'photo'"),
+                ("records/modify", record("", extra: #", "parent": {"recordName": "p\u0000"}"#), "record.parent"),
+                ("records/modify", record("", extra: #", "share": {"recordName": "s\u0000"}"#), "record.share"),
+                ("records/modify", #"{"zoneID": {"zoneName": "Z"}, "desiredKeys": ["\u0000"], "operations": [{"operationType": "create", "record": {"recordName": "r", "recordType": "Note"}}]}"#, "desiredKeys[0]"),
+                ("records/modify", #"{"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "create", "desiredKeys": ["a", "\u0000"], "record": {"recordName": "r", "recordType": "Note"}}]}"#, "operations[0].desiredKeys[1]"),
+                ("records/lookup", #"{"zoneID": {"zoneName": "Z"}, "records": [{"recordName": "ok"}, {"recordName": "a\u0000"}]}"#, "records[1].recordName"),
+                ("records/lookup", #"{"zoneID": {"zoneName": "Z"}, "records": [{"recordName": "ok", "desiredKeys": ["\u0000"]}]}"#, "records[0].desiredKeys[0]"),
+                ("records/lookup", #"{"zoneID": {"zoneName": "Z"}, "records": [{"recordName": "ok"}], "desiredKeys": ["\u0000"]}"#, "desiredKeys[0]"),
+                ("records/changes", #"{"zoneID": {"zoneName": "Z"}, "desiredRecordTypes": ["Note", "No\u0000te"]}"#, "desiredRecordTypes[1]"),
+                ("records/changes", #"{"zoneID": {"zoneName": "Z"}, "desiredKeys": ["\u0000"]}"#, "desiredKeys[0]"),
+                ("records/changes", #"{"zoneID": {"zoneName": "Z"}, "syncToken": "a\u0000.b"}"#, "syncToken"),
+                ("records/changes", #"{"zoneID": {"zoneName": "Z\u0000"}}"#, "zoneName"),
+                ("records/query", query(#"{"comparator": "EQUALS", "fieldName": "title", "fieldValue": {"value": "a\u0000"}}"#), "Field 'title'"),
+                ("records/query", query(#"{"comparator": "BEGINS_WITH", "fieldName": "title", "fieldValue": {"value": "\u0000"}}"#), "Field 'title'"),
+                ("records/query", query(#"{"comparator": "IN", "fieldName": "title", "fieldValue": {"value": ["x", "\u0000"]}}"#), "Field 'title'"),
+                ("records/query", query(#"{"comparator": "EQUALS", "fieldName": "___recordID", "fieldValue": {"value": "a\u0000"}}"#), "___recordID"),
+                ("records/query", query(#"{"comparator": "CONTAINS_ANY_TOKENS", "fieldName": "___all", "fieldValue": {"value": "a\u0000b"}}"#), "___all"),
+                ("records/query", query(#"{"comparator": "EQUALS", "fieldName": "owner", "fieldValue": {"value": {"recordName": "\u0000"}, "type": "REFERENCE"}}"#), "Field 'owner'"),
+                ("records/query", query("", extra: #", "desiredKeys": ["\u0000"]"#), "desiredKeys[0]"),
+                ("records/query", query("", extra: #", "continuationMarker": "\u0000""#), "continuationMarker"),
+                ("zones/lookup", #"{"zones": [{"zoneName": "Z"}, {"zoneName": "Z\u0000"}]}"#, "zones[1]"),
+                ("zones/modify", #"{"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": "Y\u0000"}}}]}"#, "zoneName"),
+            ]
+            for (operation, body, place) in cases {
+                Self.expect(try await Self.send(client, fixture.path(operation), body), "BAD_REQUEST", naming: place, "\(operation) \(body)")
+            }
+            // changes/zone answers per zone: the bad zone gets the error, the good one its changes.
+            let (status, reply) = try await Self.send(client, fixture.path("changes/zone"),
+                #"{"zones": [{"zoneID": {"zoneName": "Z"}}, {"zoneID": {"zoneName": "Z\u0000"}}, {"zoneID": {"zoneName": "Z"}, "desiredRecordTypes": ["\u0000"]}]}"#)
+            XCTAssertEqual(status, 400, "the repeated zone is refused first: \(reply)")
+            let (perZoneStatus, perZone) = try await Self.send(client, fixture.path("changes/zone"),
+                #"{"zones": [{"zoneID": {"zoneName": "Z"}}, {"zoneID": {"zoneName": "Q"}, "desiredRecordTypes": ["\u0000"]}]}"#)
+            XCTAssertEqual(perZoneStatus, 200, "\(perZone)")
+            let zones = perZone["zones"] as? [Body] ?? []
+            XCTAssertEqual(zones.count, 2)
+            XCTAssertNotNil(zones.first?["syncToken"])
+            XCTAssertEqual(zones.last?["serverErrorCode"] as? String, "BAD_REQUEST")
+            XCTAssertTrue((zones.last?["reason"] as? String ?? "").contains("desiredRecordTypes[0]"), "\(zones)")
+            // The sign-in endpoint checks the login the same way.
+            let signIn = try await Self.send(client, "/auth/1/\(fixture.container)/signin?ckAPIToken=\(fixture.apiToken)", #"{"login": "a\u0000@example.com", "password": "p"}"#)
+            Self.expect(signIn, "BAD_REQUEST", naming: "login", "sign-in")
+            let after = try await Self.eventCount(fixture.store)
+            XCTAssertEqual(after, before, "nothing of a refused request is stored")
+        }
+    }
+
+    // MARK: 3. reference targets
+
+    func testReferenceTargetsParentsAndSharesAreCheckedLikeRecordNames() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await Self.createZone(client, fixture, "Z")
+            let long = String(repeating: "x", count: 2_800)
+            func create(_ fields: String, extra: String = "") -> String {
+                #"{"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "create", "record": {"recordName": "r", "recordType": "Note", "fields": {\#(fields)}\#(extra)}}]}"#
+            }
+            let cases: [(String, String)] = [
+                (create(#""owner": {"value": {"recordName": "\#(long)", "action": "DELETE_SELF"}, "type": "REFERENCE"}"#), "Field 'owner'"),
+                (create(#""owner": {"value": {"recordName": "\#(long)", "action": "VALIDATE"}, "type": "REFERENCE"}"#), "Field 'owner'"),
+                (create(#""owner": {"value": {"recordName": "\#(long)"}}"#), "Field 'owner'"),
+                (create(#""owners": {"value": [{"recordName": "ok"}, {"recordName": "\#(long)", "action": "DELETE_SELF"}], "type": "REFERENCE_LIST"}"#), "Field 'owners'"),
+                (create(#""owner": {"value": {"recordName": "line\nbreak"}, "type": "REFERENCE"}"#), "Field 'owner'"),
+                (create("", extra: #", "parent": {"recordName": "\#(long)"}"#), "record.parent"),
+                (create("", extra: #", "share": {"recordName": "\#(long)"}"#), "record.share"),
+            ]
+            for (body, place) in cases {
+                Self.expect(try await Self.send(client, fixture.path("records/modify"), body), "BAD_REQUEST", naming: place, place)
+            }
+            // 255 bytes is a record name, so it is a reference target too.
+            let longest = String(repeating: "y", count: 255)
+            let (status, reply) = try await Self.send(client, fixture.path("records/modify"), #"""
+                {"zoneID": {"zoneName": "Z"}, "operations": [
+                 {"operationType": "create", "record": {"recordName": "\#(longest)", "recordType": "Note"}},
+                 {"operationType": "create", "record": {"recordName": "r", "recordType": "Note", "parent": {"recordName": "\#(longest)"},
+                  "fields": {"owner": {"value": {"recordName": "\#(longest)", "action": "DELETE_SELF"}, "type": "REFERENCE"}}}}]}
+                """#)
+            XCTAssertEqual(status, 200, "\(reply)")
+            XCTAssertEqual((reply["records"] as? [Body])?.compactMap { $0["serverErrorCode"] }.count, 0, "\(reply)")
+        }
+    }
+
+    // MARK: 6. repeated and unbounded lists
+
+    func testRepeatedNamesAreRefusedAndEveryListIsBounded() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await Self.createZone(client, fixture, "Z")
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Z", [["operationType": "create", "record": RecordAPITests.note("a", ["big": ["value": String(repeating: "x", count: 7_000)]])]])
+            let repeatedRecords = #"{"zoneID": {"zoneName": "Z"}, "records": [\#(Array(repeating: #"{"recordName": "a"}"#, count: 200).joined(separator: ","))]}"#
+            Self.expect(try await Self.send(client, fixture.path("records/lookup"), repeatedRecords), "BAD_REQUEST", naming: "more than once", "a record looked up 200 times")
+            let repeatedZones = #"{"zones": [\#(Array(repeating: #"{"zoneID": {"zoneName": "Z"}}"#, count: 200).joined(separator: ","))]}"#
+            Self.expect(try await Self.send(client, fixture.path("changes/zone"), repeatedZones), "BAD_REQUEST", naming: "more than once", "a zone synced 200 times")
+            Self.expect(try await Self.send(client, fixture.path("zones/lookup"), #"{"zones": [{"zoneName": "Z"}, {"zoneName": "Z"}]}"#),
+                        "BAD_REQUEST", naming: "more than once", "a zone looked up twice")
+            Self.expect(try await Self.send(client, fixture.path("records/modify"), #"""
+                {"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "forceDelete", "record": {"recordName": "a"}},
+                 {"operationType": "forceDelete", "record": {"recordName": "a"}}]}
+                """#), "BAD_REQUEST", naming: "more than one operation", "a record deleted twice")
+
+            let manyZones = #"{"zones": [\#((0..<201).map { #"{"zoneID": {"zoneName": "Z\#($0)"}}"# }.joined(separator: ","))]}"#
+            Self.expect(try await Self.send(client, fixture.path("changes/zone"), manyZones), "LIMIT_EXCEEDED", naming: "at most 200", "201 zones")
+            let manyLookups = #"{"zones": [\#((0..<201).map { #"{"zoneName": "Z\#($0)"}"# }.joined(separator: ","))]}"#
+            Self.expect(try await Self.send(client, fixture.path("zones/lookup"), manyLookups), "LIMIT_EXCEEDED", naming: "200", "201 zone lookups")
+            let keys = "[" + (0..<1_001).map { "\"k\($0)\"" }.joined(separator: ",") + "]"
+            let bounded: [(String, String, String)] = [
+                ("records/lookup", #"{"zoneID": {"zoneName": "Z"}, "records": [{"recordName": "a"}], "desiredKeys": \#(keys)}"#, "desiredKeys"),
+                ("records/lookup", #"{"zoneID": {"zoneName": "Z"}, "records": [{"recordName": "a", "desiredKeys": \#(keys)}]}"#, "records[0].desiredKeys"),
+                ("records/changes", #"{"zoneID": {"zoneName": "Z"}, "desiredKeys": \#(keys)}"#, "desiredKeys"),
+                ("records/changes", #"{"zoneID": {"zoneName": "Z"}, "desiredRecordTypes": \#(keys)}"#, "desiredRecordTypes"),
+                ("records/query", #"{"zoneID": {"zoneName": "Z"}, "query": {"recordType": "Note"}, "desiredKeys": \#(keys)}"#, "desiredKeys"),
+                ("records/modify", #"{"zoneID": {"zoneName": "Z"}, "desiredKeys": \#(keys), "operations": [{"operationType": "forceDelete", "record": {"recordName": "a"}}]}"#, "desiredKeys"),
+            ]
+            for (operation, body, place) in bounded {
+                Self.expect(try await Self.send(client, fixture.path(operation), body), "LIMIT_EXCEEDED", naming: place, "\(operation) \(place)")
+            }
+            // The record is still there: none of the refused requests touched it.
+            let looked = try await RecordAPITests.lookup(client, fixture, zone: "Z", ["a"])
+            XCTAssertEqual(looked.first?["recordName"] as? String, "a")
+        }
+    }
+
     // MARK: 7. exact names
 
     /// Canonically equivalent names (NFC "é" and NFD "e" + U+0301, "K" and the Kelvin sign) are equal
