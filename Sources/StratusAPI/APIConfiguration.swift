@@ -13,6 +13,8 @@ public struct APILimits: Sendable {
     public var maxResults: Int = 200
     /// Entries of a name list: `desiredKeys` and `desiredRecordTypes`.
     public var maxNames: Int = 1_000
+    /// What one `records/query` may ask for: filters, sorts, list values, search tokens and text.
+    public var query = RecordQuery.Limits()
 
     /// The defaults.
     public init() {}

@@ -102,6 +102,43 @@ final class HostileInputCoreTests: XCTestCase {
         assertRefused(try Record.validate(recordName: "a\u{0}", "records[3].recordName"), naming: "records[3].recordName")
     }
 
+    // MARK: query limits
+
+    func testQueriesAreBoundedInFiltersSortsListValuesAndTokens() throws {
+        func query(filters: [String] = [], sorts: Int = 0) throws -> JSONValue {
+            let sortBy = (0..<sorts).map { #"{"fieldName": "f\#($0)"}"# }
+            return try json(#"{"recordType": "T", "filterBy": [\#(filters.joined(separator: ","))], "sortBy": [\#(sortBy.joined(separator: ","))]}"#)
+        }
+        func list(_ count: Int, _ comparator: String = "IN") -> String {
+            #"{"comparator": "\#(comparator)", "fieldName": "n", "fieldValue": {"value": [\#((0..<count).map(String.init).joined(separator: ","))]}}"#
+        }
+        func tokens(_ text: String, _ comparator: String = "CONTAINS_ANY_TOKENS") -> String {
+            #"{"comparator": "\#(comparator)", "fieldName": "___all", "fieldValue": {"value": "\#(text)"}}"#
+        }
+        let equals = #"{"comparator": "EQUALS", "fieldName": "n", "fieldValue": {"value": 1}}"#
+        let limits = RecordQuery.Limits()
+        XCTAssertEqual([limits.maxFilters, limits.maxSorts, limits.maxListValues, limits.maxSearchTokens, limits.maxSearchTextBytes], [32, 8, 1_000, 32, 1_024])
+        // At the limits: accepted.
+        XCTAssertNoThrow(try RecordQuery.parse(query(filters: Array(repeating: equals, count: 32), sorts: 8)))
+        XCTAssertNoThrow(try RecordQuery.parse(query(filters: [list(1_000), list(1_000, "NOT_IN"), list(1_000, "LIST_CONTAINS_ANY")])))
+        let thirtyTwo = (0..<32).map { "w\($0)" }.joined(separator: " ")
+        XCTAssertNoThrow(try RecordQuery.parse(query(filters: [tokens(thirtyTwo), tokens(String(repeating: "a", count: 1_024), "CONTAINS_ALL_TOKENS")])))
+        // Beyond them: LIMIT_EXCEEDED naming the place.
+        assertRefused(try RecordQuery.parse(query(filters: Array(repeating: equals, count: 33))), .limitExceeded, naming: "query.filterBy")
+        assertRefused(try RecordQuery.parse(query(sorts: 9)), .limitExceeded, naming: "query.sortBy")
+        assertRefused(try RecordQuery.parse(query(sorts: 99)), .limitExceeded, naming: "query.sortBy")
+        for comparator in ["IN", "NOT_IN", "LIST_CONTAINS_ANY", "NOT_LIST_CONTAINS_ANY", "LIST_CONTAINS_ALL", "NOT_LIST_CONTAINS_ALL"] {
+            assertRefused(try RecordQuery.parse(query(filters: [list(1_001, comparator)])), .limitExceeded, naming: "query.filterBy[0].fieldValue")
+        }
+        assertRefused(try RecordQuery.parse(query(filters: [equals, tokens(thirtyTwo + " w32")])), .limitExceeded, naming: "query.filterBy[1].fieldValue")
+        assertRefused(try RecordQuery.parse(query(filters: [tokens(String(repeating: "a", count: 1_025))])), .limitExceeded, naming: "1024 bytes")
+        // Other limits can be configured.
+        var tight = RecordQuery.Limits()
+        tight.maxSorts = 1
+        XCTAssertNoThrow(try RecordQuery.parse(query(sorts: 1), limits: tight))
+        assertRefused(try RecordQuery.parse(query(sorts: 2), limits: tight), .limitExceeded, naming: "at most 1 sorts")
+    }
+
     // MARK: exact names
 
     func testExactNamesTellCanonicallyEquivalentNamesApart() {

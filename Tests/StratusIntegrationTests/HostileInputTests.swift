@@ -192,6 +192,49 @@ final class HostileInputTests: XCTestCase {
         }
     }
 
+    // MARK: 4. query limits
+
+    func testQueriesAreBoundedInFiltersSortsListValuesAndTokens() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await Self.createZone(client, fixture, "Z")
+            func query(filters: [String] = [], sorts: Int = 0) -> String {
+                let sortBy = (0..<sorts).map { #"{"fieldName": "f\#($0)"}"# }.joined(separator: ",")
+                return #"{"zoneID": {"zoneName": "Z"}, "query": {"recordType": "Note", "filterBy": [\#(filters.joined(separator: ","))], "sortBy": [\#(sortBy)]}}"#
+            }
+            func list(_ count: Int, _ comparator: String = "IN") -> String {
+                #"{"comparator": "\#(comparator)", "fieldName": "n", "fieldValue": {"value": [\#((0..<count).map(String.init).joined(separator: ","))]}}"#
+            }
+            func tokens(_ text: String) -> String {
+                #"{"comparator": "CONTAINS_ALL_TOKENS", "fieldName": "___all", "fieldValue": {"value": "\#(text)"}}"#
+            }
+            let equals = #"{"comparator": "EQUALS", "fieldName": "n", "fieldValue": {"value": 1}}"#
+            let path = fixture.path("records/query")
+            // At the limits, the query runs.
+            for body in [query(filters: Array(repeating: equals, count: 32), sorts: 8), query(filters: [list(1_000), list(1_000, "NOT_IN")]),
+                         query(filters: [tokens((0..<32).map { "w\($0)" }.joined(separator: " "))])] {
+                let (status, reply) = try await Self.send(client, path, body)
+                XCTAssertEqual(status, 200, "\(reply)")
+            }
+            // Beyond them: LIMIT_EXCEEDED naming the limit, at once.
+            let started = ContinuousClock.now
+            let cases: [(String, String)] = [
+                (query(sorts: 9), "at most 8 sorts"),
+                (query(sorts: 99), "at most 8 sorts"),
+                (query(filters: Array(repeating: equals, count: 33)), "at most 32 filters"),
+                (query(filters: [list(1_001)]), "at most 1000 values"),
+                (query(filters: [list(65_536)]), "at most 1000 values"),
+                (query(filters: [list(65_536, "LIST_CONTAINS_ANY")]), "at most 1000 values"),
+                (query(filters: [tokens((0..<33).map { "w\($0)" }.joined(separator: " "))]), "at most 32 tokens"),
+                (query(filters: [tokens((0..<170_000).map { "w\($0 % 10)" }.joined(separator: " "))]), "at most 1024 bytes"),
+                (query(filters: [tokens(String(repeating: "a", count: 5_000))]), "at most 1024 bytes"),
+            ]
+            for (body, limit) in cases {
+                Self.expect(try await Self.send(client, path, body), "LIMIT_EXCEEDED", naming: limit, limit)
+            }
+            XCTAssertLessThan(ContinuousClock.now - started, .seconds(30), "refusing is cheap")
+        }
+    }
+
     // MARK: 6. repeated and unbounded lists
 
     func testRepeatedNamesAreRefusedAndEveryListIsBounded() async throws {
