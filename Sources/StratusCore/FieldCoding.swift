@@ -126,16 +126,23 @@ public enum FieldCoding {
         }
     }
 
-    /// Infers a type from a value the way CloudKit does for untyped fields.
+    /// Infers a type from a value the way CloudKit does for untyped fields. A dictionary whose shape
+    /// fits more than one type is refused: its type must be sent (an asset with a latitude is not a
+    /// location).
     public static func infer(field name: String, _ value: JSONValue) throws(StratusError) -> FieldType {
         switch value {
         case .string: return FieldType(.string)
         case .int: return FieldType(.int64)
         case .double: return FieldType(.double)
         case .object(let members):
-            if members["recordName"] != nil { return FieldType(.reference) }
-            if members["latitude"] != nil, members["longitude"] != nil { return FieldType(.location) }
-            if members["fileChecksum"] != nil || members["receipt"] != nil || members["downloadURL"] != nil { return FieldType(.asset) }
+            var candidates: [FieldType.Base] = []
+            if members["recordName"] != nil { candidates.append(.reference) }
+            if members["latitude"] != nil, members["longitude"] != nil { candidates.append(.location) }
+            if members["fileChecksum"] != nil || members["receipt"] != nil || members["downloadURL"] != nil { candidates.append(.asset) }
+            guard candidates.count <= 1 else {
+                throw StratusError(.badRequest, "Field '\(name)': this dictionary could be a \(candidates.map(\.rawValue).joined(separator: " or ")); send 'type'")
+            }
+            if let base = candidates.first { return FieldType(base) }
             throw StratusError(.badRequest, "Field '\(name)': cannot infer the type of this dictionary; send 'type'")
         case .array(let elements):
             guard let first = elements.first else { return FieldType(.string, isList: true) }

@@ -139,6 +139,17 @@ final class HostileInputCoreTests: XCTestCase {
         assertRefused(try RecordQuery.parse(query(sorts: 2), limits: tight), .limitExceeded, naming: "at most 1 sorts")
     }
 
+    // MARK: types decide, not shapes
+
+    func testAnAssetShapedLikeALocationNeedsItsType() throws {
+        let both = #"{"fileChecksum": "abc", "latitude": "north", "longitude": "east"}"#
+        assertRefused(try FieldCoding.decode(field: "photo", try json(#"{"value": \#(both)}"#)), naming: "send 'type'")
+        let typed = try FieldCoding.decode(field: "photo", try json(#"{"value": \#(both), "type": "ASSETID"}"#))
+        XCTAssertEqual(typed.type, FieldType(.asset))
+        XCTAssertEqual(try FieldCoding.infer(field: "p", try json(#"{"latitude": 1, "longitude": 2}"#)), FieldType(.location))
+        XCTAssertEqual(try FieldCoding.infer(field: "p", try json(#"{"fileChecksum": "abc"}"#)), FieldType(.asset))
+    }
+
     // MARK: exact names
 
     func testExactNamesTellCanonicallyEquivalentNamesApart() {

@@ -235,6 +235,59 @@ final class HostileInputTests: XCTestCase {
         }
     }
 
+    // MARK: 5. types decide, not shapes
+
+    func testAnAssetShapedLikeALocationDoesNotPoisonDistanceQueries() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await Self.createZone(client, fixture, "Q")
+            let here = (47.3769, 8.5417)
+            func place(_ name: String, _ value: String, _ type: String) -> String {
+                #"{"operationType": "create", "record": {"recordName": "\#(name)", "recordType": "Spot", "fields": {"place": {"value": \#(value), "type": "\#(type)"}}}}"#
+            }
+            let operations = [
+                place("here", #"{"latitude": \#(here.0), "longitude": \#(here.1)}"#, "LOCATION"),
+                place("bern", #"{"latitude": 46.948, "longitude": 7.4474}"#, "LOCATION"),
+                place("antipode", #"{"latitude": \#(-here.0), "longitude": \#(here.1 - 180)}"#, "LOCATION"),
+                place("photo", #"{"fileChecksum": "abc", "latitude": "north", "longitude": "east"}"#, "ASSETID"),
+                place("note", #""a string""#, "STRING"),
+            ]
+            let (status, reply) = try await Self.send(
+                client, fixture.path("records/modify"), #"{"zoneID": {"zoneName": "Q"}, "operations": [\#(operations.joined(separator: ","))]}"#)
+            XCTAssertEqual(status, 200, "\(reply)")
+            // Without a type, a dictionary that could be either is refused.
+            let untyped = try await Self.send(client, fixture.path("records/modify"), #"""
+                {"zoneID": {"zoneName": "Q"}, "operations": [{"operationType": "create", "record": {"recordName": "odd", "recordType": "Spot",
+                 "fields": {"place": {"value": {"fileChecksum": "abc", "latitude": 1, "longitude": 2}}}}}]}
+                """#)
+            Self.expect(untyped, "BAD_REQUEST", naming: "send 'type'", "an untyped asset with a latitude")
+            try await QueryTests.applyEventLog(fixture.store)
+
+            let point = #"{"value": {"latitude": \#(here.0), "longitude": \#(here.1)}}"#
+            for ascending in [true, false] {
+                let (sortStatus, sorted) = try await Self.send(client, fixture.path("records/query"), #"""
+                    {"zoneID": {"zoneName": "Q"}, "query": {"recordType": "Spot", "sortBy": [{"fieldName": "place", "ascending": \#(ascending), "relativeLocation": \#(point)}]}}
+                    """#)
+                XCTAssertEqual(sortStatus, 200, "a distance sort over a type whose asset has a latitude: \(sorted)")
+                let names = QueryTests.names(sorted)
+                XCTAssertEqual(Set(names), ["here", "bern", "antipode", "photo", "note"])
+                let locations = names.filter { ["here", "bern", "antipode"].contains($0) }
+                XCTAssertEqual(locations, ascending ? ["here", "bern", "antipode"] : ["antipode", "bern", "here"])
+            }
+            let (nearStatus, near) = try await Self.send(client, fixture.path("records/query"), #"""
+                {"zoneID": {"zoneName": "Q"}, "query": {"recordType": "Spot",
+                 "filterBy": [{"comparator": "NEAR", "fieldName": "place", "fieldValue": \#(point), "distance": 150000}]}}
+                """#)
+            XCTAssertEqual(nearStatus, 200, "\(near)")
+            XCTAssertEqual(Set(QueryTests.names(near)), ["here", "bern"])
+            let (everywhereStatus, everywhere) = try await Self.send(client, fixture.path("records/query"), #"""
+                {"zoneID": {"zoneName": "Q"}, "query": {"recordType": "Spot",
+                 "filterBy": [{"comparator": "NEAR", "fieldName": "place", "fieldValue": \#(point), "distance": 30000000}]}}
+                """#)
+            XCTAssertEqual(everywhereStatus, 200, "\(everywhere)")
+            XCTAssertEqual(Set(QueryTests.names(everywhere)), ["here", "bern", "antipode"], "the antipode is within any distance beyond half the globe")
+        }
+    }
+
     // MARK: 6. repeated and unbounded lists
 
     func testRepeatedNamesAreRefusedAndEveryListIsBounded() async throws {
