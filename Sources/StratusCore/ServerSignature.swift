@@ -27,16 +27,22 @@ public enum ServerSignature {
         try privateKey.signature(for: message(date: date, body: body, subpath: subpath)).derRepresentation.base64EncodedString()
     }
 
-    /// Checks a signed request: the date is well formed and fresh, and the signature verifies.
-    public static func verify(
-        signature: String, date: String, body: some DataProtocol, subpath: String, publicKey: ServerPublicKey, now: Int64
-    ) throws(StratusError) {
+    /// Checks the signing time alone: well formed and within the allowed skew of `now`. It needs no
+    /// body, so a stale request is refused before its body is read.
+    public static func checkDate(_ date: String, now: Int64) throws(StratusError) {
         guard let signedAt = ISO8601Time.seconds(date) else {
             throw StratusError(.authenticationFailed, "\(dateHeader) must be an ISO 8601 UTC time such as 2026-01-31T12:00:00Z")
         }
         guard abs(now - signedAt) <= maxClockSkew else {
             throw StratusError(.authenticationFailed, "\(dateHeader) is more than \(maxClockSkew / 60) minutes from the server's time")
         }
+    }
+
+    /// Checks a signed request: the date is well formed and fresh, and the signature verifies.
+    public static func verify(
+        signature: String, date: String, body: some DataProtocol, subpath: String, publicKey: ServerPublicKey, now: Int64
+    ) throws(StratusError) {
+        try checkDate(date, now: now)
         guard let bytes = Data(base64Encoded: signature.trimmingCharacters(in: .whitespaces)) else {
             throw StratusError(.authenticationFailed, "\(signatureHeader) is not base64")
         }

@@ -381,4 +381,108 @@ final class HostileInputTests: XCTestCase {
             XCTAssertEqual(valuesByExactName(relooked["records"] as? [Body] ?? []), changed)
         }
     }
+
+    // MARK: 8. authentication before the body
+
+    /// A caller that cannot authenticate is answered while it is still sending: the server never
+    /// reads (or buffers) its body. A real connection, with 1 KB sent of a declared 9 MB.
+    func testAnUnauthenticatedLargeBodyIsRefusedBeforeItIsRead() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let container = "iCloud.com.example.notes"
+            let apiToken = try await ContainerStore(store: store).create(container: container, label: "test", logger: TestSupport.logger)
+            let privateKey = P256.Signing.PrivateKey()
+            let key = try await ServerKeyStore(store: store).register(
+                container: container, publicKey: try ServerPublicKey(text: privateKey.publicKey.pemRepresentation), label: "test", logger: TestSupport.logger)
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            configuration.port = 0
+            let app = buildApplication(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration, services: [], logger: TestSupport.logger)
+            try await app.test(.live) { client in
+                let port = try XCTUnwrap(client.port)
+                let now = ISO8601Time.text(Int64(Date().timeIntervalSince1970))
+                let stale = ISO8601Time.text(Int64(Date().timeIntervalSince1970) - 3_600)
+                let privatePath = "/database/1/\(container)/development/private/records/modify"
+                let publicPath = "/database/1/\(container)/development/public/records/modify"
+                let cases: [(String, String, String)] = [
+                    ("an unknown API token", privatePath + "?ckAPIToken=wrong", ""),
+                    ("no credentials", privatePath, ""),
+                    ("a forged web auth token", privatePath + "?ckAPIToken=\(apiToken)&ckWebAuthToken=forged", ""),
+                    ("an unknown server key", publicPath, "\(ServerSignature.keyIDHeader): \(String(repeating: "ab", count: 32))\r\n\(ServerSignature.dateHeader): \(now)\r\n\(ServerSignature.signatureHeader): AAAA\r\n"),
+                    ("a malformed server key id", publicPath, "\(ServerSignature.keyIDHeader): not-a-key\r\n\(ServerSignature.dateHeader): \(now)\r\n\(ServerSignature.signatureHeader): AAAA\r\n"),
+                    ("a stale signing date", publicPath, "\(ServerSignature.keyIDHeader): \(key.keyID)\r\n\(ServerSignature.dateHeader): \(stale)\r\n\(ServerSignature.signatureHeader): AAAA\r\n"),
+                ]
+                for (what, target, headers) in cases {
+                    let connection = try RawConnection(port: port, receiveTimeout: 10)
+                    let head = "POST \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 9000000\r\n\(headers)\r\n"
+                    let reply = await RawConnection.offThePool {
+                        guard connection.send(Array(head.utf8) + Array(repeating: UInt8(ascii: " "), count: 1_024)) else { return (bytes: [UInt8](), closed: true) }
+                        return connection.receive { String(decoding: $0, as: UTF8.self).contains("\"}") }
+                    }
+                    let text = String(decoding: reply.bytes, as: UTF8.self)
+                    XCTAssertTrue(text.hasPrefix("HTTP/1.1 401"), "\(what): answered before the body was sent: \(text.prefix(400))")
+                    XCTAssertTrue(text.contains("AUTHENTICATION_FAILED"), "\(what): \(text.prefix(400))")
+                }
+            }
+        }
+    }
+}
+
+/// A bare TCP connection to a local server, for tests that must control what is sent and when.
+final class RawConnection: @unchecked Sendable {
+    private let descriptor: Int32
+
+    /// Connects to 127.0.0.1:`port`; a read waits at most `receiveTimeout` seconds.
+    init(port: Int, receiveTimeout: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestSupport.MissingServer(description: "no socket") }
+        var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let descriptor = descriptor
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard connected else {
+            close(descriptor)
+            throw TestSupport.MissingServer(description: "cannot connect to port \(port)")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Sends all of `bytes`; false once the server has closed the connection (never raises SIGPIPE).
+    func send(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard sent > 0 else { return false }
+            offset += sent
+        }
+        return true
+    }
+
+    /// Reads until `done` holds for what arrived, the server closes the connection, or a read times out.
+    func receive(until done: ([UInt8]) -> Bool = { _ in false }) -> (bytes: [UInt8], closed: Bool) {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while !done(received) {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count == 0 { return (received, true) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return (received, errno == ECONNRESET)
+            }
+            received += buffer[0..<count]
+        }
+        return (received, false)
+    }
+
+    /// Runs blocking socket work on a thread of its own, not on the concurrency pool the server needs.
+    static func offThePool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: work()) }.start()
+        }
+    }
 }
