@@ -28,6 +28,9 @@ public struct APIConfiguration: Sendable {
     public var port: Int = 8080
     /// Request limits.
     public var limits = APILimits()
+    /// How long a connection may stay idle (no request in progress, nothing received) before the
+    /// server closes it; nil keeps idle connections open for ever.
+    public var idleTimeout: Duration? = .seconds(60)
     /// The key web auth tokens are signed with.
     public var secretKey: SecretKey
     /// Where AUTHENTICATION_REQUIRED sends a client to sign in (`{container}` is replaced); nil for

@@ -424,6 +424,53 @@ final class HostileInputTests: XCTestCase {
             }
         }
     }
+
+    // MARK: 9. idle connections
+
+    func testIdleConnectionsAreClosedByTheServer() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            configuration.port = 0
+            configuration.idleTimeout = .seconds(1)
+            let app = buildApplication(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration, services: [], logger: TestSupport.logger)
+            try await app.test(.live) { client in
+                let port = try XCTUnwrap(client.port)
+                let cases: [(String, String)] = [
+                    ("a connection that sends nothing", ""),
+                    ("a connection left open after its answer", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+                    ("a request head that stops half-way", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
+                ]
+                for (what, sent) in cases {
+                    let connection = try RawConnection(port: port, receiveTimeout: 12)
+                    let started = ContinuousClock.now
+                    let reply = await RawConnection.offThePool {
+                        if !sent.isEmpty, !connection.send(Array(sent.utf8)) { return (bytes: [UInt8](), closed: true) }
+                        return connection.receive()
+                    }
+                    let elapsed = ContinuousClock.now - started
+                    XCTAssertTrue(reply.closed, "\(what): the server closes it")
+                    XCTAssertLessThan(elapsed, .seconds(10), what)
+                    XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(900), "\(what): not before the idle timeout")
+                    if sent.hasSuffix("\r\n\r\n") {
+                        XCTAssertTrue(String(decoding: reply.bytes, as: UTF8.self).hasPrefix("HTTP/1.1 200"), what)
+                    }
+                }
+            }
+        }
+    }
+
+    func testTheIdleTimeoutComesFromTheEnvironment() throws {
+        let key = SecretKey.generate().hex
+        func configuration(_ value: String?) throws -> StratusConfiguration {
+            var environment = ["STRATUS_SECRET_KEY": key]
+            environment["STRATUS_HTTP_IDLE_TIMEOUT_SECONDS"] = value
+            return try StratusConfiguration.fromEnvironment(environment)
+        }
+        XCTAssertEqual(try configuration(nil).api.idleTimeout, .seconds(60))
+        XCTAssertEqual(try configuration("5").api.idleTimeout, .seconds(5))
+        XCTAssertNil(try configuration("0").api.idleTimeout)
+        for bad in ["-1", "86401", "soon"] { XCTAssertThrowsError(try configuration(bad), bad) }
+    }
 }
 
 /// A bare TCP connection to a local server, for tests that must control what is sent and when.
