@@ -14,6 +14,10 @@ public struct APILimits: Sendable {
     public var maxEventBytes: Int = 950_000
     /// Changes (records or zones) per sync response; a client's `resultsLimit` is capped by it.
     public var maxResults: Int = 200
+    /// Entries of a name list: `desiredKeys` and `desiredRecordTypes`.
+    public var maxNames: Int = 1_000
+    /// What one `records/query` may ask for: filters, sorts, list values, search tokens and text.
+    public var query = RecordQuery.Limits()
 
     /// The defaults.
     public init() {}
@@ -27,6 +31,9 @@ public struct APIConfiguration: Sendable {
     public var port: Int = 8080
     /// Request limits.
     public var limits = APILimits()
+    /// How long a connection may stay idle (no request in progress, nothing received) before the
+    /// server closes it; nil keeps idle connections open for ever.
+    public var idleTimeout: Duration? = .seconds(60)
     /// The key web auth tokens are signed with.
     public var secretKey: SecretKey
     /// Where AUTHENTICATION_REQUIRED sends a client to sign in (`{container}` is replaced); nil for

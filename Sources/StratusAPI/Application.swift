@@ -56,8 +56,20 @@ public func buildApplication(
 ) -> some ApplicationProtocol {
     Application(
         router: buildRouter(dependencies, configuration: configuration),
+        // An idle connection is closed, so clients that open connections and send nothing (or stop
+        // half-way through a request) cannot hold the server's connections for ever.
+        server: .http1(configuration: .init(idleTimeout: configuration.idleTimeout.map { .nanoseconds(nanoseconds($0)) })),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "stratus"),
         services: services,
         logger: logger
     )
+}
+
+/// A duration in whole nanoseconds, clamped to the 64-bit range.
+private func nanoseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+    guard !overflow else { return seconds < 0 ? .min : .max }
+    let (total, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+    return sumOverflow ? (whole < 0 ? .min : .max) : total
 }

@@ -41,14 +41,17 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
         guard let container = context.parameters.get("container"), !container.isEmpty, container.utf8.count <= 255 else {
             throw StratusError(.badRequest, "The path must name a container")
         }
-        let body = try await RequestBody.read(request, limit: 64 * 1024)
+        try ClientText.check(container, "The container in the path")
         guard let apiToken = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
             throw StratusError(.authenticationFailed, "Missing ckAPIToken")
         }
         guard let access = try await containers.access(forAPIToken: apiToken, logger: context.logger), access.container == container else {
             throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(container.prefix(255))'")
         }
+        // Read only for a known app, as every other body.
+        let body = try await RequestBody.read(request, limit: 64 * 1024)
         let credentials = try RequestBody.decode(SignInRequest.self, from: body)
+        try ClientText.check(credentials.login, "login")
         guard let userRecordName = try await users.authenticate(
             container: container, login: credentials.login, password: credentials.password, logger: context.logger)
         else {

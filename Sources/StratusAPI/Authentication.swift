@@ -41,7 +41,24 @@ struct Authenticator: Sendable {
     /// The sign-in address template (`{container}` is replaced); nil for the built-in sign-in page.
     let signInURL: String?
 
-    func authenticate(_ request: Request, body: Data, path: DatabasePath, logger: Logger) async throws -> Caller {
+    /// A call identified from its URL and headers: either its caller, or a signed request whose key
+    /// exists and whose date is fresh, and whose signature (over the body) is still to be checked.
+    enum Identified: Sendable {
+        case caller(Caller)
+        case signed(SignedRequest)
+    }
+
+    /// A signed request waiting for its body.
+    struct SignedRequest: Sendable {
+        var key: ServerKey
+        var date: String
+        var signature: String
+        var subpath: String
+    }
+
+    /// Checks everything that needs no body, so that a caller who cannot authenticate is refused
+    /// before the server reads (and buffers) what it sends.
+    func identify(_ request: Request, path: DatabasePath, logger: Logger) async throws -> Identified {
         let query = request.uri.queryParameters
         let apiToken = query["ckAPIToken"].map(String.init)
         let webToken = query["ckWebAuthToken"].map(String.init)
@@ -58,7 +75,7 @@ struct Authenticator: Sendable {
                     .filter { $0.1 == nil }.map(\.0)
                 throw StratusError(.authenticationFailed, "A signed request needs the headers \(missing.joined(separator: ", ")) too")
             }
-            return try await authenticateSigned(keyID: keyID, date: date, signature: signature, body: body, subpath: request.uri.path, path: path, logger: logger)
+            return .signed(try await identifySigned(keyID: keyID, date: date, signature: signature, subpath: request.uri.path, path: path, logger: logger))
         }
         guard let apiToken, !apiToken.isEmpty else {
             throw StratusError(.authenticationFailed, "Missing ckAPIToken (or a server-to-server signature)")
@@ -71,21 +88,37 @@ struct Authenticator: Sendable {
             let now = Int64(Date().timeIntervalSince1970)
             caller.userRecordName = try WebAuthToken.verify(webToken, key: secretKey, container: access.container, now: now).userRecordName
         }
-        return caller
+        return .caller(caller)
     }
 
-    private func authenticateSigned(
-        keyID: String, date: String, signature: String, body: Data, subpath: String, path: DatabasePath, logger: Logger
-    ) async throws -> Caller {
-        guard let key = try await serverKeys.key(id: keyID, logger: logger) else {
+    /// The caller, once the body is read: a signed request's signature is checked against it.
+    func verify(_ identified: Identified, body: Data) throws(StratusError) -> Caller {
+        switch identified {
+        case .caller(let caller):
+            return caller
+        case .signed(let signed):
+            try ServerSignature.verify(
+                signature: signed.signature, date: signed.date, body: body, subpath: signed.subpath, publicKey: signed.key.publicKey,
+                now: Int64(Date().timeIntervalSince1970))
+            let key = signed.key
+            return Caller(container: key.container, credential: .serverKey(key.keyID), userRecordName: key.userRecordName, allowsAnonymousPublic: false)
+        }
+    }
+
+    private func identifySigned(
+        keyID: String, date: String, signature: String, subpath: String, path: DatabasePath, logger: Logger
+    ) async throws -> SignedRequest {
+        // Key ids are 64 hex digits; anything else names no key and is not looked up.
+        guard keyID.utf8.count == 64, keyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0 | 0x20) }),
+              let key = try await serverKeys.key(id: keyID, logger: logger)
+        else {
             throw StratusError(.authenticationFailed, "\(ServerSignature.keyIDHeader) names no active server-to-server key")
         }
         guard key.container == path.container else {
             throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(path.container.prefix(255))'")
         }
-        try ServerSignature.verify(
-            signature: signature, date: date, body: body, subpath: subpath, publicKey: key.publicKey, now: Int64(Date().timeIntervalSince1970))
-        return Caller(container: key.container, credential: .serverKey(key.keyID), userRecordName: key.userRecordName, allowsAnonymousPublic: false)
+        try ServerSignature.checkDate(date, now: Int64(Date().timeIntervalSince1970))
+        return SignedRequest(key: key, date: date, signature: signature, subpath: subpath)
     }
 
     /// The database the caller addresses, if the caller may do `access` there.

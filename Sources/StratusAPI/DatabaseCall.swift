@@ -3,8 +3,8 @@ import Hummingbird
 import Logging
 import StratusCore
 
-/// What every database operation starts with: the path, the body (read once, capped), the caller,
-/// and the database the caller may address.
+/// What every database operation starts with: the path, the caller, the database the caller may
+/// address, and the body (read once, capped, after authentication).
 struct DatabaseCall {
     var path: DatabasePath
     var body: Data
@@ -15,9 +15,13 @@ struct DatabaseCall {
         _ request: Request, context: some StratusRequestContext, authenticator: Authenticator, limits: APILimits, access: DatabaseAccess
     ) async throws -> DatabaseCall {
         let path = try DatabasePath.parse(context)
+        // The body is read only once the caller is known (or, for a signed request, its key and
+        // date check out), so a client that cannot authenticate never makes the server buffer it.
+        let identified = try await authenticator.identify(request, path: path, logger: context.logger)
+        var database: DatabaseID?
+        if case .caller(let caller) = identified { database = try authenticator.database(for: caller, path: path, access: access) }
         let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
-        let caller = try await authenticator.authenticate(request, body: body, path: path, logger: context.logger)
-        let database = try authenticator.database(for: caller, path: path, access: access)
-        return DatabaseCall(path: path, body: body, caller: caller, database: database)
+        let caller = try authenticator.verify(identified, body: body)
+        return DatabaseCall(path: path, body: body, caller: caller, database: try database ?? authenticator.database(for: caller, path: path, access: access))
     }
 }

@@ -11,6 +11,7 @@ struct DatabasePath: Sendable {
         guard let container = context.parameters.get("container"), !container.isEmpty, container.utf8.count <= 255 else {
             throw StratusError(.badRequest, "The path must name a container")
         }
+        try ClientText.check(container, "The container in the path")
         guard let environment = context.parameters.get("environment").flatMap(StratusCore.Environment.init(rawValue:)) else {
             throw StratusError(.badRequest, "environment must be 'development' or 'production'")
         }

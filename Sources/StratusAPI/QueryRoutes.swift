@@ -38,7 +38,8 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
         let database = opened.database
         let parsed = try RequestBody.decode(QueryRequest.self, from: opened.body)
-        let query = try RecordQuery.parse(parsed.query)
+        let query = try RecordQuery.parse(parsed.query, limits: limits.query)
+        try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         try IndexPolicy.development.check(query)
         if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)

@@ -51,14 +51,22 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(parsed.operations.count)")
         }
         let zone = try zoneID(parsed.zoneID, database: database)
+        try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         var commands: [RecordStore.Command] = []
-        var names = Set<String>()
+        // By exact bytes: canonically equivalent names are distinct records.
+        var names = Set<ExactName>()
         for (index, operation) in parsed.operations.enumerated() {
             guard let type = RecordOperationType(rawValue: operation.operationType) else {
                 throw StratusError(.badRequest, "operations[\(index)]: unknown operationType '\(operation.operationType.prefix(64))'; use one of \(RecordOperationType.allCases.map(\.rawValue).joined(separator: ", "))")
             }
-            let input = try RecordWire.input(operation.record, operation: type, zone: zone)
-            guard names.insert(input.recordName).inserted else {
+            try ClientText.check(names: operation.desiredKeys, "operations[\(index)].desiredKeys", limit: limits.maxNames)
+            let input: RecordInput
+            do {
+                input = try RecordWire.input(operation.record, operation: type, zone: zone)
+            } catch {
+                throw StratusError(error.code, "operations[\(index)]: \(error.reason)")
+            }
+            guard names.insert(ExactName(input.recordName)).inserted else {
                 throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' appears in more than one operation; send one operation per record")
             }
             commands.append(RecordStore.Command(type: type, input: input))
@@ -96,11 +104,20 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) records may be looked up per request")
         }
         let zone = try zoneID(parsed.zoneID, database: database)
-        for item in parsed.records { try Record.validate(recordName: item.recordName) }
+        try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
+        // Each record once: a name repeated in one request would multiply the response, not the answer.
+        var names = Set<ExactName>()
+        for (index, item) in parsed.records.enumerated() {
+            try Record.validate(recordName: item.recordName, "records[\(index)].recordName")
+            try ClientText.check(names: item.desiredKeys, "records[\(index)].desiredKeys", limit: limits.maxNames)
+            guard names.insert(ExactName(item.recordName)).inserted else {
+                throw StratusError(.badRequest, "Record '\(item.recordName.prefix(255))' appears more than once in records; ask for each record once")
+            }
+        }
         let found = try await records.lookup(parsed.records.map(\.recordName), zone: zone, in: database, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let results: [JSONValue] = parsed.records.map { item in
-            guard let record = found[item.recordName] else {
+            guard let record = found[ExactName(item.recordName)] else {
                 return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
             }
             return RecordWire.dictionary(record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings)

@@ -51,10 +51,12 @@ enum RecordWire {
                 fields[name] = try FieldCoding.decode(field: name, json)
             }
         }
-        return RecordInput(
+        let input = RecordInput(
             recordName: recordName, recordType: wire.recordType, changeTag: wire.recordChangeTag, fields: fields,
             parent: try reference(wire.parent, key: "parent", zone: zone), share: try reference(wire.share, key: "share", zone: zone),
             createShortGUID: wire.createShortGUID ?? false)
+        try input.validateReferences()
+        return input
     }
 
     private static func reference(_ value: JSONValue??, key: String, zone: ZoneID) throws(StratusError) -> String?? {

@@ -51,8 +51,14 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     func zoneChanges(_ request: Request, _ context: Context) async throws -> Response {
         let (database, body) = try await open(request, context)
         let parsed = try RequestBody.decode(ZonesRequest.self, from: body)
-        guard !parsed.zones.isEmpty, parsed.zones.count <= limits.maxOperations else {
-            throw StratusError(.badRequest, "zones must name 1 to \(limits.maxOperations) zones")
+        guard !parsed.zones.isEmpty else { throw StratusError(.badRequest, "zones must name at least one zone") }
+        guard parsed.zones.count <= limits.maxOperations else {
+            throw StratusError(.limitExceeded, "zones names \(parsed.zones.count) zones; at most \(limits.maxOperations) are allowed per request")
+        }
+        // Each zone once: a repeated zone would multiply the response, not the answer.
+        var seen = Set<ExactName>()
+        for zone in parsed.zones where !seen.insert(ExactName(zone.zoneID.zoneName)).inserted {
+            throw StratusError(.badRequest, "Zone '\(zone.zoneID.zoneName.prefix(255))' appears more than once in zones; ask for each zone once")
         }
         var results: [JSONValue] = []
         for zone in parsed.zones {
@@ -75,6 +81,11 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     private func changes(_ zoneRequest: ZoneRequest, database: DatabaseID, context: Context) async throws -> JSONValue {
         let name = zoneRequest.zoneID.zoneName
         if name != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: name) }
+        try ClientText.check(names: zoneRequest.desiredKeys, "desiredKeys", limit: limits.maxNames)
+        try ClientText.check(names: zoneRequest.desiredRecordTypes, "desiredRecordTypes", limit: limits.maxNames)
+        for (index, type) in (zoneRequest.desiredRecordTypes ?? []).enumerated() {
+            do { try Record.validate(recordType: type) } catch { throw StratusError(.badRequest, "desiredRecordTypes[\(index)]: \(error.reason)") }
+        }
         if let owner = zoneRequest.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
             throw StratusError(.zoneNotFound, "Zone '\(name.prefix(255))' does not exist in this database")
         }

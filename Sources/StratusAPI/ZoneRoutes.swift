@@ -57,7 +57,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         guard database.scope == .private else {
             throw StratusError(.badRequest, "Zones can be created and deleted only in the private database")
         }
-        var seen = Set<String>()
+        var seen = Set<ExactName>()
         var commands: [ZoneCommand] = []
         for operation in body.operations {
             let name = operation.zone.zoneID.zoneName
@@ -68,7 +68,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             if let owner = operation.zone.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
                 throw StratusError(.accessDenied, "Zones can be modified only in the caller's own private database")
             }
-            guard seen.insert(name).inserted else {
+            guard seen.insert(ExactName(name)).inserted else {
                 throw StratusError(.badRequest, "Zone '\(name)' appears in more than one operation")
             }
             let zoneID = ZoneID(zoneName: name, ownerRecordName: database.owner)
@@ -106,7 +106,17 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         let database = opened.database
         let body = try RequestBody.decode(LookupRequest.self, from: opened.body)
         guard body.zones.count <= limits.maxOperations else {
-            throw StratusError(.badRequest, "At most \(limits.maxOperations) zones may be looked up per request")
+            throw StratusError(.limitExceeded, "At most \(limits.maxOperations) zones may be looked up per request, got \(body.zones.count)")
+        }
+        // Names are checked before any reaches SQL, and each zone is answered once.
+        var seen = Set<ExactName>()
+        for (index, wire) in body.zones.enumerated() {
+            if wire.zoneName != ZoneID.defaultZoneName {
+                do { try ZoneID.validate(zoneName: wire.zoneName) } catch { throw StratusError(.badRequest, "zones[\(index)]: \(error.reason)") }
+            }
+            guard seen.insert(ExactName(wire.zoneName)).inserted else {
+                throw StratusError(.badRequest, "Zone '\(wire.zoneName)' appears more than once in zones; ask for each zone once")
+            }
         }
         var results: [ZoneResult] = []
         for wire in body.zones {

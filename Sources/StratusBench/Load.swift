@@ -119,7 +119,11 @@ final class IssuedCounter: Sendable {
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 
-    init(seconds: Double) { self = .nanoseconds(Int64(seconds * 1e9)) }
+    init(seconds: Double) {
+        // Checked: a NaN or a huge setting would trap in Int64(_:).
+        let nanoseconds = (seconds * 1e9).rounded(.towardZero)
+        self = .nanoseconds(Int64(exactly: nanoseconds) ?? (nanoseconds > 0 ? .max : 0))
+    }
 }
 
 /// A small seeded generator, so every run loads the same data.

@@ -39,6 +39,7 @@ public enum FieldCoding {
         let reported = listType ?? FieldType(base)
         switch (base, value) {
         case (.string, .string(let text)):
+            try ClientText.check(text, "Field '\(name)'")
             return .string(text)
         case (.int64, .int(let number)):
             return .int64(number)
@@ -53,6 +54,8 @@ public enum FieldCoding {
         case (.double, .int(let number)):
             return .double(Double(number))
         case (.double, .double(let number)):
+            // JSON has no NaN or infinity; a value that is not finite could not be stored as JSON either.
+            guard number.isFinite else { throw mismatch(name, reported, value) }
             return .double(number)
         case (.double, .string(let text)):
             guard let number = Double(text), number.isFinite else { throw mismatch(name, reported, value) }
@@ -71,6 +74,7 @@ public enum FieldCoding {
             guard let recordName = members["recordName"]?.stringValue, !recordName.isEmpty else {
                 throw StratusError(.badRequest, "Field '\(name)' of type \(reported) needs a recordName")
             }
+            try ClientText.check(recordName, "Field '\(name)' recordName")
             var action = ReferenceAction.none
             if let actionJSON = members["action"] {
                 guard let text = actionJSON.stringValue, let parsed = ReferenceAction(rawValue: text) else {
@@ -80,14 +84,16 @@ public enum FieldCoding {
             }
             return .reference(Reference(recordName: recordName, action: action))
         case (.asset, .object):
+            // Stored as sent, so every string in it reaches jsonb.
+            try ClientText.check(value, "Field '\(name)'")
             return .asset(value)
         case (.location, .object(let members)):
             func number(_ key: String) throws(StratusError) -> Double? {
                 switch members[key] {
                 case nil, .null?: return nil
                 case .int(let value)?: return Double(value)
-                case .double(let value)?: return value
-                default: throw StratusError(.badRequest, "Field '\(name)' location \(key) must be a number")
+                case .double(let value)? where value.isFinite: return value
+                default: throw StratusError(.badRequest, "Field '\(name)' location \(key) must be a finite number")
                 }
             }
             guard let latitude = try number("latitude"), let longitude = try number("longitude"),
@@ -95,25 +101,48 @@ public enum FieldCoding {
             else {
                 throw StratusError(.badRequest, "Field '\(name)' of type LOCATION needs latitude (-90…90) and longitude (-180…180)")
             }
+            // Milliseconds: an integer is kept exact, a fraction is dropped, and a number beyond 64 bits
+            // (or not finite) is refused; converting it unchecked would trap.
+            var timestamp: Int64?
+            switch members["timestamp"] {
+            case nil, .null?:
+                break
+            case .int(let milliseconds)?:
+                timestamp = milliseconds
+            case .double(let milliseconds)?:
+                guard let whole = Int64(exactly: milliseconds.rounded(.towardZero)) else {
+                    throw StratusError(.badRequest, "Field '\(name)' location timestamp must be milliseconds within 64 bits")
+                }
+                timestamp = whole
+            default:
+                throw StratusError(.badRequest, "Field '\(name)' location timestamp must be a number")
+            }
             return .location(Location(
                 latitude: latitude, longitude: longitude, horizontalAccuracy: try number("horizontalAccuracy"),
                 verticalAccuracy: try number("verticalAccuracy"), altitude: try number("altitude"), speed: try number("speed"),
-                course: try number("course"), timestamp: try number("timestamp").map { Int64($0) }))
+                course: try number("course"), timestamp: timestamp))
         default:
             throw mismatch(name, reported, value)
         }
     }
 
-    /// Infers a type from a value the way CloudKit does for untyped fields.
+    /// Infers a type from a value the way CloudKit does for untyped fields. A dictionary whose shape
+    /// fits more than one type is refused: its type must be sent (an asset with a latitude is not a
+    /// location).
     public static func infer(field name: String, _ value: JSONValue) throws(StratusError) -> FieldType {
         switch value {
         case .string: return FieldType(.string)
         case .int: return FieldType(.int64)
         case .double: return FieldType(.double)
         case .object(let members):
-            if members["recordName"] != nil { return FieldType(.reference) }
-            if members["latitude"] != nil, members["longitude"] != nil { return FieldType(.location) }
-            if members["fileChecksum"] != nil || members["receipt"] != nil || members["downloadURL"] != nil { return FieldType(.asset) }
+            var candidates: [FieldType.Base] = []
+            if members["recordName"] != nil { candidates.append(.reference) }
+            if members["latitude"] != nil, members["longitude"] != nil { candidates.append(.location) }
+            if members["fileChecksum"] != nil || members["receipt"] != nil || members["downloadURL"] != nil { candidates.append(.asset) }
+            guard candidates.count <= 1 else {
+                throw StratusError(.badRequest, "Field '\(name)': this dictionary could be a \(candidates.map(\.rawValue).joined(separator: " or ")); send 'type'")
+            }
+            if let base = candidates.first { return FieldType(base) }
             throw StratusError(.badRequest, "Field '\(name)': cannot infer the type of this dictionary; send 'type'")
         case .array(let elements):
             guard let first = elements.first else { return FieldType(.string, isList: true) }

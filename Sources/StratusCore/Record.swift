@@ -64,14 +64,15 @@ public struct Record: Sendable, Hashable, Codable {
         fields.sorted { $0.key < $1.key }.flatMap { name, value in value.references.map { (name, $0) } }
     }
 
-    /// Checks a client-supplied record name: 1–255 characters, no control characters, not starting with `_`
-    /// unless it is a system name the client may use.
-    public static func validate(recordName: String) throws(StratusError) {
+    /// Checks a client-supplied record name: 1–255 bytes, no control characters (NUL included).
+    /// `place` names where it was sent: the record's own name, a reference target, a parent, a share —
+    /// all become keys of the same indexes.
+    public static func validate(recordName: String, _ place: @autoclosure () -> String = "recordName") throws(StratusError) {
         guard !recordName.isEmpty, recordName.utf8.count <= 255 else {
-            throw StratusError(.badRequest, "recordName must be 1 to 255 bytes")
+            throw StratusError(.badRequest, "\(place()) must be 1 to 255 bytes, got \(recordName.utf8.count)")
         }
         guard !recordName.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw StratusError(.badRequest, "recordName must not contain control characters")
+            throw StratusError(.badRequest, "\(place()) must not contain control characters (NUL included)")
         }
     }
 
@@ -125,6 +126,20 @@ public struct RecordInput: Sendable, Hashable {
         self.parent = parent
         self.share = share
         self.createShortGUID = createShortGUID
+    }
+}
+
+extension RecordInput {
+    /// Checks the record names the input points at: every reference target, the parent and the
+    /// share are held to the rules of record names, since they are stored and indexed like them.
+    public func validateReferences() throws(StratusError) {
+        for (field, value) in fields.sorted(by: { $0.key < $1.key }) {
+            for reference in value.references {
+                try Record.validate(recordName: reference.recordName, "Field '\(field)' reference recordName")
+            }
+        }
+        if case .some(.some(let parent)) = parent { try Record.validate(recordName: parent, "record.parent.recordName") }
+        if case .some(.some(let share)) = share { try Record.validate(recordName: share, "record.share.recordName") }
     }
 }
 

@@ -50,19 +50,40 @@ public struct RecordQuery: Sendable, Hashable {
     /// The system fields a query may name.
     public static let systemFields: Set<String> = ["___recordID", "___createTime", "___modTime"]
 
+    /// What one query may ask for, so no query costs the shared database more than a bounded amount.
+    /// With the defaults a query binds at most about 32 × 1,000 values, well below PostgreSQL's
+    /// 65,535 parameters of a statement.
+    public struct Limits: Sendable, Hashable {
+        /// `filterBy` entries.
+        public var maxFilters: Int = 32
+        /// `sortBy` entries.
+        public var maxSorts: Int = 8
+        /// Values of one list comparison (`IN`, `NOT_IN`, `LIST_CONTAINS_ANY`, `LIST_CONTAINS_ALL` and their negations).
+        public var maxListValues: Int = 1_000
+        /// Search tokens of one token comparison (`CONTAINS_ALL_TOKENS`, `CONTAINS_ANY_TOKENS`).
+        public var maxSearchTokens: Int = 32
+        /// Bytes of the text of one token comparison.
+        public var maxSearchTextBytes: Int = 1_024
+
+        /// The defaults.
+        public init() {}
+    }
+
     /// Reads and checks a query dictionary: `{recordType, filterBy[], sortBy[]}`.
-    public static func parse(_ json: JSONValue) throws(StratusError) -> RecordQuery {
+    public static func parse(_ json: JSONValue, limits: Limits = Limits()) throws(StratusError) -> RecordQuery {
         guard case .object(let members) = json else { throw StratusError(.badRequest, "query must be a dictionary") }
         guard let recordType = members["recordType"]?.stringValue else { throw StratusError(.badRequest, "query.recordType is required") }
         try Record.validate(recordType: recordType)
         var filters: [QueryFilter] = []
         if let filterBy = members["filterBy"] {
             guard case .array(let entries) = filterBy else { throw StratusError(.badRequest, "query.filterBy must be a list") }
-            for (index, entry) in entries.enumerated() { filters.append(try filter(entry, index: index)) }
+            try check(entries.count, limit: limits.maxFilters, "query.filterBy", "filters", "per query")
+            for (index, entry) in entries.enumerated() { filters.append(try filter(entry, index: index, limits: limits)) }
         }
         var sorts: [QuerySort] = []
         if let sortBy = members["sortBy"] {
             guard case .array(let entries) = sortBy else { throw StratusError(.badRequest, "query.sortBy must be a list") }
+            try check(entries.count, limit: limits.maxSorts, "query.sortBy", "sorts", "per query")
             for (index, entry) in entries.enumerated() {
                 guard let name = entry["fieldName"]?.stringValue else { throw StratusError(.badRequest, "query.sortBy[\(index)].fieldName is required") }
                 if !systemFields.contains(name) { try Record.validate(fieldName: name) }
@@ -84,7 +105,14 @@ public struct RecordQuery: Sendable, Hashable {
         return RecordQuery(recordType: recordType, filters: filters, sorts: sorts)
     }
 
-    private static func filter(_ entry: JSONValue, index: Int) throws(StratusError) -> QueryFilter {
+    /// LIMIT_EXCEEDED when `count` is over `limit`, naming the place, what was counted and the limit.
+    private static func check(_ count: Int, limit: Int, _ place: String, _ unit: String, _ scope: String) throws(StratusError) {
+        guard count <= limit else {
+            throw StratusError(.limitExceeded, "\(place) has \(count) \(unit); at most \(limit) \(unit) are allowed \(scope)")
+        }
+    }
+
+    private static func filter(_ entry: JSONValue, index: Int, limits: Limits) throws(StratusError) -> QueryFilter {
         let place = "query.filterBy[\(index)]"
         guard let comparatorText = entry["comparator"]?.stringValue else { throw StratusError(.badRequest, "\(place).comparator is required") }
         guard let comparator = Comparator(rawValue: comparatorText) else {
@@ -117,8 +145,13 @@ public struct RecordQuery: Sendable, Hashable {
                 throw StratusError(.badRequest, "\(place): NEAR needs a LOCATION fieldValue and a distance in metres")
             }
         case .in, .notIn, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll:
-            guard case .list = value else { throw StratusError(.badRequest, "\(place): \(comparator.rawValue) needs a list fieldValue") }
-        case .beginsWith, .notBeginsWith, .containsAllTokens, .containsAnyTokens, .listMemberBeginsWith, .notListMemberBeginsWith:
+            guard case .list(_, let values) = value else { throw StratusError(.badRequest, "\(place): \(comparator.rawValue) needs a list fieldValue") }
+            try check(values.count, limit: limits.maxListValues, "\(place).fieldValue", "values", "in one \(comparator.rawValue)")
+        case .containsAllTokens, .containsAnyTokens:
+            guard case .string(let text) = value else { throw StratusError(.badRequest, "\(place): \(comparator.rawValue) needs a STRING fieldValue") }
+            try check(text.utf8.count, limit: limits.maxSearchTextBytes, "\(place).fieldValue", "bytes", "in a token search")
+            try check(tokens(text).count, limit: limits.maxSearchTokens, "\(place).fieldValue", "tokens", "in a token search")
+        case .beginsWith, .notBeginsWith, .listMemberBeginsWith, .notListMemberBeginsWith:
             guard case .string = value else { throw StratusError(.badRequest, "\(place): \(comparator.rawValue) needs a STRING fieldValue") }
         case .equals, .notEquals, .lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals, .listContains, .notListContains:
             if case .list = value { throw StratusError(.badRequest, "\(place): \(comparator.rawValue) needs a single value, not a list") }

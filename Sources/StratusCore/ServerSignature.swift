@@ -27,16 +27,22 @@ public enum ServerSignature {
         try privateKey.signature(for: message(date: date, body: body, subpath: subpath)).derRepresentation.base64EncodedString()
     }
 
-    /// Checks a signed request: the date is well formed and fresh, and the signature verifies.
-    public static func verify(
-        signature: String, date: String, body: some DataProtocol, subpath: String, publicKey: ServerPublicKey, now: Int64
-    ) throws(StratusError) {
+    /// Checks the signing time alone: well formed and within the allowed skew of `now`. It needs no
+    /// body, so a stale request is refused before its body is read.
+    public static func checkDate(_ date: String, now: Int64) throws(StratusError) {
         guard let signedAt = ISO8601Time.seconds(date) else {
             throw StratusError(.authenticationFailed, "\(dateHeader) must be an ISO 8601 UTC time such as 2026-01-31T12:00:00Z")
         }
         guard abs(now - signedAt) <= maxClockSkew else {
             throw StratusError(.authenticationFailed, "\(dateHeader) is more than \(maxClockSkew / 60) minutes from the server's time")
         }
+    }
+
+    /// Checks a signed request: the date is well formed and fresh, and the signature verifies.
+    public static func verify(
+        signature: String, date: String, body: some DataProtocol, subpath: String, publicKey: ServerPublicKey, now: Int64
+    ) throws(StratusError) {
+        try checkDate(date, now: now)
         guard let bytes = Data(base64Encoded: signature.trimmingCharacters(in: .whitespaces)) else {
             throw StratusError(.authenticationFailed, "\(signatureHeader) is not base64")
         }
@@ -84,14 +90,13 @@ public enum ISO8601Time {
     public static func seconds(_ text: String) -> Int64? {
         let bytes = Array(text.utf8)
         guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func isDigits(_ range: Range<Int>) -> Bool {
+            bytes[range].allSatisfy { $0 >= 48 && $0 <= 57 }
+        }
+        // Fields of at most four digits: their value always fits.
         func number(_ range: Range<Int>) -> Int64? {
-            var value: Int64 = 0
-            for index in range {
-                let byte = bytes[index]
-                guard byte >= 48, byte <= 57 else { return nil }
-                value = value * 10 + Int64(byte - 48)
-            }
-            return value
+            guard range.count <= 4, isDigits(range) else { return nil }
+            return bytes[range].reduce(0) { $0 * 10 + Int64($1 - 48) }
         }
         let separators: [(Int, Character)] = [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":")]
         guard separators.allSatisfy({ bytes[$0.0] == UInt8(ascii: $0.1.unicodeScalars.first!) }) else { return nil }
@@ -99,8 +104,9 @@ public enum ISO8601Time {
               let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
         else { return nil }
         if bytes.count > 20 {
-            // Only a fraction may sit between the seconds and the zone.
-            guard bytes[19] == UInt8(ascii: "."), bytes.count > 21, number(20..<(bytes.count - 1)) != nil else { return nil }
+            // Only a fraction may sit between the seconds and the zone; its digits are checked, never
+            // summed (nineteen of them would overflow).
+            guard bytes[19] == UInt8(ascii: "."), bytes.count > 21, isDigits(20..<(bytes.count - 1)) else { return nil }
         }
         guard (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
               hour < 24, minute < 60, second < 61

@@ -96,7 +96,11 @@ public struct SecretKey: Sendable, CustomStringConvertible {
             var index = trimmed.startIndex
             while index < trimmed.endIndex {
                 let next = trimmed.index(index, offsetBy: 2)
-                bytes.append(UInt8(trimmed[index..<next], radix: 16)!)
+                // `isHexDigit` also admits full-width digits, which this conversion refuses.
+                guard let byte = UInt8(trimmed[index..<next], radix: 16) else {
+                    throw StratusError(.internalError, "the secret key must be hex or base64")
+                }
+                bytes.append(byte)
                 index = next
             }
             try self.init(bytes: bytes)

@@ -30,7 +30,7 @@ final class ClientHandle: @unchecked Sendable {
 /// Builds an `rd_kafka_topic_partition_list_t`; the caller destroys it.
 enum PartitionList {
     static func make(_ offsets: [KafkaTopicPartitionOffset]) -> UnsafeMutablePointer<rd_kafka_topic_partition_list_t> {
-        let list = rd_kafka_topic_partition_list_new(Int32(max(1, offsets.count)))!
+        let list = rd_kafka_topic_partition_list_new(Int32(clamping: max(1, offsets.count)))!
         for entry in offsets {
             let element = rd_kafka_topic_partition_list_add(list, entry.topic, entry.partition)!
             element.pointee.offset = entry.offset

@@ -27,7 +27,9 @@ public struct KafkaAdmin: Sendable {
         try await Blocking.run(on: DispatchQueueBox.shared) {
             try withClient(configuration, RD_KAFKA_PRODUCER) { pointer in
                 var errorText = [CChar](repeating: 0, count: 512)
-                guard let topic = rd_kafka_NewTopic_new(name, Int32(partitions), Int32(replicationFactor), &errorText, errorText.count) else {
+                guard let partitionCount = Int32(exactly: partitions), let replicas = Int32(exactly: replicationFactor),
+                      let topic = rd_kafka_NewTopic_new(name, partitionCount, replicas, &errorText, errorText.count)
+                else {
                     throw KafkaError(code: -1, message: "invalid topic \(name): \(CText.string(errorText))", isFatal: false, isRetriable: false)
                 }
                 defer { rd_kafka_NewTopic_destroy(topic) }
@@ -116,8 +118,13 @@ public struct KafkaAdmin: Sendable {
     }
 }
 
-private func milliseconds(_ duration: Duration) -> Int32 {
-    Int32(clamping: duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+/// A duration as librdkafka's millisecond timeouts, clamped to `Int32` (the product is computed
+/// without overflow: a huge duration would otherwise trap).
+func milliseconds(_ duration: Duration) -> Int32 {
+    let (seconds, attoseconds) = duration.components
+    let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+    guard !overflow else { return seconds < 0 ? .min : .max }
+    return Int32(clamping: whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000).partialValue)
 }
 
 private func withClient<T>(_ configuration: KafkaClientConfiguration, _ type: rd_kafka_type_t, group: String? = nil, _ body: (OpaquePointer) throws -> T) throws -> T {

@@ -72,7 +72,7 @@ public final class KafkaConsumer: Sendable {
     public func poll(maxMessages: Int, timeout: Duration) async throws -> [KafkaMessage] {
         let handle = handle
         let logger = logger
-        let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = StratusKafka.milliseconds(timeout)
         return try await Blocking.run(on: queue) {
             guard let pointer = handle.pointer else { throw KafkaError(code: -1, message: "the consumer is closed", isFatal: true, isRetriable: false) }
             var messages: [KafkaMessage] = []

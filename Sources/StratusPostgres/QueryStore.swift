@@ -59,7 +59,8 @@ public struct QueryStore: Sendable {
     private func statement(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> (String, PostgresBindings) {
         var sql = SQLBuilder()
         let serving = try await QueryIndexGenerations(store: store).serving(logger: logger)
-        let generation = sql.bind(Int32(serving.generation))
+        guard let live = Int32(exactly: serving.generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
+        let generation = sql.bind(live)
         var conditions = [
             "generation = \(generation)", "NOT deleted",
             "container = \(sql.bind(database.container))", "environment = \(sql.bind(database.environment.rawValue))",
@@ -181,10 +182,19 @@ public struct QueryStore: Sendable {
         default:
             let value = "\(field(sort.fieldName, &sql))->'value'"
             if let location = sort.relativeLocation {
-                return "coalesce(to_jsonb(\(distance(value, location, &sql))), 'null'::jsonb)"
+                return "coalesce(to_jsonb(\(locationDistance(sort.fieldName, location, &sql))), 'null'::jsonb)"
             }
             return "coalesce(\(value), 'null'::jsonb)"
         }
+    }
+
+    /// The distance in metres from a point to a field whose stored type is LOCATION; NULL for any
+    /// other type. The type decides, not the value's shape: another field (an asset, say) may hold a
+    /// `latitude` that is no number. CASE guarantees the cast never sees such a value, which an AND
+    /// would not (PostgreSQL may evaluate its operands in any order).
+    private static func locationDistance(_ name: String, _ location: Location, _ sql: inout SQLBuilder) -> String {
+        let stored = field(name, &sql)
+        return "(CASE WHEN \(stored)->>'type' = 'LOCATION' THEN \(distance("\(stored)->'value'", location, &sql)) END)"
     }
 
     /// Great-circle distance in metres between a stored LOCATION value and a point.
@@ -234,7 +244,7 @@ public struct QueryStore: Sendable {
         switch filter.comparator {
         case .near:
             guard case .location(let location) = filter.value, let metres = filter.distance else { throw StratusError(.badRequest, "NEAR needs a LOCATION and a distance") }
-            return "(\(field(name, &sql))->>'type' = 'LOCATION' AND \(distance(value, location, &sql)) <= \(sql.bind(metres)))"
+            return "coalesce(\(locationDistance(name, location, &sql)) <= \(sql.bind(metres)), false)"
         case .listContains, .notListContains:
             let contains = "(\(value) @> \(sql.bind(jsonText(.array([elementJSON(filter.value)]))))::jsonb)"
             return filter.comparator == .listContains ? contains : "(\(value) IS NULL OR NOT \(contains))"
@@ -251,7 +261,8 @@ public struct QueryStore: Sendable {
             }
         case .listMemberBeginsWith, .notListMemberBeginsWith:
             guard case .string(let prefix) = filter.value else { throw StratusError(.badRequest, "\(filter.comparator.rawValue) needs a STRING") }
-            let any = "(jsonb_typeof(\(value)) = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(\(value)) AS m(e) WHERE starts_with(m.e, \(sql.bind(prefix)))))"
+            // CASE, not AND: the elements are read only from an array.
+            let any = "(CASE WHEN jsonb_typeof(\(value)) = 'array' THEN EXISTS (SELECT 1 FROM jsonb_array_elements_text(\(value)) AS m(e) WHERE starts_with(m.e, \(sql.bind(prefix)))) ELSE false END)"
             return filter.comparator == .listMemberBeginsWith ? any : "NOT \(any)"
         default:
             if filter.comparator == .equals, !skipContainment, let exact = containment(filter) {

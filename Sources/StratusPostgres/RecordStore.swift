@@ -116,8 +116,8 @@ public struct RecordStore: Sendable {
         return outcomes
     }
 
-    /// Records by name in one zone; absent names are absent from the result.
-    public func lookup(_ recordNames: [String], zone: ZoneID, in database: DatabaseID, logger: Logger) async throws -> [String: Record] {
+    /// Records by exact name in one zone; absent names are absent from the result.
+    public func lookup(_ recordNames: [String], zone: ZoneID, in database: DatabaseID, logger: Logger) async throws -> [ExactName: Record] {
         try await store.withConnection { connection in
             if !zone.isDefaultZone {
                 let rows = try await connection.query("""
@@ -133,8 +133,8 @@ public struct RecordStore: Sendable {
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND record_name = ANY(\(recordNames))
                 """, logger: logger)
-            var records: [String: Record] = [:]
-            for record in try await RecordRow.decode(rows) { records[record.recordName] = record }
+            var records: [ExactName: Record] = [:]
+            for record in try await RecordRow.decode(rows) { records[ExactName(record.recordName)] = record }
             return records
         }
     }
@@ -183,8 +183,8 @@ struct ZoneWriter {
     var sequence: Int64?
     let startSequence: Int64?
     var events: [NewEvent] = []
-    /// Records this transaction has read (locked) or written, by name; absent ones as nil.
-    var known: [String: Record?] = [:]
+    /// Records this transaction has read (locked) or written, by exact name; absent ones as nil.
+    var known: [ExactName: Record?] = [:]
     var pending: [PendingSave] = []
 
     /// A saved record not yet written to the tables.
@@ -276,7 +276,7 @@ struct ZoneWriter {
             pending.append(PendingSave(
                 record: record, fields: fields, created: before == nil,
                 hadReferences: before?.references.contains { $0.reference.action != .none } ?? false))
-            known[record.recordName] = .some(record)
+            known[ExactName(record.recordName)] = .some(record)
             events.append(event)
             return .saved(record)
         case .delete(let record):
@@ -302,26 +302,26 @@ struct ZoneWriter {
         // The reference walk reads the tables: they must hold this transaction's saves first.
         try await flush(in: transaction)
         var order: [(Record, cascadedFrom: String?)] = [(root, nil)]
-        var names: Set<String> = [root.recordName]
+        var names: Set<ExactName> = [ExactName(root.recordName)]
         var index = 0
         while index < order.count {
             let (record, _) = order[index]
             index += 1
-            for name in try await referrers(of: record.recordName, action: .deleteSelf, in: transaction) where !names.contains(name) {
+            for name in try await referrers(of: record.recordName, action: .deleteSelf, in: transaction) where !names.contains(ExactName(name)) {
                 guard let referrer = try await load(name, in: transaction), mayChange(referrer) else { continue }
-                names.insert(name)
+                names.insert(ExactName(name))
                 order.append((referrer, record.recordName))
             }
         }
         for (record, _) in order {
-            for name in try await referrers(of: record.recordName, action: .validate, in: transaction) where !names.contains(name) {
+            for name in try await referrers(of: record.recordName, action: .validate, in: transaction) where !names.contains(ExactName(name)) {
                 if isPublic, let referrer = try await load(name, in: transaction), !mayChange(referrer) { continue }
                 throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
                     "Record '\(record.recordName.prefix(255))' cannot be deleted: '\(name.prefix(255))' refers to it with VALIDATE"))
             }
         }
         let database = context.database
-        let list = Array(names)
+        let list = names.map(\.name)
         try await transaction.connection.query("""
             DELETE FROM records WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
               AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(list))
@@ -330,7 +330,7 @@ struct ZoneWriter {
             DELETE FROM record_references WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
               AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(list))
             """, logger: transaction.logger)
-        for name in list { known[name] = .some(nil) }
+        for name in names { known[name] = .some(nil) }
         for (record, cascadedFrom) in order {
             let version = nextSequence()
             if let version {
@@ -365,7 +365,7 @@ struct ZoneWriter {
 
     /// Reads and locks the named records in one statement (an atomic batch's records up front).
     mutating func prefetch(_ recordNames: [String], in transaction: Transaction) async throws {
-        let names = recordNames.filter { known[$0] == nil }
+        let names = recordNames.filter { known[ExactName($0)] == nil }
         guard names.count > 1 else { return }
         try await lock(names, in: transaction)
     }
@@ -379,17 +379,17 @@ struct ZoneWriter {
               AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(names))
             FOR UPDATE
             """, logger: transaction.logger)
-        for name in names { known[name] = .some(nil) }
-        for record in try await RecordRow.decode(rows) { known[record.recordName] = .some(record) }
+        for name in names { known[ExactName(name)] = .some(nil) }
+        for record in try await RecordRow.decode(rows) { known[ExactName(record.recordName)] = .some(record) }
     }
 
     private mutating func load(_ recordName: String, in transaction: Transaction) async throws -> Record? {
-        if known[recordName] == nil { try await lock([recordName], in: transaction) }
-        return known[recordName] ?? nil
+        if known[ExactName(recordName)] == nil { try await lock([recordName], in: transaction) }
+        return known[ExactName(recordName)] ?? nil
     }
 
     private func exists(_ recordName: String, in transaction: Transaction) async throws -> Bool {
-        if let entry = known[recordName] { return entry != nil }
+        if let entry = known[ExactName(recordName)] { return entry != nil }
         let database = context.database
         let rows = try await transaction.connection.query("""
             SELECT 1 FROM records
@@ -449,9 +449,9 @@ struct ZoneWriter {
             RETURNING record_name, created_version
             """, logger: transaction.logger)
         for try await (name, createdVersion) in stored.decode((String, Int64?).self) {
-            if case .some(.some(var record)) = known[name], record.createdVersion != createdVersion {
+            if case .some(.some(var record)) = known[ExactName(name)], record.createdVersion != createdVersion {
                 record.createdVersion = createdVersion
-                known[name] = .some(record)
+                known[ExactName(name)] = .some(record)
             }
         }
         let stale = saves.filter(\.hadReferences).map(\.record.recordName)
@@ -465,8 +465,9 @@ struct ZoneWriter {
         var targets: [String] = []
         var actions: [String] = []
         for save in saves {
-            var seen = Set<String>()
-            for (_, reference) in save.record.references where reference.action != .none && seen.insert("\(reference.recordName)\u{0}\(reference.action.rawValue)").inserted {
+            var seen = Set<[ExactName]>()
+            for (_, reference) in save.record.references
+            where reference.action != .none && seen.insert([ExactName(reference.recordName), ExactName(reference.action.rawValue)]).inserted {
                 sources.append(save.record.recordName)
                 targets.append(reference.recordName)
                 actions.append(reference.action.rawValue)

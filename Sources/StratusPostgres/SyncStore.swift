@@ -116,17 +116,18 @@ public struct SyncStore: Sendable {
             let moreComing = entries.count > limit
             if moreComing { entries.removeLast(entries.count - limit) }
             let savedNames = entries.filter { !$0.deleted }.map(\.name)
-            var records: [String: Record] = [:]
+            // By exact name: canonically equivalent names are distinct records.
+            var records: [ExactName: Record] = [:]
             if !savedNames.isEmpty {
                 let recordRows = try await connection.query("""
                     SELECT \(unescaped: RecordRow.columns) FROM records
                     WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                       AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND record_name = ANY(\(savedNames))
                     """, logger: logger)
-                for record in try await RecordRow.decode(recordRows) { records[record.recordName] = record }
+                for record in try await RecordRow.decode(recordRows) { records[ExactName(record.recordName)] = record }
             }
             let changes: [Change] = entries.compactMap { entry in
-                entry.deleted ? .deleted(recordName: entry.name, recordType: entry.type) : records[entry.name].map { .saved($0) }
+                entry.deleted ? .deleted(recordName: entry.name, recordType: entry.type) : records[ExactName(entry.name)].map { .saved($0) }
             }
             if descending {
                 // Until the reverse range is exhausted the client keeps its old position; then it holds everything up to `upper`.

@@ -42,7 +42,8 @@ public final class Relay: Service, Sendable {
         self.store = store
         var kafka = kafka
         // The broker's verdict on every message arrives within one send.
-        kafka.messageTimeoutMilliseconds = Int(configuration.sendTimeout / .milliseconds(1))
+        let milliseconds = configuration.sendTimeout / .milliseconds(1)
+        kafka.messageTimeoutMilliseconds = milliseconds <= 0 ? 0 : milliseconds < Double(Int32.max) ? Int(milliseconds) : Int(Int32.max)
         self.kafka = kafka
         self.configuration = configuration
         self.logger = logger

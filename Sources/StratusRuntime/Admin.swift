@@ -130,7 +130,8 @@ public enum Admin {
     /// Issues a web auth token signed with the configured secret key.
     public static func webAuthToken(container: String, user: String?, days: Int, _ configuration: StratusConfiguration) -> String {
         let userRecordName = user ?? UserRecordName.generate()
-        let expiresAt = Int64(Date().timeIntervalSince1970) + Int64(days) * 86_400
+        // Clamped to a century: a larger count would overflow the expiry.
+        let expiresAt = Int64(Date().timeIntervalSince1970) + Int64(min(max(days, 0), 36_500)) * 86_400
         return WebAuthToken(userRecordName: userRecordName, container: container, expiresAt: expiresAt).signed(with: configuration.api.secretKey)
     }
 }

@@ -24,7 +24,8 @@ public struct StratusConfiguration: Sendable {
     public var embeddedRelay: Bool
     /// The worker settings (topic from `STRATUS_TOPIC`).
     public var worker: WorkerConfiguration
-    /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_MAX_OPERATIONS`, `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`, `STRATUS_MAX_EVENT_BYTES`.
+    /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_HTTP_IDLE_TIMEOUT_SECONDS`, `STRATUS_MAX_OPERATIONS`,
+    /// `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`, `STRATUS_MAX_EVENT_BYTES`.
     public var api: APIConfiguration
     /// `STRATUS_METRICS_PORT`: where a worker serves `/health` and `/metrics` (0 = off).
     public var metricsPort: Int
@@ -60,6 +61,11 @@ public struct StratusConfiguration: Sendable {
         var api = APIConfiguration(secretKey: try secretKey(environment, dataDirectory: dataDirectory))
         api.host = environment["STRATUS_HTTP_HOST"] ?? api.host
         api.port = try int("STRATUS_HTTP_PORT", api.port)
+        let idleSeconds = try int("STRATUS_HTTP_IDLE_TIMEOUT_SECONDS", 60)
+        guard (0...86_400).contains(idleSeconds) else {
+            throw ConfigurationProblem("STRATUS_HTTP_IDLE_TIMEOUT_SECONDS must be 0 (never) to 86400, got \(idleSeconds)")
+        }
+        api.idleTimeout = idleSeconds == 0 ? nil : .seconds(idleSeconds)
         api.limits.maxOperations = try int("STRATUS_MAX_OPERATIONS", api.limits.maxOperations)
         api.limits.maxRequestBytes = try int("STRATUS_MAX_REQUEST_BYTES", api.limits.maxRequestBytes)
         api.limits.maxRecordBytes = try int("STRATUS_MAX_RECORD_BYTES", api.limits.maxRecordBytes)
