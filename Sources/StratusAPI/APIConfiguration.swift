@@ -14,6 +14,9 @@ public struct APILimits: Sendable {
     public var maxEventBytes: Int = 950_000
     /// Changes (records or zones) per sync response; a client's `resultsLimit` is capped by it.
     public var maxResults: Int = 200
+    /// Bytes of record fields in one sync response (`records/changes`, all zones of `changes/zone`
+    /// together): a page ends before the record that would pass it, with `moreComing`.
+    public var maxResponseBytes: Int = 10 * 1024 * 1024
     /// Entries of a name list: `desiredKeys` and `desiredRecordTypes`.
     public var maxNames: Int = 1_000
     /// What one `records/query` may ask for: filters, sorts, list values, search tokens and text.

@@ -45,7 +45,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     func recordChanges(_ request: Request, _ context: Context) async throws -> Response {
         let (database, body) = try await open(request, context)
         let parsed = try RequestBody.decode(ZoneRequest.self, from: body)
-        return try json(try await changes(parsed, database: database, context: context))
+        return try json(try await changes(parsed, database: database, budget: limits.maxResponseBytes, context: context).page)
     }
 
     func zoneChanges(_ request: Request, _ context: Context) async throws -> Response {
@@ -61,9 +61,14 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             throw StratusError(.badRequest, "Zone '\(zone.zoneID.zoneName.prefix(255))' appears more than once in zones; ask for each zone once")
         }
         var results: [JSONValue] = []
+        // One response budget for all the zones: a zone asked after it is spent answers no change
+        // (its token as it was) and moreComing.
+        var budget = limits.maxResponseBytes
         for zone in parsed.zones {
             do {
-                results.append(try await changes(zone, database: database, context: context))
+                let (result, bytes) = try await changes(zone, database: database, budget: budget, context: context)
+                results.append(result)
+                budget -= bytes
             } catch let error as StratusError where error.code != .tryAgainLater {
                 var entry = RecordWire.error(error, recordName: "", uuid: context.requestID)
                 if case .object(var members) = entry {
@@ -77,8 +82,9 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         return try json(["zones": JSONValue.array(results)])
     }
 
-    /// One zone's page of changes as CloudKit's dictionary.
-    private func changes(_ zoneRequest: ZoneRequest, database: DatabaseID, context: Context) async throws -> JSONValue {
+    /// One zone's page of changes as CloudKit's dictionary, at most `budget` bytes of record fields
+    /// (but one record however large when the response holds nothing yet), with the bytes it holds.
+    private func changes(_ zoneRequest: ZoneRequest, database: DatabaseID, budget: Int, context: Context) async throws -> (page: JSONValue, bytes: Int) {
         let name = zoneRequest.zoneID.zoneName
         if name != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: name) }
         try ClientText.check(names: zoneRequest.desiredKeys, "desiredKeys", limit: limits.maxNames)
@@ -119,7 +125,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         }
         let page = try await sync.changes(
             zone: zone, in: database, incarnation: incarnation, since: version, limit: limit,
-            recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, logger: context.logger)
+            recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, maxBytes: budget,
+            firstAlwaysFits: budget == limits.maxResponseBytes, logger: context.logger)
         let numbersAsStrings = zoneRequest.numbersAsStrings ?? false
         let records: [JSONValue] = page.changes.map { change in
             switch change {
@@ -131,10 +138,10 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         }
         let token = SignedToken.sign(ZoneSyncToken(
             zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below), key: secretKey)
-        return .object([
+        return (.object([
             "zoneID": .object(["zoneName": .string(zone.zoneName), "ownerRecordName": .string(zone.ownerRecordName)]),
             "records": .array(records), "syncToken": .string(token), "moreComing": .bool(page.moreComing),
-        ])
+        ]), page.bytes)
     }
 
     func databaseChanges(_ request: Request, _ context: Context) async throws -> Response {

@@ -47,15 +47,22 @@ public struct SyncStore: Sendable {
         public var moreComing: Bool
         /// For a reverse sync that is not finished: the bounds to continue with.
         public var reverse: (upTo: Int64, below: Int64)?
+        /// Bytes of the fields of the page's records, as stored JSON.
+        public var bytes: Int = 0
     }
 
     /// The changes of a custom zone after `version` (0 = from the start), at most `limit`, in version
     /// order. A delete is reported only when the record existed at `version` (a record created and
     /// deleted since then was never seen by the client). Fails with CHANGE_TOKEN_EXPIRED when the
     /// zone is another incarnation or its tombstones were collected past `version`.
+    ///
+    /// `maxBytes` bounds the page by the size of its records' fields too (forward and reverse): the
+    /// page ends before the record that would pass it — but for its first record when
+    /// `firstAlwaysFits`, so that a record larger than the budget still reaches the client — and a
+    /// page where nothing fits holds no change, keeps the client's position and says more are coming.
     public func changes(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
-        recordTypes: Set<String>? = nil, mode: Mode = .forward, logger: Logger
+        recordTypes: Set<String>? = nil, mode: Mode = .forward, maxBytes: Int = .max, firstAlwaysFits: Bool = true, logger: Logger
     ) async throws -> ZoneChanges {
         guard !zone.isDefaultZone else {
             throw StratusError(.badRequest, "Change tracking is available in custom zones only, not in \(ZoneID.defaultZoneName)")
@@ -98,12 +105,12 @@ public struct SyncStore: Sendable {
                 below = continueBelow ?? Int64.max
             }
             let rows = try await connection.query("""
-                SELECT version, record_name, record_type, false FROM records
+                SELECT version, record_name, record_type, false, octet_length(fields::text)::int8 FROM records
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND version > \(version) AND version <= \(upper) AND version < \(below)
                   AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
                 UNION ALL
-                SELECT deleted_version, record_name, record_type, true FROM record_tombstones
+                SELECT deleted_version, record_name, record_type, true, 0::int8 FROM record_tombstones
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND deleted_version > \(version)
                   AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
@@ -111,10 +118,24 @@ public struct SyncStore: Sendable {
                 ORDER BY 1 \(unescaped: descending ? "DESC" : "ASC")
                 LIMIT \(limit + 1)
                 """, logger: logger)
-            var entries: [(version: Int64, name: String, type: String, deleted: Bool)] = []
-            for try await row in rows.decode((Int64, String, String, Bool).self) { entries.append(row) }
-            let moreComing = entries.count > limit
+            var entries: [(version: Int64, name: String, type: String, deleted: Bool, bytes: Int64)] = []
+            for try await row in rows.decode((Int64, String, String, Bool, Int64).self) { entries.append(row) }
+            var moreComing = entries.count > limit
             if moreComing { entries.removeLast(entries.count - limit) }
+            var bytes = 0
+            for (index, entry) in entries.enumerated() {
+                if index > 0 || !firstAlwaysFits, bytes + Int(entry.bytes) > maxBytes {
+                    entries.removeLast(entries.count - index)
+                    moreComing = true
+                    break
+                }
+                bytes += Int(entry.bytes)
+            }
+            if entries.isEmpty, moreComing {
+                // Nothing fits: the client keeps its position and asks again.
+                return ZoneChanges(changes: [], incarnation: incarnation, version: version, moreComing: true,
+                                   reverse: descending ? (upper, below) : nil)
+            }
             let savedNames = entries.filter { !$0.deleted }.map(\.name)
             // By exact name: canonically equivalent names are distinct records.
             var records: [ExactName: Record] = [:]
@@ -132,11 +153,11 @@ public struct SyncStore: Sendable {
             if descending {
                 // Until the reverse range is exhausted the client keeps its old position; then it holds everything up to `upper`.
                 if moreComing {
-                    return ZoneChanges(changes: changes, incarnation: incarnation, version: version, moreComing: true, reverse: (upper, entries.last!.version))
+                    return ZoneChanges(changes: changes, incarnation: incarnation, version: version, moreComing: true, reverse: (upper, entries.last!.version), bytes: bytes)
                 }
-                return ZoneChanges(changes: changes, incarnation: incarnation, version: upper, moreComing: false, reverse: nil)
+                return ZoneChanges(changes: changes, incarnation: incarnation, version: upper, moreComing: false, reverse: nil, bytes: bytes)
             }
-            return ZoneChanges(changes: changes, incarnation: incarnation, version: moreComing ? entries.last!.version : counter, moreComing: moreComing, reverse: nil)
+            return ZoneChanges(changes: changes, incarnation: incarnation, version: moreComing ? entries.last!.version : counter, moreComing: moreComing, reverse: nil, bytes: bytes)
         }
     }
 

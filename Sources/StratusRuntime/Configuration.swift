@@ -71,6 +71,7 @@ public struct StratusConfiguration: Sendable {
         api.limits.maxRecordBytes = try int("STRATUS_MAX_RECORD_BYTES", api.limits.maxRecordBytes)
         api.limits.maxEventBytes = try int("STRATUS_MAX_EVENT_BYTES", api.limits.maxEventBytes)
         api.limits.maxResults = try int("STRATUS_MAX_RESULTS", api.limits.maxResults)
+        api.limits.maxResponseBytes = try int("STRATUS_MAX_RESPONSE_BYTES", api.limits.maxResponseBytes)
         api.signInURL = environment["STRATUS_SIGN_IN_URL"].flatMap { $0.isEmpty ? nil : $0 }
         api.webAuthTokenLifetime = Int64(try int("STRATUS_WEB_AUTH_TOKEN_TTL", Int(api.webAuthTokenLifetime)))
         let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"

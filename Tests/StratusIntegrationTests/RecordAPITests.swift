@@ -31,11 +31,14 @@ final class RecordAPITests: XCTestCase {
     }
 
     /// The API over a fresh migrated database with one container; `maxResults` caps result pages.
-    static func withAPI(maxResults: Int? = nil, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
+    static func withAPI(
+        maxResults: Int? = nil, maxResponseBytes: Int? = nil, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void
+    ) async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             var configuration = APIConfiguration(secretKey: SecretKey.generate())
             if let maxResults { configuration.limits.maxResults = maxResults }
+            if let maxResponseBytes { configuration.limits.maxResponseBytes = maxResponseBytes }
             let fixture = Fixture(store: store, configuration: configuration, apiToken: token)
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
             try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
