@@ -1,10 +1,8 @@
 import Crypto
 import Foundation
 
-/// A user's web auth token (`ckWebAuthToken`): the user's record name in a container, an expiry,
-/// and an HMAC-SHA256 over both with the server's secret key.
-///
-/// Text form: `base64url(json).base64url(mac)`. Clients treat it as opaque.
+/// A user's web auth token (`ckWebAuthToken`): the user's record name in a container and an expiry,
+/// signed as a `TokenKind.webAuth` token (see `SignedToken`). Clients treat it as opaque.
 public struct WebAuthToken: Sendable, Hashable, Codable {
     /// The container-scoped user record name (`_` + opaque id).
     public var userRecordName: String
@@ -28,12 +26,18 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
 
     /// Signs the token with the secret key.
     public func signed(with key: SecretKey) -> String {
-        SignedToken.sign(self, key: key)
+        SignedToken.sign(self, kind: .webAuth, key: key)
+    }
+
+    /// Reads a token's text form, checking only its signature; nil when this server did not issue it
+    /// as a web auth token.
+    public static func open(_ text: String, key: SecretKey) -> WebAuthToken? {
+        SignedToken.open(text, as: WebAuthToken.self, kind: .webAuth, key: key)
     }
 
     /// Verifies a token's text form: signature, container and expiry.
     public static func verify(_ text: String, key: SecretKey, container: String, now: Int64) throws(StratusError) -> WebAuthToken {
-        guard let token = SignedToken.open(text, as: WebAuthToken.self, key: key) else {
+        guard let token = open(text, key: key) else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid")
         }
         guard token.container == container else {
@@ -79,13 +83,24 @@ public enum APIToken {
 }
 
 /// The server's secret key for signing tokens. Never logged: its description hides the bytes.
+/// Tokens are signed with keys derived from it, one per `TokenKind` (HKDF-SHA256, info
+/// `stratus/v2/token/<kind>`).
 public struct SecretKey: Sendable, CustomStringConvertible {
     let bytes: [UInt8]
+    /// The derived key of each kind.
+    private let derived: [TokenKind: [UInt8]]
 
     /// Wraps key bytes (at least 32).
     public init(bytes: [UInt8]) throws(StratusError) {
         guard bytes.count >= 32 else { throw StratusError(.internalError, "the secret key must be at least 32 bytes") }
         self.bytes = bytes
+        let secret = SymmetricKey(data: bytes)
+        var derived: [TokenKind: [UInt8]] = [:]
+        for kind in TokenKind.allCases {
+            let key = HKDF<SHA256>.deriveKey(inputKeyMaterial: secret, info: Data("stratus/v2/token/\(kind.rawValue)".utf8), outputByteCount: 32)
+            derived[kind] = key.withUnsafeBytes { Array($0) }
+        }
+        self.derived = derived
     }
 
     /// Reads a key from its hex or base64 text form.
@@ -117,7 +132,14 @@ public struct SecretKey: Sendable, CustomStringConvertible {
     /// The key as hex, for writing it to a local file.
     public var hex: String { bytes.map { String(format: "%02x", $0) }.joined() }
 
+    /// The secret key itself: only the first token format was signed with it.
     var symmetricKey: SymmetricKey { SymmetricKey(data: bytes) }
+
+    /// The key tokens of `kind` are signed with.
+    func tokenKey(_ kind: TokenKind) -> SymmetricKey {
+        // Every kind is derived in init.
+        SymmetricKey(data: derived[kind]!)
+    }
 
     public var description: String { "SecretKey(redacted)" }
 }

@@ -254,6 +254,48 @@ final class AuthTests: XCTestCase {
         }
     }
 
+    func testTokensOfOneKindAreRefusedAsAnother() async throws {
+        try await withFixture { fixture, client in
+            let key = fixture.configuration.secretKey
+            let token = WebAuthToken(userRecordName: "_carol", container: Self.container, expiresAt: Int64(Date().timeIntervalSince1970) + 600).signed(with: key)
+            let auth = "?ckAPIToken=\(fixture.apiToken)&ckWebAuthToken=\(token)"
+            let (created, _) = try await Self.send(client, Self.path("zones/modify", database: "private") + auth,
+                                                   body: try Self.json(["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": "Notes"]]]]]))
+            XCTAssertEqual(created, 200)
+            let (_, changes) = try await Self.send(client, Self.path("records/changes", database: "private") + auth, body: try Self.json(["zoneID": ["zoneName": "Notes"]]))
+            let syncToken = try XCTUnwrap(changes["syncToken"] as? String)
+            let (_, zones) = try await Self.send(client, Self.path("zones/changes", database: "private") + auth, body: try Self.json([String: Any]()))
+            let databaseToken = try XCTUnwrap(zones["syncToken"] as? String)
+
+            // Sync tokens are no web auth tokens.
+            for (name, other) in [("zone sync token", syncToken), ("database sync token", databaseToken)] {
+                let (status, answer) = try await Self.send(
+                    client, Self.path("users/caller", database: "private") + "?ckAPIToken=\(fixture.apiToken)&ckWebAuthToken=\(other)", method: .get, body: Data())
+                XCTAssertEqual(status, 401, "\(name): \(answer)")
+                XCTAssertEqual(answer["serverErrorCode"] as? String, "AUTHENTICATION_FAILED", name)
+            }
+            // A web auth token is no sync token or continuation marker; a zone's token is no database's, and back.
+            let refusals: [(String, String, Body)] = [
+                ("web auth token as a zone sync token", "records/changes", ["zoneID": ["zoneName": "Notes"], "syncToken": token]),
+                ("database token as a zone sync token", "records/changes", ["zoneID": ["zoneName": "Notes"], "syncToken": databaseToken]),
+                ("web auth token as a database sync token", "zones/changes", ["syncToken": token]),
+                ("zone token as a database sync token", "zones/changes", ["syncToken": syncToken]),
+                ("web auth token as a continuation marker", "records/query", ["zoneID": ["zoneName": "Notes"], "query": ["recordType": "Note"], "continuationMarker": token]),
+                ("sync token as a continuation marker", "records/query", ["zoneID": ["zoneName": "Notes"], "query": ["recordType": "Note"], "continuationMarker": syncToken]),
+            ]
+            for (name, operation, body) in refusals {
+                let (status, answer) = try await Self.send(client, Self.path(operation, database: "private") + auth, body: try Self.json(body))
+                XCTAssertEqual(status, 400, "\(name): \(answer)")
+                XCTAssertEqual(answer["serverErrorCode"] as? String, "BAD_REQUEST", name)
+            }
+            // Each still works as itself.
+            let (again, _) = try await Self.send(client, Self.path("records/changes", database: "private") + auth, body: try Self.json(["zoneID": ["zoneName": "Notes"], "syncToken": syncToken]))
+            XCTAssertEqual(again, 200)
+            let (zonesAgain, _) = try await Self.send(client, Self.path("zones/changes", database: "private") + auth, body: try Self.json(["syncToken": databaseToken]))
+            XCTAssertEqual(zonesAgain, 200)
+        }
+    }
+
     func testPublicReadsNeedAUserUnlessTheContainerAllowsAnonymousCallers() async throws {
         try await withFixture { fixture, client in
             let anonymous = "?ckAPIToken=\(fixture.apiToken)"
