@@ -1,8 +1,13 @@
 import Crypto
 import Foundation
 
-/// A user's web auth token (`ckWebAuthToken`): the user's record name in a container and an expiry,
-/// signed as a `TokenKind.webAuth` token (see `SignedToken`). Clients treat it as opaque.
+/// A user's web auth token (`ckWebAuthToken`): the user's record name in a container, an expiry,
+/// and, for a user of the container's directory, the user's credential epoch when it was issued;
+/// signed as a `TokenKind.webAuth` token.
+///
+/// A password change raises the user's credential epoch, so every token issued before it stops
+/// working. A token for a user outside the directory (minted by `stratus user token`) carries no
+/// epoch and is refused once the directory holds that user.
 public struct WebAuthToken: Sendable, Hashable, Codable {
     /// The container-scoped user record name (`_` + opaque id).
     public var userRecordName: String
@@ -10,18 +15,23 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
     public var container: String
     /// Expiry in seconds since 1970.
     public var expiresAt: Int64
+    /// The user's credential epoch in the directory when the token was issued; nil for a user
+    /// outside the directory.
+    public var credentialEpoch: Int64?
 
     enum CodingKeys: String, CodingKey {
         case userRecordName = "u"
         case container = "c"
         case expiresAt = "e"
+        case credentialEpoch = "p"
     }
 
     /// Creates a token value.
-    public init(userRecordName: String, container: String, expiresAt: Int64) {
+    public init(userRecordName: String, container: String, expiresAt: Int64, credentialEpoch: Int64? = nil) {
         self.userRecordName = userRecordName
         self.container = container
         self.expiresAt = expiresAt
+        self.credentialEpoch = credentialEpoch
     }
 
     /// Signs the token with the secret key.
@@ -30,22 +40,32 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
     }
 
     /// Reads a token's text form, checking only its signature; nil when this server did not issue it
-    /// as a web auth token.
+    /// as a web auth token. `check` decides whether it is still good.
     public static func open(_ text: String, key: SecretKey) -> WebAuthToken? {
         SignedToken.open(text, as: WebAuthToken.self, kind: .webAuth, key: key)
     }
 
-    /// Verifies a token's text form: signature, container and expiry.
-    public static func verify(_ text: String, key: SecretKey, container: String, now: Int64) throws(StratusError) -> WebAuthToken {
+    /// Whether an opened token is good now: its container, its expiry, and its credential epoch
+    /// against the user's current one in the directory (`directoryEpoch`, nil when the directory has
+    /// no such user in the container).
+    public func check(container: String, now: Int64, directoryEpoch: Int64?) throws(StratusError) {
+        guard self.container == container else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken belongs to another container")
+        }
+        guard expiresAt > now else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken has expired")
+        }
+        guard credentialEpoch == directoryEpoch else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is no longer valid: the user's password changed since it was issued; sign in again")
+        }
+    }
+
+    /// Verifies a token's text form: signature, container, expiry and credential epoch.
+    public static func verify(_ text: String, key: SecretKey, container: String, now: Int64, directoryEpoch: Int64?) throws(StratusError) -> WebAuthToken {
         guard let token = open(text, key: key) else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid")
         }
-        guard token.container == container else {
-            throw StratusError(.authenticationFailed, "ckWebAuthToken belongs to another container")
-        }
-        guard token.expiresAt > now else {
-            throw StratusError(.authenticationFailed, "ckWebAuthToken has expired")
-        }
+        try token.check(container: container, now: now, directoryEpoch: directoryEpoch)
         return token
     }
 }

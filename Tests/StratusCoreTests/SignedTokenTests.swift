@@ -3,7 +3,8 @@ import Foundation
 import StratusCore
 import XCTest
 
-/// Every token kind has its own key, and tokens carry their format version.
+/// Every token kind has its own key, tokens carry their format version, and web auth tokens carry
+/// the user's credential epoch.
 final class SignedTokenTests: XCTestCase {
     /// A value with the members of every kind at once: its shape decodes as any of them, so only the
     /// key decides which kind it is.
@@ -45,11 +46,11 @@ final class SignedTokenTests: XCTestCase {
         let syncToken = SignedToken.sign(zone, kind: .zoneSync, key: key)
         XCTAssertEqual(SignedToken.open(syncToken, as: ZoneSyncToken.self, kind: .zoneSync, key: key), zone)
         XCTAssertNil(WebAuthToken.open(syncToken, key: key))
-        XCTAssertThrowsError(try WebAuthToken.verify(syncToken, key: key, container: "iCloud.a", now: 1_000)) { error in
+        XCTAssertThrowsError(try WebAuthToken.verify(syncToken, key: key, container: "iCloud.a", now: 1_000, directoryEpoch: nil)) { error in
             XCTAssertEqual((error as? StratusError)?.code, .authenticationFailed)
         }
         let webToken = WebAuthToken(userRecordName: "_u1", container: "iCloud.a", expiresAt: 2_000).signed(with: key)
-        XCTAssertNotNil(SignedToken.open(webToken, as: WebAuthToken.self, kind: .webAuth, key: key))
+        XCTAssertNotNil(WebAuthToken.open(webToken, key: key))
         XCTAssertNil(SignedToken.open(webToken, as: WebAuthToken.self, kind: .zoneSync, key: key))
         XCTAssertNil(SignedToken.open(webToken, as: WebAuthToken.self, kind: .databaseSync, key: key))
         XCTAssertNil(SignedToken.open(webToken, as: WebAuthToken.self, kind: .continuationMarker, key: key))
@@ -85,6 +86,26 @@ final class SignedTokenTests: XCTestCase {
         // And the first format's MAC still has to be right.
         XCTAssertNil(SignedToken.open(zone.replacingOccurrences(of: ".", with: ".A"), as: ZoneSyncToken.self, kind: .zoneSync, key: key))
         XCTAssertNil(SignedToken.open(zone, as: ZoneSyncToken.self, kind: .zoneSync, key: SecretKey.generate()))
+    }
+
+    func testAWebAuthTokenHoldsOnlyWhileItsCredentialEpochIsTheUsersOwn() throws {
+        let issued = WebAuthToken(userRecordName: "_u1", container: "iCloud.a", expiresAt: 2_000, credentialEpoch: 3).signed(with: key)
+        XCTAssertEqual(try WebAuthToken.verify(issued, key: key, container: "iCloud.a", now: 1_000, directoryEpoch: 3).credentialEpoch, 3)
+        // The password changed (epoch 4), or the user left the directory: refused.
+        for current: Int64? in [4, nil] {
+            XCTAssertThrowsError(try WebAuthToken.verify(issued, key: key, container: "iCloud.a", now: 1_000, directoryEpoch: current)) { error in
+                XCTAssertEqual((error as? StratusError)?.code, .authenticationFailed)
+                XCTAssertTrue((error as? StratusError)?.reason.contains("sign in again") == true, "\(error)")
+            }
+        }
+        // A token without an epoch names a user outside the directory; once the directory has the user it is refused.
+        let minted = WebAuthToken(userRecordName: "_u1", container: "iCloud.a", expiresAt: 2_000).signed(with: key)
+        XCTAssertNoThrow(try WebAuthToken.verify(minted, key: key, container: "iCloud.a", now: 1_000, directoryEpoch: nil))
+        XCTAssertThrowsError(try WebAuthToken.verify(minted, key: key, container: "iCloud.a", now: 1_000, directoryEpoch: 1))
+        // The epoch is signed: changing it breaks the token.
+        let parts = issued.split(separator: ".").map(String.init)
+        let body = String(decoding: Base64URL.decode(parts[1])!, as: UTF8.self).replacingOccurrences(of: "\"p\":3", with: "\"p\":4")
+        XCTAssertNil(WebAuthToken.open([parts[0], Base64URL.encode(Data(body.utf8)), parts[2]].joined(separator: "."), key: key))
     }
 
     func testKindKeysAreDerivedFromTheSecretKey() throws {

@@ -254,6 +254,64 @@ final class AuthTests: XCTestCase {
         }
     }
 
+    func testAPasswordChangeEndsTheUsersEarlierWebAuthTokens() async throws {
+        try await withFixture { fixture, client in
+            // The admin CLI's path (`stratus user password`, `stratus user token`), with the API's key.
+            var configuration = try StratusConfiguration.fromEnvironment([
+                "STRATUS_SECRET_KEY": fixture.configuration.secretKey.hex, "STRATUS_DATABASE_URL": fixture.url,
+            ])
+            configuration.databaseMaxConnections = 2
+            let users = UserStore(store: fixture.store, rounds: 1000)
+            let bob = try await users.create(container: Self.container, login: "bob@example.com", password: "first password", logger: TestSupport.logger)
+            let signIn = "/auth/1/\(Self.container)/signin?ckAPIToken=\(fixture.apiToken)"
+            func signedIn(_ password: String) async throws -> String {
+                let (status, answer) = try await Self.send(client, signIn, body: try Self.json(["login": "bob@example.com", "password": password]))
+                XCTAssertEqual(status, 200, "\(answer)")
+                return try XCTUnwrap(answer["ckWebAuthToken"] as? String)
+            }
+            func caller(_ token: String) async throws -> (Int, Body) {
+                try await Self.send(client, Self.path("users/caller", database: "private") + "?ckAPIToken=\(fixture.apiToken)&ckWebAuthToken=\(token)", method: .get, body: Data())
+            }
+            let before = try await signedIn("first password")
+            let minted = try await Admin.webAuthToken(container: Self.container, user: bob, days: 1, configuration, logger: TestSupport.logger)
+            let outsider = WebAuthToken(userRecordName: "_outsider", container: Self.container, expiresAt: Int64(Date().timeIntervalSince1970) + 600)
+                .signed(with: fixture.configuration.secretKey)
+            for token in [before, minted, outsider] {
+                let (status, answer) = try await caller(token)
+                XCTAssertEqual(status, 200, "\(answer)")
+            }
+
+            try await Admin.setPassword(container: Self.container, login: "bob@example.com", password: "second password", configuration, logger: TestSupport.logger)
+            for (name, token) in [("signed in before", before), ("minted before", minted)] {
+                let (status, answer) = try await caller(token)
+                XCTAssertEqual(status, 401, "\(name): \(answer)")
+                XCTAssertEqual(answer["serverErrorCode"] as? String, "AUTHENTICATION_FAILED", name)
+                XCTAssertTrue((answer["reason"] as? String ?? "").contains("password changed"), "\(answer)")
+            }
+            // A token without a credential epoch does not reach a directory user either.
+            let epochless = WebAuthToken(userRecordName: bob, container: Self.container, expiresAt: Int64(Date().timeIntervalSince1970) + 600)
+                .signed(with: fixture.configuration.secretKey)
+            let (epochlessStatus, _) = try await caller(epochless)
+            XCTAssertEqual(epochlessStatus, 401)
+            // New tokens work; so do tokens of users outside the directory.
+            let after = try await signedIn("second password")
+            let mintedAfter = try await Admin.webAuthToken(container: Self.container, user: bob, days: 1, configuration, logger: TestSupport.logger)
+            for token in [after, mintedAfter] {
+                let (status, answer) = try await caller(token)
+                XCTAssertEqual(status, 200, "\(answer)")
+                XCTAssertEqual(answer["userRecordName"] as? String, bob)
+            }
+            let (outsiderStatus, _) = try await caller(outsider)
+            XCTAssertEqual(outsiderStatus, 200)
+            // The next change ends those too.
+            try await users.setPassword(container: Self.container, login: "bob@example.com", password: "third password", logger: TestSupport.logger)
+            for token in [after, mintedAfter] {
+                let (status, _) = try await caller(token)
+                XCTAssertEqual(status, 401)
+            }
+        }
+    }
+
     func testTokensOfOneKindAreRefusedAsAnother() async throws {
         try await withFixture { fixture, client in
             let key = fixture.configuration.secretKey
