@@ -245,6 +245,7 @@ struct UserCommand: AsyncParsableCommand {
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-user")
+            configuration.logSecretKeySource(logger)
             print(try await Admin.webAuthToken(container: container, user: user, days: days, configuration, logger: logger))
         }
     }
