@@ -51,7 +51,10 @@ COPY migrations /usr/share/stratus/migrations
 
 RUN useradd --system --user-group --home-dir /var/lib/stratus --create-home --shell /usr/sbin/nologin stratus
 
-ENV STRATUS_MIGRATIONS_DIR=/usr/share/stratus/migrations \
+# A production image: its processes refuse to start without STRATUS_SECRET_KEY (or
+# STRATUS_SECRET_KEY_FILE) rather than each generating a key of its own.
+ENV STRATUS_DEPLOYMENT=production \
+    STRATUS_MIGRATIONS_DIR=/usr/share/stratus/migrations \
     STRATUS_DATA_DIR=/var/lib/stratus \
     STRATUS_HTTP_HOST=0.0.0.0 \
     STRATUS_HTTP_PORT=8080

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the benchmark suite (docs/benchmarks.md): installs what is missing, builds in release mode,
 # starts a private PostgreSQL and broker on free ports, migrates, creates a container and a user,
-# runs stratus-api and stratus-indexer, drives them with stratus-bench (its arguments pass through,
-# e.g. --seconds 4 or --only write,limit), and stops everything it started, also on failure.
+# runs stratus-api and every worker, drives them with stratus-bench (its arguments pass through,
+# e.g. --seconds 4 or --only idle,lag), which also reads each process's CPU (idle and under load),
+# and stops everything it started, also on failure.
 #
 # The report goes to $STRATUS_BENCH_DIR (default .stratus/bench/): report.json, the table in
 # report.txt, and the servers' logs.
@@ -12,7 +13,8 @@
 #   STRATUS_BENCH_PROFILE  1: record a CPU profile of stratus-api (perf: stratus-api.perf.txt) and
 #                          PostgreSQL's statement statistics (statements.txt) into the report folder
 #   STRATUS_BUILD          release (default) or debug
-#   STRATUS_LOG_LEVEL      of the API and the indexer (default warning: request logs cost CPU)
+#   STRATUS_LOG_LEVEL      of every process (default: warning for the API, whose request logs cost
+#                          CPU, and info, a deployment's default, for the workers)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -34,7 +36,8 @@ log "building ($BUILD)"
 swift build -c "$BUILD" --product stratus-bench
 swift build -c "$BUILD"
 BIN="$(swift build -c "$BUILD" --show-bin-path)"
-for executable in stratus stratus-api stratus-indexer stratus-bench; do
+WORKERS=(stratus-indexer stratus-subscriptions stratus-gc stratus-shares)
+for executable in stratus stratus-api stratus-bench "${WORKERS[@]}"; do
     [[ -x "$BIN/$executable" ]] || die "the build did not produce $BIN/$executable"
 done
 
@@ -43,7 +46,7 @@ pg_dir=""
 PG_PID=""
 TANSU_PID=""
 API_PID=""
-INDEXER_PID=""
+declare -A WORKER_PIDS=()
 PERF_PID=""
 # shellcheck disable=SC2317 # invoked by the trap
 cleanup() {
@@ -53,7 +56,10 @@ cleanup() {
         kill -INT "$PERF_PID" 2>/dev/null || true
         wait "$PERF_PID" 2>/dev/null || true
     fi
-    stop_pid "$INDEXER_PID" stratus-indexer 20
+    local worker
+    for worker in "${!WORKER_PIDS[@]}"; do
+        stop_pid "${WORKER_PIDS[$worker]}" "$worker" 20
+    done
     stop_pid "$API_PID" stratus-api 20
     if [[ -n "$TANSU_PID" ]]; then
         tansu_stop "$TANSU_PID"
@@ -103,8 +109,9 @@ STRATUS_DATA_DIR="$work/data"
 STRATUS_MIGRATIONS_DIR="$STRATUS_ROOT/migrations"
 STRATUS_HTTP_HOST=127.0.0.1
 STRATUS_HTTP_PORT="$http_port"
-STRATUS_LOG_LEVEL="${STRATUS_LOG_LEVEL:-warning}"
-export STRATUS_DATABASE_URL STRATUS_KAFKA_BROKERS STRATUS_DATA_DIR STRATUS_MIGRATIONS_DIR STRATUS_HTTP_HOST STRATUS_HTTP_PORT STRATUS_LOG_LEVEL
+API_LOG_LEVEL="${STRATUS_LOG_LEVEL:-warning}"
+WORKER_LOG_LEVEL="${STRATUS_LOG_LEVEL:-info}"
+export STRATUS_DATABASE_URL STRATUS_KAFKA_BROKERS STRATUS_DATA_DIR STRATUS_MIGRATIONS_DIR STRATUS_HTTP_HOST STRATUS_HTTP_PORT
 mkdir -p "$STRATUS_DATA_DIR"
 
 "$BIN/stratus" migrate >/dev/null
@@ -115,10 +122,18 @@ mkdir -p "$STRATUS_DATA_DIR"
     "$BIN/stratus" user token "$CONTAINER" --user _bench --days 1 | tail -n 1 >"$work/web-auth-token"
 )
 
-"$BIN/stratus-api" </dev/null >"$OUT/stratus-api.log" 2>&1 &
+STRATUS_LOG_LEVEL="$API_LOG_LEVEL" "$BIN/stratus-api" </dev/null >"$OUT/stratus-api.log" 2>&1 &
 API_PID=$!
-"$BIN/stratus-indexer" </dev/null >"$OUT/stratus-indexer.log" 2>&1 &
-INDEXER_PID=$!
+watched=(--process "stratus-api=$API_PID")
+for worker in "${WORKERS[@]}"; do
+    STRATUS_LOG_LEVEL="$WORKER_LOG_LEVEL" "$BIN/$worker" </dev/null >"$OUT/$worker.log" 2>&1 &
+    WORKER_PIDS[$worker]=$!
+    watched+=(--process "$worker=$!")
+done
+if [[ -n "$PG_PID" ]]; then
+    watched+=(--process "postgres=$PG_PID")
+fi
+watched+=(--process "broker=$TANSU_PID")
 if ! wait_for_port "$http_port" "$API_PID" 60; then
     show_log_tail "$OUT/stratus-api.log"
     die "stratus-api did not start"
@@ -133,7 +148,7 @@ fi
 log "running the suite (report: $OUT/report.json)"
 "$BIN/stratus-bench" --api-url "http://127.0.0.1:$http_port" --container "$CONTAINER" \
     --api-token-file "$work/api-token" --web-auth-token-file "$work/web-auth-token" \
-    --database-url "$STRATUS_DATABASE_URL" --output "$OUT/report.json" "$@" | tee "$OUT/report.txt"
+    --database-url "$STRATUS_DATABASE_URL" --output "$OUT/report.json" "${watched[@]}" "$@" | tee "$OUT/report.txt"
 
 if [[ "$PROFILE" == 1 ]]; then
     kill -INT "$PERF_PID" 2>/dev/null || true

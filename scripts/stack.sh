@@ -147,6 +147,30 @@ else
     log "topic $TOPIC not created here (the relay creates it)"
 fi
 
+# --- the token-signing key ---------------------------------------------------------------------
+# Every process of this stack signs and checks tokens with one key. Unless one is configured, it is a
+# development key generated once into the data folder (mode 600) and passed to every process as
+# STRATUS_SECRET_KEY_FILE. Its value is never printed.
+if [[ -n "${STRATUS_SECRET_KEY:-}" ]]; then
+    log "token-signing key: STRATUS_SECRET_KEY"
+elif [[ -n "${STRATUS_SECRET_KEY_FILE:-}" ]]; then
+    log "token-signing key: STRATUS_SECRET_KEY_FILE ($STRATUS_SECRET_KEY_FILE)"
+else
+    STRATUS_SECRET_KEY_FILE="$DATA_DIR/dev-secret-key"
+    if [[ -s "$STRATUS_SECRET_KEY_FILE" ]]; then
+        log "token-signing key: the development key in $STRATUS_SECRET_KEY_FILE (this machine only)"
+    else
+        (
+            umask 077
+            od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$STRATUS_SECRET_KEY_FILE.tmp"
+            printf '\n' >>"$STRATUS_SECRET_KEY_FILE.tmp"
+        )
+        mv -f "$STRATUS_SECRET_KEY_FILE.tmp" "$STRATUS_SECRET_KEY_FILE"
+        log "token-signing key: generated a development key into $STRATUS_SECRET_KEY_FILE (this machine only)"
+    fi
+    export STRATUS_SECRET_KEY_FILE
+fi
+
 # --- configuration every process reads ---------------------------------------------------------
 STRATUS_DATABASE_URL="postgres://stratus@127.0.0.1:$PG_PORT/stratus"
 STRATUS_KAFKA_BROKERS="127.0.0.1:$KAFKA_PORT"

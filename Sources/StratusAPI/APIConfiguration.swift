@@ -28,8 +28,10 @@ public struct APILimits: Sendable {
 
 /// Everything the HTTP API needs to know.
 public struct APIConfiguration: Sendable {
+    /// The address the API listens on unless configured otherwise.
+    public static let defaultHost = "127.0.0.1"
     /// The address to listen on.
-    public var host: String = "127.0.0.1"
+    public var host: String = defaultHost
     /// The port to listen on.
     public var port: Int = 8080
     /// Request limits.

@@ -52,15 +52,16 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
         let body = try await RequestBody.read(request, limit: 64 * 1024)
         let credentials = try RequestBody.decode(SignInRequest.self, from: body)
         try ClientText.check(credentials.login, "login")
-        guard let userRecordName = try await users.authenticate(
+        guard let user = try await users.authenticate(
             container: container, login: credentials.login, password: credentials.password, logger: context.logger)
         else {
             throw StratusError(.authenticationFailed, "The login or the password is wrong")
         }
         let expiresAt = Int64(Date().timeIntervalSince1970) + tokenLifetime
-        let token = WebAuthToken(userRecordName: userRecordName, container: container, expiresAt: expiresAt).signed(with: authenticator.secretKey)
-        context.logger.info("signed in", metadata: ["user": "\(userRecordName)"])
-        return try json(SignInResponse(ckWebAuthToken: token, userRecordName: userRecordName, expiresAt: expiresAt * 1000))
+        let token = WebAuthToken(userRecordName: user.userRecordName, container: container, expiresAt: expiresAt, credentialEpoch: user.credentialEpoch)
+            .signed(with: authenticator.secretKey)
+        context.logger.info("signed in", metadata: ["user": "\(user.userRecordName)"])
+        return try json(SignInResponse(ckWebAuthToken: token, userRecordName: user.userRecordName, expiresAt: expiresAt * 1000))
     }
 
     struct CallerResponse: Encodable {

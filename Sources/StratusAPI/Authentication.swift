@@ -80,13 +80,20 @@ struct Authenticator: Sendable {
         guard let apiToken, !apiToken.isEmpty else {
             throw StratusError(.authenticationFailed, "Missing ckAPIToken (or a server-to-server signature)")
         }
-        guard let access = try await containers.access(forAPIToken: apiToken, logger: logger), access.container == path.container else {
+        // The web auth token's signature is checked first, so that the statement that checks the API
+        // token also reads the named user's credential epoch (one round trip for both).
+        let presentedToken = webToken.flatMap { $0.isEmpty ? nil : $0 }
+        let user = presentedToken.flatMap { WebAuthToken.open($0, key: secretKey) }
+        guard let access = try await containers.access(forAPIToken: apiToken, user: user?.userRecordName, logger: logger),
+              access.container == path.container
+        else {
             throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(path.container.prefix(255))'")
         }
         var caller = Caller(container: access.container, credential: .apiToken(apiToken), allowsAnonymousPublic: access.allowsAnonymousPublic)
-        if let webToken, !webToken.isEmpty {
-            let now = Int64(Date().timeIntervalSince1970)
-            caller.userRecordName = try WebAuthToken.verify(webToken, key: secretKey, container: access.container, now: now).userRecordName
+        if presentedToken != nil {
+            guard let user else { throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid") }
+            try user.check(container: access.container, now: Int64(Date().timeIntervalSince1970), directoryEpoch: access.credentialEpoch)
+            caller.userRecordName = user.userRecordName
         }
         return .caller(caller)
     }

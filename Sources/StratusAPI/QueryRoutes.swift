@@ -54,7 +54,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         let fingerprint = Base64URL.encode(Data(SHA256.hash(data: EventCoding.encode(parsed.query) + Data("\(ZoneKey(database: database, zoneName: ""))|\(scope)".utf8))))
         var after: [JSONValue]?
         if let text = parsed.continuationMarker, !text.isEmpty {
-            guard let marker = SignedToken.open(text, as: Marker.self, key: secretKey) else {
+            guard let marker = SignedToken.open(text, as: Marker.self, kind: .continuationMarker, key: secretKey) else {
                 throw StratusError(.badRequest, "continuationMarker is not valid: it was altered or not issued by this server")
             }
             guard marker.query == fingerprint else { throw StratusError(.badRequest, "continuationMarker belongs to another query") }
@@ -68,7 +68,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
             }),
         ]
         if let continuation = page.continuation {
-            members["continuationMarker"] = .string(SignedToken.sign(Marker(query: fingerprint, after: continuation), key: secretKey))
+            members["continuationMarker"] = .string(SignedToken.sign(Marker(query: fingerprint, after: continuation), kind: .continuationMarker, key: secretKey))
         }
         var response = try json(JSONValue.object(members))
         // The index is eventually consistent: say how far behind it is for the zones this query read

@@ -101,7 +101,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         var version: Int64 = 0
         var reverseBounds: (upTo: Int64?, below: Int64?) = (nil, nil)
         if let text = zoneRequest.syncToken, !text.isEmpty {
-            guard let token = SignedToken.open(text, as: ZoneSyncToken.self, key: secretKey) else {
+            guard let token = SignedToken.open(text, as: ZoneSyncToken.self, kind: .zoneSync, key: secretKey) else {
                 throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
             }
             guard token.zoneKey == zoneKey else {
@@ -137,7 +137,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             }
         }
         let token = SignedToken.sign(ZoneSyncToken(
-            zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below), key: secretKey)
+            zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below), kind: .zoneSync, key: secretKey)
         return (.object([
             "zoneID": .object(["zoneName": .string(zone.zoneName), "ownerRecordName": .string(zone.ownerRecordName)]),
             "records": .array(records), "syncToken": .string(token), "moreComing": .bool(page.moreComing),
@@ -150,7 +150,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let databaseKey = [database.container, database.environment.rawValue, database.scope.rawValue, database.owner].joined(separator: "/")
         var known: [String: String] = [:]
         if let text = parsed.syncToken ?? parsed.metaSyncToken, !text.isEmpty {
-            guard let token = SignedToken.open(text, as: DatabaseSyncToken.self, key: secretKey) else {
+            guard let token = SignedToken.open(text, as: DatabaseSyncToken.self, kind: .databaseSync, key: secretKey) else {
                 throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
             }
             guard token.database == databaseKey else {
@@ -172,7 +172,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             if state.deleted { members["deleted"] = .bool(true) } else { members["atomic"] = .bool(true) }
             return .object(members)
         }
-        let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), key: secretKey)
+        let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), kind: .databaseSync, key: secretKey)
         return try json([
             "zones": JSONValue.array(zones), "syncToken": .string(token), "moreComing": .bool(changed.count > page.count),
         ])

@@ -15,14 +15,19 @@ public struct BenchTarget: Sendable {
     public var webAuthToken: String
     /// The API's PostgreSQL: the raw-transaction limit runs there, beside the API's own tables.
     public var databaseURL: String
+    /// The stack's processes whose CPU the report shows, idle and under each scenario's load.
+    public var processes: [WatchedProcess]
 
     /// Creates a target.
-    public init(apiURL: String, container: String, apiToken: String, webAuthToken: String, databaseURL: String) {
+    public init(
+        apiURL: String, container: String, apiToken: String, webAuthToken: String, databaseURL: String, processes: [WatchedProcess] = []
+    ) {
         self.apiURL = apiURL
         self.container = container
         self.apiToken = apiToken
         self.webAuthToken = webAuthToken
         self.databaseURL = databaseURL
+        self.processes = processes
     }
 }
 

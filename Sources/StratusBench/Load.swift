@@ -33,6 +33,8 @@ struct LoadOutcome: Sendable {
     var failures: [String] = []
     /// Per-run counters a scenario keeps (e.g. conflicts).
     var counters: [String: Int] = [:]
+    /// CPU of the watched processes while the load ran (when the suite watches any).
+    var cpu: [ProcessCPU]?
 
     mutating func merge(_ other: LoadOutcome) {
         operations += other.operations
@@ -52,12 +54,15 @@ enum Step {
 }
 
 /// Closed-loop load: `concurrency` clients each issue one operation after another until `duration`
-/// has passed (or `limit` operations have been issued in all). Each client owns its `State`.
+/// has passed (or `limit` operations have been issued in all). Each client owns its `State`. The
+/// CPU of the suite's watched processes (`ProcessWatch.current`) is measured around the load.
 func closedLoop<State: Sendable>(
     concurrency: Int, duration: Duration, limit: Int? = nil,
     state makeState: @Sendable (Int) -> State,
     _ operation: @escaping @Sendable (inout State, Int) async throws -> Step
 ) async -> LoadOutcome {
+    let watch = ProcessWatch.current
+    let before = await watch?.snapshot()
     let clock = ContinuousClock()
     let start = clock.now
     let deadline = start + duration
@@ -97,6 +102,7 @@ func closedLoop<State: Sendable>(
     }
     let elapsed = clock.now - start
     total.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    if let watch, let before { total.cpu = watch.usage(from: before, to: await watch.snapshot()) }
     return total
 }
 

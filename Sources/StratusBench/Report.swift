@@ -20,7 +20,11 @@ public struct BenchSettings: Codable, Sendable {
     public var lagSamples: Int = 100
     /// Longest wait for the indexer to catch up.
     public var indexTimeout: Double = 600
-    /// Only these scenario groups (write, limit, isolation, rmw, batch, changes, query, lag, rebuild); nil: all.
+    /// Seconds the idle measurement samples the stack's CPU while nothing is sent.
+    public var idleSeconds: Double = 30
+    /// Seconds the stack is left alone before the idle measurement starts.
+    public var idleQuietSeconds: Double = 5
+    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag, rebuild); nil: all.
     public var groups: [String]?
 
     /// The full run's defaults.
@@ -55,6 +59,8 @@ public struct ScenarioResult: Codable, Sendable {
     public var figures: [String: Double]
     /// The first failures, when there were any.
     public var failures: [String]
+    /// CPU of each watched process of the stack while the load ran; nil when none was watched.
+    public var cpu: [ProcessCPU]?
 
     init(name: String, operation: String, concurrency: Int, load: LoadOutcome, figures: [String: Double] = [:]) {
         self.name = name
@@ -70,6 +76,7 @@ public struct ScenarioResult: Codable, Sendable {
         max = load.latencies.maxMilliseconds
         self.figures = figures
         failures = load.failures
+        cpu = load.cpu
     }
 }
 
@@ -114,6 +121,11 @@ public struct BenchReport: Codable, Sendable {
     public var seconds: Double
     public var machine: Machine
     public var settings: BenchSettings
+    /// The processes whose CPU was measured.
+    public var processes: [WatchedProcess]
+    /// What the stack used while idle, per process; nil when the idle group did not run or no
+    /// process was watched.
+    public var idle: IdleMeasurement?
     public var scenarios: [ScenarioResult]
     public var ratios: [LimitRatio]
 
@@ -150,6 +162,28 @@ public struct BenchReport: Codable, Sendable {
             lines.append("Stratus / raw PostgreSQL limit (same SERIALIZABLE writes, no HTTP):")
             for ratio in ratios {
                 lines.append("  " + pad(ratio.scenario, 14, left: true) + " \(number(ratio.stratus)) / \(number(ratio.raw)) ops/s = " + number(ratio.ratio, 2))
+            }
+        }
+        if let idle {
+            lines.append("")
+            lines.append("Idle CPU over \(number(idle.seconds, 0)) s, nothing sent (% of one core; Kafka client = librdkafka's threads):")
+            for process in idle.processes {
+                let kafka = process.kafkaClientPercent.map { "  Kafka client " + number($0, 2) } ?? ""
+                lines.append("  " + pad(process.name, 24, left: true) + pad(number(process.percentOfCore, 2), 7) + kafka)
+            }
+            lines.append("  " + pad("total", 24, left: true) + pad(number(idle.totalPercentOfCore, 2), 7))
+        }
+        let underLoad = scenarios.filter { $0.cpu != nil }
+        if !processes.isEmpty, !underLoad.isEmpty {
+            let widths = processes.map { max($0.name.count, 6) + 2 }
+            lines.append("")
+            lines.append("CPU under load (% of one core, over each scenario's timed load):")
+            lines.append(pad("scenario", 22, left: true) + zip(processes, widths).map { pad($0.name, $1) }.joined())
+            for result in underLoad {
+                let cpu = result.cpu ?? []
+                lines.append(pad(result.name, 22, left: true) + zip(processes, widths).map { process, width in
+                    pad(cpu.first { $0.name == process.name }.map { number($0.percentOfCore) } ?? "-", width)
+                }.joined())
             }
         }
         for result in scenarios where !result.failures.isEmpty {

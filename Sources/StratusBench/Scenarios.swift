@@ -184,6 +184,8 @@ extension BenchSuite {
         try await client.createZone(zone)
         let clock = ContinuousClock()
         var outcome = LoadOutcome()
+        let watch = ProcessWatch.current
+        let before = await watch?.snapshot()
         let start = clock.now
         for sample in 0..<settings.lagSamples {
             let probe = "p\(sample)"
@@ -209,6 +211,7 @@ extension BenchSuite {
             try await Task.sleep(for: .milliseconds(20))
         }
         outcome.seconds = (clock.now - start).seconds
+        if let watch, let before { outcome.cpu = watch.usage(from: before, to: await watch.snapshot()) }
         return ScenarioResult(name: "lag.commit-to-query", operation: "records/modify acknowledged → visible in records/query", concurrency: 1, load: outcome)
     }
 

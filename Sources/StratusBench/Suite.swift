@@ -30,11 +30,18 @@ public struct BenchSuite: Sendable {
         let client = CloudKitClient(target: target, connections: max(settings.concurrency, 8) + 4)
         let store = try PostgresStore(url: target.databaseURL, maxConnections: settings.concurrency + 4, logger: logger)
         var results: [ScenarioResult] = []
+        var idle: IdleMeasurement?
+        let watch = target.processes.isEmpty ? nil : ProcessWatch(processes: target.processes)
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await store.run() }
                 defer { group.cancelAll() }
-                results = try await scenarios(client, store)
+                try await ProcessWatch.$current.withValue(watch) {
+                    if settings.runs("idle"), let watch {
+                        idle = try await measureIdle(client, watch: watch)
+                    }
+                    results = try await scenarios(client, store)
+                }
             }
         } catch {
             try? await client.shutdown()
@@ -47,7 +54,26 @@ public struct BenchSuite: Sendable {
             guard let stratus = results.first(where: { $0.name == scenario }), let raw = results.first(where: { $0.name == limit }), raw.perSecond > 0 else { continue }
             ratios.append(LimitRatio(scenario: scenario, limit: limit, stratus: stratus.perSecond, raw: raw.perSecond, ratio: stratus.perSecond / raw.perSecond))
         }
-        return BenchReport(startedAt: startedAt, seconds: (clock.now - began).seconds, machine: .current(), settings: settings, scenarios: results, ratios: ratios)
+        return BenchReport(
+            startedAt: startedAt, seconds: (clock.now - began).seconds, machine: .current(), settings: settings,
+            processes: target.processes, idle: idle, scenarios: results, ratios: ratios)
+    }
+
+    /// CPU of each watched process while nothing is sent: after the indexer has caught up and a
+    /// quiet pause, two readings of `/proc` `idleSeconds` apart.
+    func measureIdle(_ client: CloudKitClient, watch: ProcessWatch) async throws -> IdleMeasurement {
+        try await settle(client)
+        progress(String(format: "idle: %.0f s quiet, then %.0f s measured", settings.idleQuietSeconds, settings.idleSeconds))
+        try await Task.sleep(for: Duration(seconds: settings.idleQuietSeconds))
+        let start = await watch.snapshot()
+        try await Task.sleep(for: Duration(seconds: settings.idleSeconds))
+        let end = await watch.snapshot()
+        let processes = watch.usage(from: start, to: end)
+        let idle = IdleMeasurement(
+            seconds: (end.at - start.at).seconds, processes: processes, totalPercentOfCore: processes.map(\.percentOfCore).reduce(0, +))
+        progress("idle: " + processes.map { String(format: "%@ %.2f%%", $0.name, $0.percentOfCore) }.joined(separator: ", ")
+            + String(format: "; total %.2f%% of a core", idle.totalPercentOfCore))
+        return idle
     }
 
     private func scenarios(_ client: CloudKitClient, _ store: PostgresStore) async throws -> [ScenarioResult] {

@@ -1,23 +1,71 @@
 import Crypto
 import Foundation
 
-/// A value carried to the client and back, authenticated with the server's secret key:
-/// `base64url(json).base64url(hmac)`. Clients treat it as opaque.
+/// What a signed token is for. Each kind is signed with a key of its own, derived from the server's
+/// secret key, so a token issued for one purpose never verifies as another.
+public enum TokenKind: String, Sendable, CaseIterable {
+    /// `ckWebAuthToken`: who the caller is.
+    case webAuth = "web-auth"
+    /// A zone's `syncToken` (`records/changes`, `changes/zone`).
+    case zoneSync = "zone-sync"
+    /// A database's `syncToken` (`zones/changes`, `changes/database`).
+    case databaseSync = "database-sync"
+    /// A query's `continuationMarker`.
+    case continuationMarker = "continuation-marker"
+
+    /// The JSON members a token of the first format (one key for every kind, no version) may carry,
+    /// for the kinds still accepted in that format; nil for the kinds that are not. A token of that
+    /// format is accepted as this kind only if its members are exactly of this kind's shape, which no
+    /// other kind's token ever had.
+    var legacyMembers: (required: Set<String>, optional: Set<String>)? {
+        switch self {
+        case .zoneSync: (["z", "i", "v"], ["u", "b"])
+        case .databaseSync: (["d", "z"], [])
+        case .webAuth, .continuationMarker: nil
+        }
+    }
+}
+
+/// A value carried to the client and back, authenticated with a key derived from the server's
+/// secret key for the token's kind. Clients treat it as opaque.
+///
+/// Text form (format 2): `2.base64url(json).base64url(mac)`, where the MAC is HMAC-SHA256 with the
+/// kind's key over `2.base64url(json)`. The first format, `base64url(json).base64url(mac)` with the
+/// secret key itself for every kind, is still read for sync tokens (devices keep them for long) but
+/// never written; it goes in the release after this one.
 public enum SignedToken {
-    /// Signs a value.
-    public static func sign<T: Encodable>(_ value: T, key: SecretKey) -> String {
-        let body = EventCoding.encode(value)
-        let mac = HMAC<SHA256>.authenticationCode(for: body, using: key.symmetricKey)
-        return Base64URL.encode(body) + "." + Base64URL.encode(Data(mac))
+    /// The format version written as the text's first part.
+    static let version = "2"
+
+    /// Signs a value as a token of `kind`.
+    public static func sign<T: Encodable>(_ value: T, kind: TokenKind, key: SecretKey) -> String {
+        let signed = version + "." + Base64URL.encode(EventCoding.encode(value))
+        let mac = HMAC<SHA256>.authenticationCode(for: Data(signed.utf8), using: key.tokenKey(kind))
+        return signed + "." + Base64URL.encode(Data(mac))
     }
 
-    /// Verifies and decodes a token; nil when it was not made by this server or does not decode.
-    public static func open<T: Decodable>(_ text: String, as type: T.Type, key: SecretKey) -> T? {
+    /// Verifies and decodes a token of `kind`; nil when it was not made by this server for that kind,
+    /// or does not decode.
+    public static func open<T: Decodable>(_ text: String, as type: T.Type, kind: TokenKind, key: SecretKey) -> T? {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let body = Base64URL.decode(String(parts[0])), let mac = Base64URL.decode(String(parts[1])),
-              HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key.symmetricKey)
-        else { return nil }
-        return try? EventCoding.decoder.decode(T.self, from: body)
+        if parts.count == 3, parts[0] == version {
+            let signed = Data((parts[0] + "." + parts[1]).utf8)
+            guard let mac = Base64URL.decode(String(parts[2])),
+                  HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: signed, using: key.tokenKey(kind)),
+                  let body = Base64URL.decode(String(parts[1]))
+            else { return nil }
+            return try? EventCoding.decoder.decode(T.self, from: body)
+        }
+        if parts.count == 2, let members = kind.legacyMembers {
+            guard let body = Base64URL.decode(String(parts[0])), let mac = Base64URL.decode(String(parts[1])),
+                  HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key.symmetricKey),
+                  let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+            else { return nil }
+            let names = Set(object.keys)
+            guard members.required.isSubset(of: names), names.isSubset(of: members.required.union(members.optional)) else { return nil }
+            return try? EventCoding.decoder.decode(T.self, from: body)
+        }
+        return nil
     }
 }
 

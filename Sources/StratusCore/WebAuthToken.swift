@@ -2,9 +2,12 @@ import Crypto
 import Foundation
 
 /// A user's web auth token (`ckWebAuthToken`): the user's record name in a container, an expiry,
-/// and an HMAC-SHA256 over both with the server's secret key.
+/// and, for a user of the container's directory, the user's credential epoch when it was issued;
+/// signed as a `TokenKind.webAuth` token.
 ///
-/// Text form: `base64url(json).base64url(mac)`. Clients treat it as opaque.
+/// A password change raises the user's credential epoch, so every token issued before it stops
+/// working. A token for a user outside the directory (minted by `stratus user token`) carries no
+/// epoch and is refused once the directory holds that user.
 public struct WebAuthToken: Sendable, Hashable, Codable {
     /// The container-scoped user record name (`_` + opaque id).
     public var userRecordName: String
@@ -12,36 +15,57 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
     public var container: String
     /// Expiry in seconds since 1970.
     public var expiresAt: Int64
+    /// The user's credential epoch in the directory when the token was issued; nil for a user
+    /// outside the directory.
+    public var credentialEpoch: Int64?
 
     enum CodingKeys: String, CodingKey {
         case userRecordName = "u"
         case container = "c"
         case expiresAt = "e"
+        case credentialEpoch = "p"
     }
 
     /// Creates a token value.
-    public init(userRecordName: String, container: String, expiresAt: Int64) {
+    public init(userRecordName: String, container: String, expiresAt: Int64, credentialEpoch: Int64? = nil) {
         self.userRecordName = userRecordName
         self.container = container
         self.expiresAt = expiresAt
+        self.credentialEpoch = credentialEpoch
     }
 
     /// Signs the token with the secret key.
     public func signed(with key: SecretKey) -> String {
-        SignedToken.sign(self, key: key)
+        SignedToken.sign(self, kind: .webAuth, key: key)
     }
 
-    /// Verifies a token's text form: signature, container and expiry.
-    public static func verify(_ text: String, key: SecretKey, container: String, now: Int64) throws(StratusError) -> WebAuthToken {
-        guard let token = SignedToken.open(text, as: WebAuthToken.self, key: key) else {
-            throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid")
-        }
-        guard token.container == container else {
+    /// Reads a token's text form, checking only its signature; nil when this server did not issue it
+    /// as a web auth token. `check` decides whether it is still good.
+    public static func open(_ text: String, key: SecretKey) -> WebAuthToken? {
+        SignedToken.open(text, as: WebAuthToken.self, kind: .webAuth, key: key)
+    }
+
+    /// Whether an opened token is good now: its container, its expiry, and its credential epoch
+    /// against the user's current one in the directory (`directoryEpoch`, nil when the directory has
+    /// no such user in the container).
+    public func check(container: String, now: Int64, directoryEpoch: Int64?) throws(StratusError) {
+        guard self.container == container else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken belongs to another container")
         }
-        guard token.expiresAt > now else {
+        guard expiresAt > now else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken has expired")
         }
+        guard credentialEpoch == directoryEpoch else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is no longer valid: the user's password changed since it was issued; sign in again")
+        }
+    }
+
+    /// Verifies a token's text form: signature, container, expiry and credential epoch.
+    public static func verify(_ text: String, key: SecretKey, container: String, now: Int64, directoryEpoch: Int64?) throws(StratusError) -> WebAuthToken {
+        guard let token = open(text, key: key) else {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid")
+        }
+        try token.check(container: container, now: now, directoryEpoch: directoryEpoch)
         return token
     }
 }
@@ -79,13 +103,24 @@ public enum APIToken {
 }
 
 /// The server's secret key for signing tokens. Never logged: its description hides the bytes.
+/// Tokens are signed with keys derived from it, one per `TokenKind` (HKDF-SHA256, info
+/// `stratus/v2/token/<kind>`).
 public struct SecretKey: Sendable, CustomStringConvertible {
     let bytes: [UInt8]
+    /// The derived key of each kind.
+    private let derived: [TokenKind: [UInt8]]
 
     /// Wraps key bytes (at least 32).
     public init(bytes: [UInt8]) throws(StratusError) {
         guard bytes.count >= 32 else { throw StratusError(.internalError, "the secret key must be at least 32 bytes") }
         self.bytes = bytes
+        let secret = SymmetricKey(data: bytes)
+        var derived: [TokenKind: [UInt8]] = [:]
+        for kind in TokenKind.allCases {
+            let key = HKDF<SHA256>.deriveKey(inputKeyMaterial: secret, info: Data("stratus/v2/token/\(kind.rawValue)".utf8), outputByteCount: 32)
+            derived[kind] = key.withUnsafeBytes { Array($0) }
+        }
+        self.derived = derived
     }
 
     /// Reads a key from its hex or base64 text form.
@@ -121,7 +156,14 @@ public struct SecretKey: Sendable, CustomStringConvertible {
     /// The key as hex, for writing it to a local file.
     public var hex: String { bytes.map { String(format: "%02x", $0) }.joined() }
 
+    /// The secret key itself: only the first token format was signed with it.
     var symmetricKey: SymmetricKey { SymmetricKey(data: bytes) }
+
+    /// The key tokens of `kind` are signed with.
+    func tokenKey(_ kind: TokenKind) -> SymmetricKey {
+        // Every kind is derived in init.
+        SymmetricKey(data: derived[kind]!)
+    }
 
     public var description: String { "SecretKey(redacted)" }
 }

@@ -23,16 +23,31 @@ public struct ContainerStore: Sendable {
         return token
     }
 
-    /// The container an API token belongs to and whether it lets anonymous callers read its public
-    /// database, or nil when the token is unknown.
-    public func access(forAPIToken token: String, logger: Logger) async throws -> (container: String, allowsAnonymousPublic: Bool)? {
+    /// What an API token gives access to.
+    public struct Access: Sendable {
+        /// The container the token belongs to.
+        public var container: String
+        /// Whether the container lets callers without a user read its public database.
+        public var allowsAnonymousPublic: Bool
+        /// The credential epoch of the user asked about, when the container's directory holds that user.
+        public var credentialEpoch: Int64?
+    }
+
+    /// The container an API token belongs to, whether it lets anonymous callers read its public
+    /// database and, for `user`, that user's credential epoch in the container's directory (read in
+    /// the same statement); nil when the token is unknown.
+    public func access(forAPIToken token: String, user: String? = nil, logger: Logger) async throws -> Access? {
         try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
-                SELECT t.container, c.allow_anonymous_public FROM api_tokens t JOIN containers c USING (container)
+                SELECT t.container, c.allow_anonymous_public,
+                       (SELECT u.credential_epoch FROM users u WHERE u.user_record_name = \(user) AND u.container = t.container)
+                FROM api_tokens t JOIN containers c USING (container)
                 WHERE t.token_digest = \(Data(APIToken.digest(token)))
                 """, logger: logger)
-            for try await (container, anonymous) in rows.decode((String, Bool).self) { return (container, anonymous) }
+            for try await (container, anonymous, epoch) in rows.decode((String, Bool, Int64?).self) {
+                return Access(container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch)
+            }
             return nil
         }
     }

@@ -45,14 +45,15 @@ public struct UserStore: Sendable {
         }
     }
 
-    /// Sets a user's password; NOT_FOUND for an unknown login.
+    /// Sets a user's password and raises the user's credential epoch, so every web auth token issued
+    /// before is refused from now on; NOT_FOUND for an unknown login.
     public func setPassword(container: String, login: String, password: String, logger: Logger) async throws {
         let login = try Self.validate(login: login)
         let hash = try PasswordHash.make(password, rounds: rounds)
         try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
-                UPDATE users SET password_hash = \(hash), updated_at = now()
+                UPDATE users SET password_hash = \(hash), credential_epoch = credential_epoch + 1, updated_at = now()
                 WHERE container = \(container) AND login = \(login) RETURNING 1
                 """, logger: logger)
             for try await _ in rows { return }
@@ -60,18 +61,38 @@ public struct UserStore: Sendable {
         }
     }
 
-    /// The user record name of a login whose password matches, or nil. Spends the same hashing time
-    /// whether or not the login exists.
-    public func authenticate(container: String, login: String, password: String, logger: Logger) async throws -> String? {
+    /// A user of the directory, as a web auth token names it.
+    public struct SignedInUser: Sendable, Equatable {
+        /// The container-scoped user record name.
+        public var userRecordName: String
+        /// The credential epoch a web auth token issued now carries.
+        public var credentialEpoch: Int64
+    }
+
+    /// The user of a login whose password matches, or nil. Spends the same hashing time whether or
+    /// not the login exists.
+    public func authenticate(container: String, login: String, password: String, logger: Logger) async throws -> SignedInUser? {
         guard let login = try? Self.validate(login: login) else { return nil }
-        let found: (String, String)? = try await store.withConnection { connection in
+        let found: (String, String, Int64)? = try await store.withConnection { connection in
             let rows = try await connection.query(
-                "SELECT user_record_name, password_hash FROM users WHERE container = \(container) AND login = \(login)", logger: logger)
-            for try await row in rows.decode((String, String).self) { return row }
+                "SELECT user_record_name, password_hash, credential_epoch FROM users WHERE container = \(container) AND login = \(login)",
+                logger: logger)
+            for try await row in rows.decode((String, String, Int64).self) { return row }
             return nil
         }
         let matches = PasswordHash.verify(password, against: found?.1 ?? PasswordHash.decoy)
         guard let found, matches else { return nil }
-        return found.0
+        return SignedInUser(userRecordName: found.0, credentialEpoch: found.2)
+    }
+
+    /// The credential epoch of a user record name in a container's directory; nil when the directory
+    /// has no such user.
+    public func credentialEpoch(container: String, userRecordName: String, logger: Logger) async throws -> Int64? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT credential_epoch FROM users WHERE container = \(container) AND user_record_name = \(userRecordName)", logger: logger)
+            for try await epoch in rows.decode(Int64.self) { return epoch }
+            return nil
+        }
     }
 }

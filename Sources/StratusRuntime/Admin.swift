@@ -127,11 +127,19 @@ public enum Admin {
         }
     }
 
-    /// Issues a web auth token signed with the configured secret key.
-    public static func webAuthToken(container: String, user: String?, days: Int, _ configuration: StratusConfiguration) -> String {
+    /// Issues a web auth token signed with the configured secret key. For a user of the container's
+    /// directory the token carries the user's current credential epoch (so the next password change
+    /// ends it too); for any other user record name it carries none.
+    public static func webAuthToken(
+        container: String, user: String?, days: Int, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> String {
         let userRecordName = user ?? UserRecordName.generate()
         // Clamped to a century: a larger count would overflow the expiry.
         let expiresAt = Int64(Date().timeIntervalSince1970) + Int64(min(max(days, 0), 36_500)) * 86_400
-        return WebAuthToken(userRecordName: userRecordName, container: container, expiresAt: expiresAt).signed(with: configuration.api.secretKey)
+        let epoch = try await withMigratedStore(configuration, logger: logger) { store in
+            try await UserStore(store: store).credentialEpoch(container: container, userRecordName: userRecordName, logger: logger)
+        }
+        return WebAuthToken(userRecordName: userRecordName, container: container, expiresAt: expiresAt, credentialEpoch: epoch)
+            .signed(with: configuration.api.secretKey)
     }
 }

@@ -39,9 +39,34 @@ public struct StratusConfiguration: Sendable {
     /// `STRATUS_STATEMENT_TIMEOUT_MS`, `STRATUS_LOCK_TIMEOUT_MS`, `STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS`:
     /// the limits every database connection runs under.
     public var databaseTimeouts = PostgresStore.Timeouts()
+    /// `STRATUS_DEPLOYMENT`: `development` (one machine) or `production`.
+    public var deployment: Deployment
+    /// Where the token-signing key (`api.secretKey`) came from.
+    public var secretKeySource: SecretKeySource
 
-    /// Reads the configuration; a missing secret key is generated once under the data folder and
-    /// marked as a development secret.
+    /// What kind of deployment a process belongs to; decides whether a missing secret key may be
+    /// generated.
+    public enum Deployment: String, Sendable {
+        /// Every process on one machine, sharing one data folder (`scripts/stack.sh`, a developer's shell).
+        case development
+        /// Processes on several machines or containers (docker compose, replicas).
+        case production
+    }
+
+    /// Where the token-signing key came from. Never holds the key.
+    public enum SecretKeySource: Sendable, Equatable {
+        /// `STRATUS_SECRET_KEY`.
+        case environment
+        /// `STRATUS_SECRET_KEY_FILE`.
+        case file(String)
+        /// The development default: a key generated once into the data folder (`created`: by this process).
+        case developmentDefault(path: String, created: Bool)
+    }
+
+    /// Reads the configuration. Without `STRATUS_SECRET_KEY` or `STRATUS_SECRET_KEY_FILE`, a
+    /// development deployment listening on a loopback address uses a key generated once into the
+    /// data folder (`secretKeySource` says so); anything else is refused, because processes that do
+    /// not share a data folder would each make their own key and refuse each other's tokens.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> StratusConfiguration {
         func int(_ name: String, _ fallback: Int) throws -> Int {
             guard let text = environment[name] else { return fallback }
@@ -58,8 +83,14 @@ public struct StratusConfiguration: Sendable {
         relay.partitions = try int("STRATUS_TOPIC_PARTITIONS", relay.partitions)
         var worker = WorkerConfiguration()
         worker.topic = relay.topic
-        var api = APIConfiguration(secretKey: try secretKey(environment, dataDirectory: dataDirectory))
-        api.host = environment["STRATUS_HTTP_HOST"] ?? api.host
+        let deploymentText = environment["STRATUS_DEPLOYMENT"] ?? Deployment.development.rawValue
+        guard let deployment = Deployment(rawValue: deploymentText) else {
+            throw ConfigurationProblem("STRATUS_DEPLOYMENT must be 'development' or 'production', not '\(deploymentText)'")
+        }
+        let host = environment["STRATUS_HTTP_HOST"] ?? APIConfiguration.defaultHost
+        let (key, keySource) = try secretKey(environment, dataDirectory: dataDirectory, deployment: deployment, host: host)
+        var api = APIConfiguration(secretKey: key)
+        api.host = host
         api.port = try int("STRATUS_HTTP_PORT", api.port)
         let idleSeconds = try int("STRATUS_HTTP_IDLE_TIMEOUT_SECONDS", 60)
         guard (0...86_400).contains(idleSeconds) else {
@@ -86,7 +117,8 @@ public struct StratusConfiguration: Sendable {
             serializableAttempts: try int("STRATUS_SERIALIZABLE_ATTEMPTS", 8),
             kafka: kafka, relay: relay, embeddedRelay: relayMode == "embedded", worker: worker, api: api,
             metricsPort: try int("STRATUS_METRICS_PORT", 0), logLevel: level,
-            tombstoneRetention: .seconds(86_400 * (try int("STRATUS_TOMBSTONE_RETENTION_DAYS", 30))), dataDirectory: dataDirectory)
+            tombstoneRetention: .seconds(86_400 * (try int("STRATUS_TOMBSTONE_RETENTION_DAYS", 30))), dataDirectory: dataDirectory,
+            deployment: deployment, secretKeySource: keySource)
         func milliseconds(_ name: String, _ fallback: Duration) throws -> Duration {
             let value = try int(name, Int(fallback / .milliseconds(1)))
             guard value > 0 else { throw ConfigurationProblem("\(name) must be a positive number of milliseconds, got \(value)") }
@@ -99,19 +131,53 @@ public struct StratusConfiguration: Sendable {
         return configuration
     }
 
-    /// `STRATUS_SECRET_KEY` (hex or base64, ≥ 32 bytes), else `STRATUS_SECRET_KEY_FILE`, else a development
-    /// key generated once into `<data dir>/dev-secret-key` (mode 600).
-    static func secretKey(_ environment: [String: String], dataDirectory: String) throws -> SecretKey {
-        if let text = environment["STRATUS_SECRET_KEY"] { return try SecretKey(text: text) }
-        let path = environment["STRATUS_SECRET_KEY_FILE"] ?? dataDirectory + "/dev-secret-key"
-        if let text = try? String(contentsOfFile: path, encoding: .utf8) { return try SecretKey(text: text) }
-        guard environment["STRATUS_SECRET_KEY_FILE"] == nil else {
-            throw ConfigurationProblem("STRATUS_SECRET_KEY_FILE names a file that cannot be read")
+    /// Whether `host` is a loopback address: only processes on this machine can reach it.
+    static func isLoopback(_ host: String) -> Bool {
+        let host = host.lowercased()
+        return host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+    }
+
+    /// `STRATUS_SECRET_KEY` (hex or base64, ≥ 32 bytes), else `STRATUS_SECRET_KEY_FILE`, else — only for
+    /// a development deployment listening on a loopback address — the development default: a key
+    /// generated once into `<data dir>/dev-secret-key` (mode 600).
+    static func secretKey(
+        _ environment: [String: String], dataDirectory: String, deployment: Deployment, host: String
+    ) throws -> (SecretKey, SecretKeySource) {
+        if let text = environment["STRATUS_SECRET_KEY"] { return (try SecretKey(text: text), .environment) }
+        if let path = environment["STRATUS_SECRET_KEY_FILE"] {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw ConfigurationProblem("STRATUS_SECRET_KEY_FILE names a file that cannot be read: \(path)")
+            }
+            return (try SecretKey(text: text), .file(path))
+        }
+        guard deployment == .development, isLoopback(host) else {
+            let why = deployment == .production ? "STRATUS_DEPLOYMENT is production" : "STRATUS_HTTP_HOST '\(host)' is not a loopback address"
+            throw ConfigurationProblem(
+                "no token-signing key: set STRATUS_SECRET_KEY (or STRATUS_SECRET_KEY_FILE) to the same key for every process of the deployment. "
+                    + "A key is generated only for a single-machine development stack (STRATUS_DEPLOYMENT=development and a loopback "
+                    + "STRATUS_HTTP_HOST); here \(why).")
+        }
+        let path = dataDirectory + "/dev-secret-key"
+        if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+            return (try SecretKey(text: text), .developmentDefault(path: path, created: false))
         }
         let key = SecretKey.generate()
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: path, contents: Data((key.hex + "\n").utf8), attributes: [.posixPermissions: 0o600])
-        return key
+        return (key, .developmentDefault(path: path, created: true))
+    }
+
+    /// Logs where the token-signing key came from (never the key): a process using the development
+    /// default says so, since its tokens are good only where that data folder is.
+    public func logSecretKeySource(_ logger: Logger) {
+        switch secretKeySource {
+        case .environment, .file:
+            logger.debug("token-signing key configured", metadata: ["source": "\(secretKeySource == .environment ? "STRATUS_SECRET_KEY" : "STRATUS_SECRET_KEY_FILE")"])
+        case .developmentDefault(let path, let created):
+            logger.notice(
+                "token-signing key: the development default (single machine only; set STRATUS_SECRET_KEY for any other deployment)",
+                metadata: ["file": "\(path)", "generated": "\(created ? "now" : "earlier")"])
+        }
     }
 }
 

@@ -125,6 +125,7 @@ public enum StratusProcess {
         }
         Observability.bootstrap(level: configuration.logLevel)
         let logger = Logger(label: label)
+        configuration.logSecretKeySource(logger)
         do {
             try await body(configuration, logger)
         } catch {

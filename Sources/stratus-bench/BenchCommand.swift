@@ -31,7 +31,11 @@ struct BenchCommand: AsyncParsableCommand {
     var syncRecords = 10_000
     @Option(help: "Commit-to-visible samples.")
     var lagSamples = 100
-    @Option(help: "Only these scenario groups, comma-separated: write, limit, isolation, rmw, batch, changes, query, lag, rebuild.")
+    @Option(help: "Seconds the idle measurement samples the stack's CPU.")
+    var idleSeconds: Double = 30
+    @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
+    var process: [String] = []
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, rebuild.")
     var only: String?
     @Option(help: "Where to write the JSON report.")
     var output: String?
@@ -42,15 +46,20 @@ struct BenchCommand: AsyncParsableCommand {
         guard let databaseURL = databaseURL ?? ProcessInfo.processInfo.environment["STRATUS_DATABASE_URL"] else {
             throw ValidationError("--database-url or STRATUS_DATABASE_URL is needed (the raw-PostgreSQL limit and the rebuild run there)")
         }
+        let processes = try process.map { argument in
+            guard let watched = WatchedProcess(argument: argument) else { throw ValidationError("--process takes NAME=PID, got '\(argument)'") }
+            return watched
+        }
         let target = BenchTarget(
             apiURL: apiURL, container: container, apiToken: try Self.secret(apiTokenFile), webAuthToken: try Self.secret(webAuthTokenFile),
-            databaseURL: databaseURL)
+            databaseURL: databaseURL, processes: processes)
         var settings = BenchSettings()
         settings.seconds = seconds
         settings.concurrency = concurrency
         settings.queryRecords = queryRecords
         settings.syncRecords = syncRecords
         settings.lagSamples = lagSamples
+        settings.idleSeconds = idleSeconds
         settings.groups = only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let report = try await BenchSuite(target: target, settings: settings, logger: logger) { line in
             print("[bench] \(line)")

@@ -221,7 +221,7 @@ struct UserCommand: AsyncParsableCommand {
     }
 
     struct Password: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Set a user's password.")
+        static let configuration = CommandConfiguration(abstract: "Set a user's password; the user's web auth tokens issued before stop working.")
         @OptionGroup var options: CommonOptions
         @OptionGroup var user: Login
 
@@ -244,8 +244,9 @@ struct UserCommand: AsyncParsableCommand {
         var days: Int = 30
 
         func run() async throws {
-            let (configuration, _) = try options.resolve(label: "stratus-user")
-            print(Admin.webAuthToken(container: container, user: user, days: days, configuration))
+            let (configuration, logger) = try options.resolve(label: "stratus-user")
+            configuration.logSecretKeySource(logger)
+            print(try await Admin.webAuthToken(container: container, user: user, days: days, configuration, logger: logger))
         }
     }
 }

@@ -88,16 +88,16 @@ final class TokenTests: XCTestCase {
     func testWebAuthTokenVerifiesAndRejectsTamperingExpiryAndOtherContainers() throws {
         let key = SecretKey.generate()
         let token = WebAuthToken(userRecordName: "_u1", container: "iCloud.a", expiresAt: 2_000).signed(with: key)
-        XCTAssertEqual(try WebAuthToken.verify(token, key: key, container: "iCloud.a", now: 1_000).userRecordName, "_u1")
-        XCTAssertThrowsError(try WebAuthToken.verify(token, key: key, container: "iCloud.b", now: 1_000))
-        XCTAssertThrowsError(try WebAuthToken.verify(token, key: key, container: "iCloud.a", now: 3_000))
-        XCTAssertThrowsError(try WebAuthToken.verify(token, key: SecretKey.generate(), container: "iCloud.a", now: 1_000))
+        XCTAssertEqual(try WebAuthToken.verify(token, key: key, container: "iCloud.a", now: 1_000, directoryEpoch: nil).userRecordName, "_u1")
+        XCTAssertThrowsError(try WebAuthToken.verify(token, key: key, container: "iCloud.b", now: 1_000, directoryEpoch: nil))
+        XCTAssertThrowsError(try WebAuthToken.verify(token, key: key, container: "iCloud.a", now: 3_000, directoryEpoch: nil))
+        XCTAssertThrowsError(try WebAuthToken.verify(token, key: SecretKey.generate(), container: "iCloud.a", now: 1_000, directoryEpoch: nil))
         var tampered = Array(token)
         tampered[3] = tampered[3] == "A" ? "B" : "A"
-        XCTAssertThrowsError(try WebAuthToken.verify(String(tampered), key: key, container: "iCloud.a", now: 1_000)) { error in
+        XCTAssertThrowsError(try WebAuthToken.verify(String(tampered), key: key, container: "iCloud.a", now: 1_000, directoryEpoch: nil)) { error in
             XCTAssertEqual((error as? StratusError)?.code, .authenticationFailed)
         }
-        XCTAssertThrowsError(try WebAuthToken.verify("garbage", key: key, container: "iCloud.a", now: 1_000))
+        XCTAssertThrowsError(try WebAuthToken.verify("garbage", key: key, container: "iCloud.a", now: 1_000, directoryEpoch: nil))
     }
 
     func testSecretKeyParsingAndRedaction() throws {

@@ -254,6 +254,106 @@ final class AuthTests: XCTestCase {
         }
     }
 
+    func testAPasswordChangeEndsTheUsersEarlierWebAuthTokens() async throws {
+        try await withFixture { fixture, client in
+            // The admin CLI's path (`stratus user password`, `stratus user token`), with the API's key.
+            var configuration = try StratusConfiguration.fromEnvironment([
+                "STRATUS_SECRET_KEY": fixture.configuration.secretKey.hex, "STRATUS_DATABASE_URL": fixture.url,
+            ])
+            configuration.databaseMaxConnections = 2
+            let users = UserStore(store: fixture.store, rounds: 1000)
+            let bob = try await users.create(container: Self.container, login: "bob@example.com", password: "first password", logger: TestSupport.logger)
+            let signIn = "/auth/1/\(Self.container)/signin?ckAPIToken=\(fixture.apiToken)"
+            func signedIn(_ password: String) async throws -> String {
+                let (status, answer) = try await Self.send(client, signIn, body: try Self.json(["login": "bob@example.com", "password": password]))
+                XCTAssertEqual(status, 200, "\(answer)")
+                return try XCTUnwrap(answer["ckWebAuthToken"] as? String)
+            }
+            func caller(_ token: String) async throws -> (Int, Body) {
+                try await Self.send(client, Self.path("users/caller", database: "private") + "?ckAPIToken=\(fixture.apiToken)&ckWebAuthToken=\(token)", method: .get, body: Data())
+            }
+            let before = try await signedIn("first password")
+            let minted = try await Admin.webAuthToken(container: Self.container, user: bob, days: 1, configuration, logger: TestSupport.logger)
+            let outsider = WebAuthToken(userRecordName: "_outsider", container: Self.container, expiresAt: Int64(Date().timeIntervalSince1970) + 600)
+                .signed(with: fixture.configuration.secretKey)
+            for token in [before, minted, outsider] {
+                let (status, answer) = try await caller(token)
+                XCTAssertEqual(status, 200, "\(answer)")
+            }
+
+            try await Admin.setPassword(container: Self.container, login: "bob@example.com", password: "second password", configuration, logger: TestSupport.logger)
+            for (name, token) in [("signed in before", before), ("minted before", minted)] {
+                let (status, answer) = try await caller(token)
+                XCTAssertEqual(status, 401, "\(name): \(answer)")
+                XCTAssertEqual(answer["serverErrorCode"] as? String, "AUTHENTICATION_FAILED", name)
+                XCTAssertTrue((answer["reason"] as? String ?? "").contains("password changed"), "\(answer)")
+            }
+            // A token without a credential epoch does not reach a directory user either.
+            let epochless = WebAuthToken(userRecordName: bob, container: Self.container, expiresAt: Int64(Date().timeIntervalSince1970) + 600)
+                .signed(with: fixture.configuration.secretKey)
+            let (epochlessStatus, _) = try await caller(epochless)
+            XCTAssertEqual(epochlessStatus, 401)
+            // New tokens work; so do tokens of users outside the directory.
+            let after = try await signedIn("second password")
+            let mintedAfter = try await Admin.webAuthToken(container: Self.container, user: bob, days: 1, configuration, logger: TestSupport.logger)
+            for token in [after, mintedAfter] {
+                let (status, answer) = try await caller(token)
+                XCTAssertEqual(status, 200, "\(answer)")
+                XCTAssertEqual(answer["userRecordName"] as? String, bob)
+            }
+            let (outsiderStatus, _) = try await caller(outsider)
+            XCTAssertEqual(outsiderStatus, 200)
+            // The next change ends those too.
+            try await users.setPassword(container: Self.container, login: "bob@example.com", password: "third password", logger: TestSupport.logger)
+            for token in [after, mintedAfter] {
+                let (status, _) = try await caller(token)
+                XCTAssertEqual(status, 401)
+            }
+        }
+    }
+
+    func testTokensOfOneKindAreRefusedAsAnother() async throws {
+        try await withFixture { fixture, client in
+            let key = fixture.configuration.secretKey
+            let token = WebAuthToken(userRecordName: "_carol", container: Self.container, expiresAt: Int64(Date().timeIntervalSince1970) + 600).signed(with: key)
+            let auth = "?ckAPIToken=\(fixture.apiToken)&ckWebAuthToken=\(token)"
+            let (created, _) = try await Self.send(client, Self.path("zones/modify", database: "private") + auth,
+                                                   body: try Self.json(["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": "Notes"]]]]]))
+            XCTAssertEqual(created, 200)
+            let (_, changes) = try await Self.send(client, Self.path("records/changes", database: "private") + auth, body: try Self.json(["zoneID": ["zoneName": "Notes"]]))
+            let syncToken = try XCTUnwrap(changes["syncToken"] as? String)
+            let (_, zones) = try await Self.send(client, Self.path("zones/changes", database: "private") + auth, body: try Self.json([String: Any]()))
+            let databaseToken = try XCTUnwrap(zones["syncToken"] as? String)
+
+            // Sync tokens are no web auth tokens.
+            for (name, other) in [("zone sync token", syncToken), ("database sync token", databaseToken)] {
+                let (status, answer) = try await Self.send(
+                    client, Self.path("users/caller", database: "private") + "?ckAPIToken=\(fixture.apiToken)&ckWebAuthToken=\(other)", method: .get, body: Data())
+                XCTAssertEqual(status, 401, "\(name): \(answer)")
+                XCTAssertEqual(answer["serverErrorCode"] as? String, "AUTHENTICATION_FAILED", name)
+            }
+            // A web auth token is no sync token or continuation marker; a zone's token is no database's, and back.
+            let refusals: [(String, String, Body)] = [
+                ("web auth token as a zone sync token", "records/changes", ["zoneID": ["zoneName": "Notes"], "syncToken": token]),
+                ("database token as a zone sync token", "records/changes", ["zoneID": ["zoneName": "Notes"], "syncToken": databaseToken]),
+                ("web auth token as a database sync token", "zones/changes", ["syncToken": token]),
+                ("zone token as a database sync token", "zones/changes", ["syncToken": syncToken]),
+                ("web auth token as a continuation marker", "records/query", ["zoneID": ["zoneName": "Notes"], "query": ["recordType": "Note"], "continuationMarker": token]),
+                ("sync token as a continuation marker", "records/query", ["zoneID": ["zoneName": "Notes"], "query": ["recordType": "Note"], "continuationMarker": syncToken]),
+            ]
+            for (name, operation, body) in refusals {
+                let (status, answer) = try await Self.send(client, Self.path(operation, database: "private") + auth, body: try Self.json(body))
+                XCTAssertEqual(status, 400, "\(name): \(answer)")
+                XCTAssertEqual(answer["serverErrorCode"] as? String, "BAD_REQUEST", name)
+            }
+            // Each still works as itself.
+            let (again, _) = try await Self.send(client, Self.path("records/changes", database: "private") + auth, body: try Self.json(["zoneID": ["zoneName": "Notes"], "syncToken": syncToken]))
+            XCTAssertEqual(again, 200)
+            let (zonesAgain, _) = try await Self.send(client, Self.path("zones/changes", database: "private") + auth, body: try Self.json(["syncToken": databaseToken]))
+            XCTAssertEqual(zonesAgain, 200)
+        }
+    }
+
     func testPublicReadsNeedAUserUnlessTheContainerAllowsAnonymousCallers() async throws {
         try await withFixture { fixture, client in
             let anonymous = "?ckAPIToken=\(fixture.apiToken)"

@@ -14,7 +14,12 @@ import XCTest
 /// The benchmark suite, scaled down, against a live API on a real port with the relay and the
 /// indexer: every scenario runs, measures something, and finds no error and no lost update.
 final class BenchTests: XCTestCase {
-    func testEveryScenarioRunsCleanAgainstALiveStack() async throws {
+    /// Runs the suite with `settings` against a live API (on a real port) with the relay and the
+    /// indexer beside it; `processes` picks what it watches from the test's PostgreSQL.
+    func runSuite(
+        _ settings: BenchSettings, processes: @escaping @Sendable (PostgresStore) async throws -> [WatchedProcess] = { _ in [] },
+        _ check: @Sendable (BenchReport, PostgresStore) async throws -> Void
+    ) async throws {
         let brokers = try TestSupport.kafkaBrokers()
         let container = "iCloud.com.example.bench"
         try await TestSupport.withMigratedStore { store, url in
@@ -33,27 +38,35 @@ final class BenchTests: XCTestCase {
             let indexer = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
             let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: TestSupport.logger)
-
-            var settings = BenchSettings()
-            settings.seconds = 0.5
-            settings.concurrency = 4
-            settings.queryRecords = 600
-            settings.syncRecords = 450
-            settings.hotRecords = 2
-            settings.lagSamples = 3
-            settings.indexTimeout = 120
-            let scaledDown = settings
+            let watched = try await processes(store)
             let report = try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await relay.run() }
                 group.addTask { try await indexer.run() }
                 defer { group.cancelAll() }
                 return try await app.test(.live) { client in
                     let port = try XCTUnwrap(client.port)
-                    let target = BenchTarget(apiURL: "http://127.0.0.1:\(port)", container: container, apiToken: apiToken, webAuthToken: webAuthToken, databaseURL: url)
-                    return try await BenchSuite(target: target, settings: scaledDown, logger: TestSupport.logger).run()
+                    let target = BenchTarget(
+                        apiURL: "http://127.0.0.1:\(port)", container: container, apiToken: apiToken, webAuthToken: webAuthToken, databaseURL: url,
+                        processes: watched)
+                    return try await BenchSuite(target: target, settings: settings, logger: TestSupport.logger).run()
                 }
             }
+            try await check(report, store)
+        }
+    }
 
+    func testEveryScenarioRunsCleanAgainstALiveStack() async throws {
+        var settings = BenchSettings()
+        settings.seconds = 0.5
+        settings.concurrency = 4
+        settings.queryRecords = 600
+        settings.syncRecords = 450
+        settings.hotRecords = 2
+        settings.lagSamples = 3
+        settings.indexTimeout = 120
+        settings.idleSeconds = 1
+        settings.idleQuietSeconds = 0
+        try await runSuite(settings, processes: { _ in [WatchedProcess(name: "tests", pid: getpid())] }) { report, store in
             let expected = [
                 "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
                 "lookup.c1", "lookup.c4", "rmw.c4", "batch200.c1", "changes.450", "sync.450",
@@ -85,11 +98,68 @@ final class BenchTests: XCTestCase {
             }
             XCTAssertEqual(leaked, 0)
 
+            // Every timed scenario says what the watched process used meanwhile; the run began idle.
+            for scenario in report.scenarios where scenario.name != "rebuild.index" {
+                let cpu = try XCTUnwrap(scenario.cpu, scenario.name)
+                XCTAssertEqual(cpu.map(\.name), ["tests"], scenario.name)
+                XCTAssertGreaterThan(cpu[0].cpuSeconds, 0, "the tests' process served \(scenario.name)")
+            }
+            XCTAssertEqual(report.idle?.processes.map(\.name), ["tests"])
+
             let decoded = try JSONDecoder().decode(BenchReport.self, from: report.json())
             XCTAssertEqual(decoded.scenarios.map(\.name), expected)
             let table = report.table()
             for name in expected { XCTAssertTrue(table.contains(name), name) }
+            XCTAssertTrue(table.contains("CPU under load"))
             print(table)
+        }
+    }
+
+    /// The idle measurement reads each watched process and its children: here the tests' own
+    /// process (the API, relay and indexer run in it) and the test PostgreSQL's postmaster with its
+    /// backends.
+    func testIdleMeasurementReportsEachWatchedProcess() async throws {
+        var settings = BenchSettings()
+        settings.groups = ["idle", "lag"]
+        settings.lagSamples = 2
+        settings.idleSeconds = 2
+        settings.idleQuietSeconds = 0.5
+        settings.indexTimeout = 120
+        let processes: @Sendable (PostgresStore) async throws -> [WatchedProcess] = { store in
+            let backend = try await store.withConnection { connection in
+                let rows = try await connection.query("SELECT pg_backend_pid()", logger: TestSupport.logger)
+                var pid: Int32 = 0
+                for try await value in rows.decode(Int32.self) { pid = value }
+                return pid
+            }
+            // A backend's parent is the postmaster.
+            let stat = try String(contentsOfFile: "/proc/\(backend)/stat", encoding: .utf8)
+            let fields = stat[stat.index(after: try XCTUnwrap(stat.lastIndex(of: ")")))...].split(separator: " ")
+            let postmaster = try XCTUnwrap(Int32(fields[1]))
+            return [WatchedProcess(name: "tests", pid: getpid()), WatchedProcess(name: "postgres", pid: postmaster)]
+        }
+        try await runSuite(settings, processes: processes) { report, _ in
+            let idle = try XCTUnwrap(report.idle, "the idle group ran")
+            XCTAssertEqual(idle.processes.map(\.name), ["tests", "postgres"])
+            XCTAssertEqual(idle.seconds, 2, accuracy: 1)
+            for process in idle.processes {
+                XCTAssertGreaterThanOrEqual(process.cpuSeconds, 0, process.name)
+                XCTAssertEqual(process.percentOfCore, process.cpuSeconds / idle.seconds * 100, accuracy: 0.001, process.name)
+                XCTAssertGreaterThanOrEqual(process.processes, 1, process.name)
+            }
+            let postgres = try XCTUnwrap(idle.processes.last)
+            XCTAssertGreaterThan(postgres.processes, 1, "the postmaster's backends and helpers count as PostgreSQL")
+            XCTAssertNil(postgres.kafkaClientPercent, "PostgreSQL runs no Kafka client")
+            XCTAssertNotNil(idle.processes.first?.kafkaClientPercent, "the tests' relay and indexer run librdkafka threads")
+            XCTAssertEqual(idle.totalPercentOfCore, idle.processes.map(\.percentOfCore).reduce(0, +), accuracy: 0.001)
+            XCTAssertEqual(report.scenarios.map(\.name), ["lag.commit-to-query"])
+            XCTAssertEqual(report.scenario("lag.commit-to-query")?.cpu?.map(\.name), ["tests", "postgres"])
+
+            let decoded = try JSONDecoder().decode(BenchReport.self, from: report.json())
+            XCTAssertEqual(decoded.idle?.processes.map(\.name), ["tests", "postgres"])
+            let table = report.table()
+            XCTAssertTrue(table.contains("Idle CPU"), table)
+            XCTAssertTrue(table.contains("postgres"), table)
         }
     }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import StratusCore
+import StratusRuntime
 import XCTest
 import Yams
 
@@ -131,6 +133,39 @@ final class DeploymentFilesTests: XCTestCase {
         XCTAssertTrue(databaseURL.contains("${"), "the database URL takes its password from the environment")
     }
 
+    func testEveryProcessIsAProductionProcessWithTheSameExplicitSecret() throws {
+        let services = try composeServices()
+        for name in ["migrate"] + Self.appServices.keys.sorted() {
+            let service = try XCTUnwrap(services[name] as? [String: Any], name)
+            let variables = environment(of: service)
+            XCTAssertEqual(variables["STRATUS_DEPLOYMENT"], "production", "\(name) says it is a multi-process deployment")
+            XCTAssertTrue(variables["STRATUS_SECRET_KEY"]?.hasPrefix("${STRATUS_SECRET_KEY:?") == true,
+                          "\(name) takes the one secret key from the environment, required")
+            XCTAssertNil(variables["STRATUS_SECRET_KEY_FILE"], "\(name): one way to pass the key")
+        }
+    }
+
+    /// What each compose process would read: with the secret it starts, without it it refuses.
+    func testComposeProcessesStartOnlyWithTheSecret() throws {
+        let services = try composeServices()
+        let key = SecretKey.generate().hex
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-compose-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        for name in ["migrate"] + Self.appServices.keys.sorted() {
+            let service = try XCTUnwrap(services[name] as? [String: Any], name)
+            var variables = try resolve(environment(of: service), with: ["STRATUS_SECRET_KEY": key, "STRATUS_POSTGRES_PASSWORD": "pw"])
+            variables["STRATUS_DATA_DIR"] = dataDirectory
+            let configuration = try StratusConfiguration.fromEnvironment(variables)
+            XCTAssertEqual(configuration.api.secretKey.hex, key, name)
+            XCTAssertEqual(configuration.deployment, .production, name)
+            variables["STRATUS_SECRET_KEY"] = nil
+            XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(variables), "\(name) starts without the secret") { error in
+                XCTAssertTrue(String(describing: error).contains("STRATUS_SECRET_KEY"), "\(error)")
+            }
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dataDirectory + "/dev-secret-key"), "no process generated a key")
+    }
+
     // MARK: - Dockerfile
 
     func testDockerfileIsMultiStageWithANobleBuilder() throws {
@@ -152,6 +187,13 @@ final class DeploymentFilesTests: XCTestCase {
         }
         XCTAssertTrue(dockerfile.contains("librdkafka"), "the image installs librdkafka")
         XCTAssertTrue(dockerfile.contains("/usr/lib/swift/linux"), "the image carries the Swift runtime")
+    }
+
+    func testTheImageIsAProductionImage() throws {
+        let lines = try dockerfileLines()
+        XCTAssertTrue(lines.contains { $0.hasPrefix("ENV ") && $0.contains("STRATUS_DEPLOYMENT=production") },
+                      "the image's processes refuse to start without a configured secret key")
+        XCTAssertFalse(lines.contains { $0.contains("STRATUS_SECRET_KEY") }, "the image carries no secret")
     }
 
     func testDockerfileShipsTheMigrationsAndRunsUnprivileged() throws {
@@ -265,6 +307,24 @@ final class DeploymentFilesTests: XCTestCase {
             return result
         default:
             return [:]
+        }
+    }
+
+    /// Compose's `${NAME}`, `${NAME:-default}` and `${NAME:?message}` with `values`; a required
+    /// variable without a value fails the test (compose would refuse to start).
+    private func resolve(_ variables: [String: String], with values: [String: String]) throws -> [String: String] {
+        let pattern = try NSRegularExpression(pattern: #"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}"#)
+        return variables.mapValues { text in
+            let result = NSMutableString(string: text)
+            for match in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)).reversed() {
+                func group(_ index: Int) -> String? { match.range(at: index).location == NSNotFound ? nil : (text as NSString).substring(with: match.range(at: index)) }
+                let name = group(1) ?? ""
+                var replacement = values[name]
+                if replacement == nil, group(2) == "-" { replacement = group(3) ?? "" }
+                if replacement == nil { XCTFail("compose needs \(name), which the test does not give") }
+                result.replaceCharacters(in: match.range, with: replacement ?? "")
+            }
+            return result as String
         }
     }
 

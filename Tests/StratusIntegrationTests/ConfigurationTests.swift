@@ -1,0 +1,83 @@
+import Foundation
+import StratusCore
+import StratusRuntime
+import XCTest
+
+/// The token-signing key rule: configured, or generated for a single-machine development stack only.
+final class ConfigurationTests: XCTestCase {
+    /// A fresh data folder, removed afterwards.
+    func withDataDirectory(_ body: (String) throws -> Void) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-configuration-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try body(directory)
+    }
+
+    func testWithoutASecretAMultiProcessDeploymentRefusesToStart() throws {
+        try withDataDirectory { directory in
+            let refused: [(String, [String: String])] = [
+                ("production", ["STRATUS_DEPLOYMENT": "production"]),
+                ("production on loopback", ["STRATUS_DEPLOYMENT": "production", "STRATUS_HTTP_HOST": "127.0.0.1"]),
+                ("listening on every address", ["STRATUS_HTTP_HOST": "0.0.0.0"]),
+                ("listening on an outside address", ["STRATUS_DEPLOYMENT": "development", "STRATUS_HTTP_HOST": "10.0.0.5"]),
+                ("listening on every IPv6 address", ["STRATUS_HTTP_HOST": "::"]),
+            ]
+            for (name, settings) in refused {
+                XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(settings.merging(["STRATUS_DATA_DIR": directory]) { $1 }), name) { error in
+                    let message = String(describing: error)
+                    XCTAssertTrue(message.contains("STRATUS_SECRET_KEY"), "\(name): \(message)")
+                    XCTAssertTrue(message.contains("no token-signing key"), "\(name): \(message)")
+                }
+            }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/dev-secret-key"), "nothing was generated")
+            XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DEPLOYMENT": "staging", "STRATUS_DATA_DIR": directory])) { error in
+                XCTAssertTrue(String(describing: error).contains("STRATUS_DEPLOYMENT"), "\(error)")
+            }
+        }
+    }
+
+    func testAConfiguredSecretServesEveryDeployment() throws {
+        try withDataDirectory { directory in
+            let key = SecretKey.generate()
+            let production = ["STRATUS_DEPLOYMENT": "production", "STRATUS_HTTP_HOST": "0.0.0.0", "STRATUS_DATA_DIR": directory]
+            let fromEnvironment = try StratusConfiguration.fromEnvironment(production.merging(["STRATUS_SECRET_KEY": key.hex]) { $1 })
+            XCTAssertEqual(fromEnvironment.secretKeySource, .environment)
+            XCTAssertEqual(fromEnvironment.deployment, .production)
+            XCTAssertEqual(fromEnvironment.api.secretKey.hex, key.hex)
+
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let file = directory + "/mounted-secret"
+            try Data((key.hex + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let fromFile = try StratusConfiguration.fromEnvironment(production.merging(["STRATUS_SECRET_KEY_FILE": file]) { $1 })
+            XCTAssertEqual(fromFile.secretKeySource, .file(file))
+            XCTAssertEqual(fromFile.api.secretKey.hex, key.hex)
+
+            XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(production.merging(["STRATUS_SECRET_KEY_FILE": directory + "/missing"]) { $1 })) { error in
+                XCTAssertTrue(String(describing: error).contains("STRATUS_SECRET_KEY_FILE"), "\(error)")
+            }
+            XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(production.merging(["STRATUS_SECRET_KEY": "too short"]) { $1 }))
+        }
+    }
+
+    func testASingleMachineDevelopmentStackGetsAGeneratedKeyOnce() throws {
+        try withDataDirectory { directory in
+            for host in [nil, "127.0.0.1", "localhost", "::1"] as [String?] {
+                var settings = ["STRATUS_DATA_DIR": directory]
+                settings["STRATUS_HTTP_HOST"] = host
+                let first = try StratusConfiguration.fromEnvironment(settings)
+                let second = try StratusConfiguration.fromEnvironment(settings.merging(["STRATUS_DEPLOYMENT": "development"]) { $1 })
+                XCTAssertEqual(first.deployment, .development)
+                XCTAssertEqual(first.api.secretKey.hex, second.api.secretKey.hex, "every process of the folder shares the key")
+                XCTAssertEqual(second.secretKeySource, .developmentDefault(path: directory + "/dev-secret-key", created: false))
+            }
+            let attributes = try FileManager.default.attributesOfItem(atPath: directory + "/dev-secret-key")
+            XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600)
+            // The key is never in the configuration's description of where it came from.
+            let configuration = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory])
+            XCTAssertFalse(String(describing: configuration.secretKeySource).contains(configuration.api.secretKey.hex))
+        }
+        try withDataDirectory { directory in
+            let configuration = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory])
+            XCTAssertEqual(configuration.secretKeySource, .developmentDefault(path: directory + "/dev-secret-key", created: true))
+        }
+    }
+}
