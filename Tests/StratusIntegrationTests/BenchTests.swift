@@ -69,7 +69,7 @@ final class BenchTests: XCTestCase {
         try await runSuite(settings, processes: { _ in [WatchedProcess(name: "tests", pid: getpid())] }) { report, store in
             let expected = [
                 "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
-                "lookup.c1", "lookup.c4", "rmw.c4", "batch200.c1", "changes.450", "sync.450",
+                "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450",
                 "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "rebuild.index",
             ]
             XCTAssertEqual(report.scenarios.map(\.name), expected)
