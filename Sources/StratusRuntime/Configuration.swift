@@ -17,6 +17,9 @@ public struct StratusConfiguration: Sendable {
     public var serializableAttempts: Int
     /// `STRATUS_KAFKA_BROKERS`, `STRATUS_KAFKA_SESSION_TIMEOUT_MS`, `STRATUS_KAFKA_HEARTBEAT_MS`, `STRATUS_KAFKA_FETCH_WAIT_MS`.
     public var kafka: KafkaClientConfiguration
+    /// `STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS`: the fetch wait of workers whose effects nobody waits
+    /// for (`ProjectionUrgency.background`).
+    public var backgroundFetchWait: Duration
     /// `STRATUS_TOPIC` and `STRATUS_TOPIC_PARTITIONS`.
     public var relay: RelayConfiguration
     /// `STRATUS_RELAY`: `embedded` (run the relay inside stratus-api) or `off`.
@@ -103,7 +106,8 @@ public struct StratusConfiguration: Sendable {
             databaseURL: environment["STRATUS_DATABASE_URL"] ?? "postgres://stratus@127.0.0.1:5432/stratus",
             databaseMaxConnections: try int("STRATUS_DATABASE_MAX_CONNECTIONS", 20),
             serializableAttempts: try int("STRATUS_SERIALIZABLE_ATTEMPTS", 8),
-            kafka: kafka, relay: relay, embeddedRelay: relayMode == "embedded", worker: worker, api: api,
+            kafka: kafka, backgroundFetchWait: .milliseconds(try int("STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS", 1000)),
+            relay: relay, embeddedRelay: relayMode == "embedded", worker: worker, api: api,
             metricsPort: try int("STRATUS_METRICS_PORT", 0), logLevel: level,
             tombstoneRetention: .seconds(86_400 * (try int("STRATUS_TOMBSTONE_RETENTION_DAYS", 30))), dataDirectory: dataDirectory,
             deployment: deployment, secretKeySource: keySource)

@@ -22,6 +22,8 @@ public struct WorkerConfiguration: Sendable {
     public var reconcileInterval: Duration = .seconds(30)
     /// How old a zone's last write must be before its missing events count as lost rather than in flight.
     public var reconcileGrace: Duration = .seconds(10)
+    /// The longest one fetch waits at the broker for new events; nil: the Kafka configuration's.
+    public var fetchWait: Duration?
 
     /// The defaults.
     public init() {}
@@ -79,9 +81,13 @@ public final class Worker: Service, Sendable {
     }
 
     private func consume() async throws {
+        var kafka = kafka
+        if let fetchWait = configuration.fetchWait { kafka.fetchWaitMilliseconds = Int(fetchWait / .milliseconds(1)) }
         let consumer = try KafkaConsumer(configuration: kafka, groupID: groupID, topics: [configuration.topic], logger: logger)
         defer { consumer.close() }
-        logger.info("worker consuming", metadata: ["topic": "\(configuration.topic)", "group": "\(groupID)"])
+        logger.info("worker consuming", metadata: [
+            "topic": "\(configuration.topic)", "group": "\(groupID)", "fetchWaitMs": "\(kafka.fetchWaitMilliseconds)",
+        ])
         var lastReconcile = ContinuousClock.now
         while !Task.isCancelled {
             let messages = try await consumer.poll(maxMessages: configuration.batchSize, timeout: configuration.pollTimeout)
