@@ -24,7 +24,7 @@ public struct StratusConfiguration: Sendable {
     public var relay: RelayConfiguration
     /// `STRATUS_RELAY`: `embedded` (run the relay inside stratus-api) or `off`.
     public var embeddedRelay: Bool
-    /// The worker settings (topic from `STRATUS_TOPIC`).
+    /// The worker settings (topic from `STRATUS_TOPIC`; `STRATUS_WORKER_IDLE_AFTER_MS`).
     public var worker: WorkerConfiguration
     /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_MAX_OPERATIONS`, `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`.
     public var api: APIConfiguration
@@ -75,12 +75,14 @@ public struct StratusConfiguration: Sendable {
         var kafka = KafkaClientConfiguration(brokers: environment["STRATUS_KAFKA_BROKERS"] ?? "127.0.0.1:9092")
         kafka.sessionTimeoutMilliseconds = try int("STRATUS_KAFKA_SESSION_TIMEOUT_MS", 6000)
         kafka.heartbeatIntervalMilliseconds = try int("STRATUS_KAFKA_HEARTBEAT_MS", 1000)
-        kafka.fetchWaitMilliseconds = try int("STRATUS_KAFKA_FETCH_WAIT_MS", 50)
+        kafka.fetchWaitMilliseconds = try int("STRATUS_KAFKA_FETCH_WAIT_MS", 25)
         var relay = RelayConfiguration()
         relay.topic = environment["STRATUS_TOPIC"] ?? relay.topic
         relay.partitions = try int("STRATUS_TOPIC_PARTITIONS", relay.partitions)
         var worker = WorkerConfiguration()
         worker.topic = relay.topic
+        let idleAfter = try int("STRATUS_WORKER_IDLE_AFTER_MS", 1000)
+        worker.idleAfter = idleAfter > 0 ? .milliseconds(idleAfter) : nil
         let deploymentText = environment["STRATUS_DEPLOYMENT"] ?? Deployment.development.rawValue
         guard let deployment = Deployment(rawValue: deploymentText) else {
             throw ConfigurationProblem("STRATUS_DEPLOYMENT must be 'development' or 'production', not '\(deploymentText)'")
