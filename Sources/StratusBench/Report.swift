@@ -18,6 +18,11 @@ public struct BenchSettings: Codable, Sendable {
     public var hotRecords: Int = 4
     /// Commit-to-visible samples.
     public var lagSamples: Int = 100
+    /// Commit-to-visible samples each taken after the stack was left alone for `lagIdleSeconds`
+    /// (long enough for idle workers to stop fetching): the lag of the first write after a quiet spell.
+    public var lagAfterIdleSamples: Int = 10
+    /// The quiet spell before each of those samples.
+    public var lagIdleSeconds: Double = 2.5
     /// Longest wait for the indexer to catch up.
     public var indexTimeout: Double = 600
     /// Seconds the idle measurement samples the stack's CPU while nothing is sent.

@@ -178,16 +178,17 @@ extension BenchSuite {
     }
 
     /// 7. Commit → visible in records/query: save a record with a unique value, then query for it
-    /// until it appears.
-    func lag(_ client: CloudKitClient) async throws -> ScenarioResult {
-        let zone = zone("Lag")
+    /// until it appears. `afterIdle`: each save follows a quiet spell of `lagIdleSeconds`.
+    func lag(_ client: CloudKitClient, afterIdle: Bool = false) async throws -> ScenarioResult {
+        let zone = zone(afterIdle ? "LagIdle" : "Lag")
         try await client.createZone(zone)
         let clock = ContinuousClock()
         var outcome = LoadOutcome()
         let watch = ProcessWatch.current
         let before = await watch?.snapshot()
         let start = clock.now
-        for sample in 0..<settings.lagSamples {
+        for sample in 0..<(afterIdle ? settings.lagAfterIdleSamples : settings.lagSamples) {
+            if afterIdle { try await Task.sleep(for: Duration(seconds: settings.lagIdleSeconds)) }
             let probe = "p\(sample)"
             _ = try await client.expectOK("records/modify", ["zoneID": ["zoneName": zone], "operations": [
                 Self.create(["recordName": probe, "recordType": "Probe", "fields": ["probe": ["value": probe]] as JSONObject]),
@@ -212,6 +213,11 @@ extension BenchSuite {
         }
         outcome.seconds = (clock.now - start).seconds
         if let watch, let before { outcome.cpu = watch.usage(from: before, to: await watch.snapshot()) }
+        if afterIdle {
+            return ScenarioResult(
+                name: "lag.after-idle", operation: "records/modify acknowledged → visible in records/query, after \(settings.lagIdleSeconds) s of quiet",
+                concurrency: 1, load: outcome)
+        }
         return ScenarioResult(name: "lag.commit-to-query", operation: "records/modify acknowledged → visible in records/query", concurrency: 1, load: outcome)
     }
 

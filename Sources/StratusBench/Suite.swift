@@ -134,6 +134,9 @@ public struct BenchSuite: Sendable {
         if settings.runs("lag") {
             try await settle(client)
             record(try await lag(client))
+            if settings.lagAfterIdleSamples > 0 {
+                record(try await lag(client, afterIdle: true))
+            }
         }
         if settings.runs("rebuild") {
             record(try await rebuild(store))

@@ -11,10 +11,12 @@ public struct KafkaClientConfiguration: Sendable {
     public var sessionTimeoutMilliseconds: Int = 6000
     /// Consumer group heartbeat interval.
     public var heartbeatIntervalMilliseconds: Int = 1000
-    /// The longest a consumer's fetch waits at the broker for new messages. Brokers that hold a
-    /// fetch for this long even when messages arrive meanwhile add up to this much to every event's
-    /// delivery, so it bounds the commit-to-worker lag; lower means more idle fetches.
-    public var fetchWaitMilliseconds: Int = 50
+    /// The longest a consumer's fetch waits at the broker for new messages. A broker that looks for
+    /// new messages during a fetch only now and then (the development broker does, more rarely the
+    /// longer the wait) adds part of it to every event's delivery, so it bounds the commit-to-worker
+    /// lag; lower means more fetches while events flow. Idle workers stop fetching altogether
+    /// (`WorkerConfiguration.idleAfter`).
+    public var fetchWaitMilliseconds: Int = 25
     /// How long the producer keeps trying to deliver one message before reporting failure.
     public var messageTimeoutMilliseconds: Int = 30000
     /// Further librdkafka settings, applied last.

@@ -114,6 +114,44 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
+    /// Stops fetching the assigned partitions until `resume()`: no fetch requests reach the broker
+    /// meanwhile; the group membership (heartbeats) goes on. Returns how many partitions it paused
+    /// (0 before the group has assigned any). Partitions assigned later are fetched as usual.
+    @discardableResult
+    public func pause() async throws -> Int { try await setPaused(true) }
+
+    /// Fetches the assigned partitions again, from where the caller's consumption stands.
+    ///
+    /// librdkafka's fetcher notices resumed partitions only at its next timer, about 0.2 s later; a
+    /// request to each partition leader (their latest offsets, answered at once) wakes it now.
+    public func resume() async throws {
+        guard try await setPaused(false) > 0 else { return }
+        let handle = handle
+        try await Blocking.run(on: queue) {
+            guard let pointer = handle.pointer else { return }
+            var assignment: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+            guard rd_kafka_assignment(pointer, &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR, let assignment else { return }
+            defer { rd_kafka_topic_partition_list_destroy(assignment) }
+            for index in 0..<Int(assignment.pointee.cnt) { assignment.pointee.elems[index].offset = Int64(RD_KAFKA_OFFSET_END) }
+            // Only the wake-up matters; the answer (or its failure) does not.
+            _ = rd_kafka_offsets_for_times(pointer, assignment, 1000)
+        }
+    }
+
+    private func setPaused(_ paused: Bool) async throws -> Int {
+        let handle = handle
+        return try await Blocking.run(on: queue) {
+            guard let pointer = handle.pointer else { throw KafkaError(code: -1, message: "the consumer is closed", isFatal: true, isRetriable: false) }
+            var assignment: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+            guard rd_kafka_assignment(pointer, &assignment) == RD_KAFKA_RESP_ERR_NO_ERROR, let assignment else { return 0 }
+            defer { rd_kafka_topic_partition_list_destroy(assignment) }
+            guard assignment.pointee.cnt > 0 else { return 0 }
+            let error = paused ? rd_kafka_pause_partitions(pointer, assignment) : rd_kafka_resume_partitions(pointer, assignment)
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: paused ? "pause" : "resume") }
+            return Int(assignment.pointee.cnt)
+        }
+    }
+
     /// Messages behind the end of the assigned partitions (from cached watermarks; no broker round trip).
     public func lag() throws -> Int64 {
         guard let pointer = handle.pointer else { return 0 }

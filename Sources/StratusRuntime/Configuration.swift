@@ -18,11 +18,14 @@ public struct StratusConfiguration: Sendable {
     public var serializableAttempts: Int
     /// `STRATUS_KAFKA_BROKERS`, `STRATUS_KAFKA_SESSION_TIMEOUT_MS`, `STRATUS_KAFKA_HEARTBEAT_MS`, `STRATUS_KAFKA_FETCH_WAIT_MS`.
     public var kafka: KafkaClientConfiguration
+    /// `STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS`: the fetch wait of workers whose effects nobody waits
+    /// for (`ProjectionUrgency.background`).
+    public var backgroundFetchWait: Duration
     /// `STRATUS_TOPIC` and `STRATUS_TOPIC_PARTITIONS`.
     public var relay: RelayConfiguration
     /// `STRATUS_RELAY`: `embedded` (run the relay inside stratus-api) or `off`.
     public var embeddedRelay: Bool
-    /// The worker settings (topic from `STRATUS_TOPIC`).
+    /// The worker settings (topic from `STRATUS_TOPIC`; `STRATUS_WORKER_IDLE_AFTER_MS`).
     public var worker: WorkerConfiguration
     /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_HTTP_IDLE_TIMEOUT_SECONDS`, `STRATUS_MAX_OPERATIONS`,
     /// `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`, `STRATUS_MAX_EVENT_BYTES`.
@@ -77,12 +80,14 @@ public struct StratusConfiguration: Sendable {
         var kafka = KafkaClientConfiguration(brokers: environment["STRATUS_KAFKA_BROKERS"] ?? "127.0.0.1:9092")
         kafka.sessionTimeoutMilliseconds = try int("STRATUS_KAFKA_SESSION_TIMEOUT_MS", 6000)
         kafka.heartbeatIntervalMilliseconds = try int("STRATUS_KAFKA_HEARTBEAT_MS", 1000)
-        kafka.fetchWaitMilliseconds = try int("STRATUS_KAFKA_FETCH_WAIT_MS", 50)
+        kafka.fetchWaitMilliseconds = try int("STRATUS_KAFKA_FETCH_WAIT_MS", 25)
         var relay = RelayConfiguration()
         relay.topic = environment["STRATUS_TOPIC"] ?? relay.topic
         relay.partitions = try int("STRATUS_TOPIC_PARTITIONS", relay.partitions)
         var worker = WorkerConfiguration()
         worker.topic = relay.topic
+        let idleAfter = try int("STRATUS_WORKER_IDLE_AFTER_MS", 1000)
+        worker.idleAfter = idleAfter > 0 ? .milliseconds(idleAfter) : nil
         let deploymentText = environment["STRATUS_DEPLOYMENT"] ?? Deployment.development.rawValue
         guard let deployment = Deployment(rawValue: deploymentText) else {
             throw ConfigurationProblem("STRATUS_DEPLOYMENT must be 'development' or 'production', not '\(deploymentText)'")
@@ -115,7 +120,8 @@ public struct StratusConfiguration: Sendable {
             databaseURL: environment["STRATUS_DATABASE_URL"] ?? "postgres://stratus@127.0.0.1:5432/stratus",
             databaseMaxConnections: try int("STRATUS_DATABASE_MAX_CONNECTIONS", 20),
             serializableAttempts: try int("STRATUS_SERIALIZABLE_ATTEMPTS", 8),
-            kafka: kafka, relay: relay, embeddedRelay: relayMode == "embedded", worker: worker, api: api,
+            kafka: kafka, backgroundFetchWait: .milliseconds(try int("STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS", 1000)),
+            relay: relay, embeddedRelay: relayMode == "embedded", worker: worker, api: api,
             metricsPort: try int("STRATUS_METRICS_PORT", 0), logLevel: level,
             tombstoneRetention: .seconds(86_400 * (try int("STRATUS_TOMBSTONE_RETENTION_DAYS", 30))), dataDirectory: dataDirectory,
             deployment: deployment, secretKeySource: keySource)

@@ -102,8 +102,10 @@ public enum StratusProcess {
         logger[metadataKey: "worker"] = "\(name)"
         try await verifyMigrated(configuration, logger: logger)
         let store = try openStore(configuration, logger: logger)
+        var worker = configuration.worker
+        if projection.urgency == .background { worker.fetchWait = configuration.backgroundFetchWait }
         var services: [any Service] = [
-            store, Worker(projection: projection, store: store, kafka: configuration.kafka, configuration: configuration.worker, logger: logger),
+            store, Worker(projection: projection, store: store, kafka: configuration.kafka, configuration: worker, logger: logger),
         ]
         if name == "stratus-gc" {
             services.append(TombstoneCollector(store: store, retention: configuration.tombstoneRetention, logger: logger))

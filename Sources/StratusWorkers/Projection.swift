@@ -12,4 +12,22 @@ public protocol Projection: Sendable {
     func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws
     /// Deletes everything the projection owns, before a rebuild.
     func reset(in transaction: Transaction, logger: Logger) async throws
+    /// Whether somebody waits for the projection's effects after a commit; decides how often its
+    /// worker asks the broker for new events.
+    var urgency: ProjectionUrgency { get }
+}
+
+/// How soon a projection's effects must follow the commit of an event.
+public enum ProjectionUrgency: Sendable {
+    /// Clients wait for it (the query index): its worker's fetches wait at the broker only briefly
+    /// (`STRATUS_KAFKA_FETCH_WAIT_MS`), which bounds the commit-to-query lag.
+    case interactive
+    /// Nobody waits for it yet: its worker's fetches may wait long
+    /// (`STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS`), so it asks the broker far less often.
+    case background
+}
+
+extension Projection {
+    /// Interactive unless a projection says otherwise.
+    public var urgency: ProjectionUrgency { .interactive }
 }

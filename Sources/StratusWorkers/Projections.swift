@@ -39,9 +39,10 @@ public struct IndexerProjection: Projection {
 /// A worker whose own effects are not built yet: it consumes and checkpoints every event, so the
 /// pipeline to it is exercised and its position is real when its effects arrive. Each event is
 /// logged at debug level only; at info level it says at most once per `summaryInterval`, when
-/// events arrived, how many it received.
+/// events arrived, how many it received. Nobody waits for its (absent) effects: background urgency.
 public struct ObserverProjection: Projection {
     public let name: String
+    public let urgency = ProjectionUrgency.background
     let summary: EventTally
 
     /// Creates an observer under a worker name.

@@ -5,6 +5,7 @@ import ServiceLifecycle
 import StratusCore
 import StratusKafka
 import StratusPostgres
+import Synchronization
 
 /// How a worker consumes.
 public struct WorkerConfiguration: Sendable {
@@ -26,6 +27,14 @@ public struct WorkerConfiguration: Sendable {
     public var reconcileInterval: Duration = .seconds(30)
     /// How old a zone's last write must be before its missing events count as lost rather than in flight.
     public var reconcileGrace: Duration = .seconds(10)
+    /// The longest one fetch waits at the broker for new events; nil: the Kafka configuration's.
+    public var fetchWait: Duration?
+    /// After this long without a message the worker stops fetching (its partitions paused) until a
+    /// commit that appended events is notified or `idleWakeInterval` passes; nil: it never stops.
+    public var idleAfter: Duration? = .seconds(1)
+    /// The longest an idle worker waits for a notification before it fetches again (events that
+    /// reach the broker without one, e.g. published again after a broker restart, wait this long).
+    public var idleWakeInterval: Duration = .seconds(10)
 
     /// The defaults.
     public init() {}
@@ -45,6 +54,8 @@ public final class Worker: Service, Sendable {
     let deadLetterCounter: Counter
     let reconciledCounter: Counter
     let lagSecondsGauge: Gauge
+    /// How often the worker has paused fetching for want of events.
+    let idlePauses = Atomic<Int>(0)
 
     /// Creates a worker for a projection.
     public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration, configuration: WorkerConfiguration = .init(), logger: Logger) {
@@ -66,29 +77,56 @@ public final class Worker: Service, Sendable {
     /// The consumer group id of this worker.
     public var groupID: String { applier.projection.name }
 
-    /// Consumes until graceful shutdown; reconnects with backoff when the broker is away.
+    /// Consumes until graceful shutdown; reconnects with backoff when the broker is away. With
+    /// `idleAfter`, it also listens for commits that appended events, which end an idle pause.
     public func run() async throws {
+        let commits = CommitWake()
         try await cancelWhenGracefulShutdown { [self] in
-            var backoff = Duration.milliseconds(200)
-            while !Task.isCancelled {
-                do {
-                    try await consume()
-                } catch let spent as BatchBudgetSpent {
-                    logger.warning("a batch ran past its time budget; rejoining from what was committed", metadata: ["handled": "\(spent.handled)"])
-                } catch where !Task.isCancelled {
-                    logger.warning("worker consumer failed; reconnecting", metadata: ["error": "\(error)"])
-                    try await Task.sleep(for: backoff)
-                    backoff = min(backoff * 2, configuration.maxBackoff)
+            try await withThrowingDiscardingTaskGroup { group in
+                if configuration.idleAfter != nil {
+                    group.addTask { await self.listenForCommits { commits.notify() } }
+                }
+                group.addTask { [self] in
+                    var backoff = Duration.milliseconds(200)
+                    while !Task.isCancelled {
+                        do {
+                            try await consume(commits: commits)
+                        } catch let spent as BatchBudgetSpent {
+                            logger.warning("a batch ran past its time budget; rejoining from what was committed", metadata: ["handled": "\(spent.handled)"])
+                        } catch where !Task.isCancelled {
+                            logger.warning("worker consumer failed; reconnecting", metadata: ["error": "\(error)"])
+                            try await Task.sleep(for: backoff)
+                            backoff = min(backoff * 2, configuration.maxBackoff)
+                        }
+                    }
                 }
             }
         }
     }
 
-    private func consume() async throws {
+    /// Calls `notified` for every commit that appended events, until cancelled; a lost connection
+    /// is opened again (an idle worker still wakes every `idleWakeInterval` meanwhile).
+    private func listenForCommits(_ notified: @escaping @Sendable () -> Void) async {
+        while !Task.isCancelled {
+            do {
+                try await RelayStore(store: store).listen(logger: logger, notified)
+            } catch where !Task.isCancelled {
+                logger.debug("worker lost its commit notifications; listening again", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: configuration.idleWakeInterval)
+            } catch {}
+        }
+    }
+
+    private func consume(commits: CommitWake) async throws {
+        var kafka = kafka
+        if let fetchWait = configuration.fetchWait { kafka.fetchWaitMilliseconds = Int(fetchWait / .milliseconds(1)) }
         let consumer = try KafkaConsumer(configuration: kafka, groupID: groupID, topics: [configuration.topic], logger: logger)
         defer { consumer.close() }
-        logger.info("worker consuming", metadata: ["topic": "\(configuration.topic)", "group": "\(groupID)"])
+        logger.info("worker consuming", metadata: [
+            "topic": "\(configuration.topic)", "group": "\(groupID)", "fetchWaitMs": "\(kafka.fetchWaitMilliseconds)",
+        ])
         var lastReconcile = ContinuousClock.now
+        var lastMessage = ContinuousClock.now
         while !Task.isCancelled {
             let messages = try await consumer.poll(maxMessages: configuration.batchSize, timeout: configuration.pollTimeout)
             if messages.isEmpty {
@@ -97,8 +135,22 @@ public final class Worker: Service, Sendable {
                     try await reconcile()
                     lastReconcile = .now
                 }
+                if let idleAfter = configuration.idleAfter, ContinuousClock.now - lastMessage >= idleAfter, (try? consumer.lag()) == 0 {
+                    // Nothing to read for a while: stop asking the broker (an idle fetch loop costs it
+                    // a share of a core) until a commit says events are coming, or the next
+                    // reconciliation is due. Not before the group has assigned partitions: those
+                    // would be fetched while nobody polls.
+                    let untilReconcile = configuration.reconcileInterval - (ContinuousClock.now - lastReconcile)
+                    if try await consumer.pause() > 0 {
+                        idlePauses.add(1, ordering: .relaxed)
+                        await commits.wait(timeout: max(.zero, min(configuration.idleWakeInterval, untilReconcile)))
+                        try await consumer.resume()
+                    }
+                    lastMessage = .now
+                }
                 continue
             }
+            lastMessage = .now
             var next: [String: KafkaTopicPartitionOffset] = [:]
             for message in messages {
                 next["\(message.topic)/\(message.partition)"] = KafkaTopicPartitionOffset(topic: message.topic, partition: message.partition, offset: message.offset + 1)
@@ -207,4 +259,75 @@ public final class Worker: Service, Sendable {
 /// the consumer rejoins from there.
 struct BatchBudgetSpent: Error {
     var handled: Int
+}
+
+/// Where an idle worker waits for the next commit that appended events: `notify` wakes the waiting
+/// task, or, when none waits, makes its next wait return at once (a commit that came while it was
+/// busy may have events it has not fetched yet). A wait also ends when its time is up or its task is
+/// cancelled.
+final class CommitWake: Sendable {
+    private struct State {
+        var notified = false
+        var waiting: (wait: UInt64, continuation: CheckedContinuation<Void, Never>)?
+        /// The last wait whose time ran out (or was cancelled) before it started waiting.
+        var ended: UInt64 = 0
+        var waits: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// A commit that appended events.
+    func notify() {
+        resumeWaiting { state in
+            if state.waiting == nil { state.notified = true }
+            return state.waiting != nil
+        }
+    }
+
+    /// Returns after a notification (or at once if one came since the last wait), after `timeout`,
+    /// or when the task is cancelled.
+    func wait(timeout: Duration) async {
+        let wait = state.withLock { state in
+            state.waits += 1
+            return state.waits
+        }
+        let timer = Task { [self] in
+            try? await Task.sleep(for: timeout)
+            end(wait)
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state in
+                    if state.notified || state.ended == wait {
+                        state.notified = false
+                        return true
+                    }
+                    state.waiting = (wait, continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            end(wait)
+        }
+        timer.cancel()
+    }
+
+    /// Ends `wait` whether or not it has started waiting.
+    private func end(_ wait: UInt64) {
+        resumeWaiting { state in
+            if state.waiting?.wait != wait { state.ended = wait }
+            return state.waiting?.wait == wait
+        }
+    }
+
+    /// Resumes the waiting task when `decide` (run under the lock) says so; the resumption itself
+    /// happens after the lock is released.
+    private func resumeWaiting(if decide: (inout State) -> Bool) {
+        state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard decide(&state), let waiting = state.waiting else { return nil }
+            state.waiting = nil
+            return waiting.continuation
+        }?.resume()
+    }
 }

@@ -31,6 +31,8 @@ struct BenchCommand: AsyncParsableCommand {
     var syncRecords = 10_000
     @Option(help: "Commit-to-visible samples.")
     var lagSamples = 100
+    @Option(help: "Commit-to-visible samples after a quiet spell each (lag.after-idle; 0 leaves it out).")
+    var lagAfterIdleSamples = 10
     @Option(help: "Seconds the idle measurement samples the stack's CPU.")
     var idleSeconds: Double = 30
     @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
@@ -59,6 +61,7 @@ struct BenchCommand: AsyncParsableCommand {
         settings.queryRecords = queryRecords
         settings.syncRecords = syncRecords
         settings.lagSamples = lagSamples
+        settings.lagAfterIdleSamples = lagAfterIdleSamples
         settings.idleSeconds = idleSeconds
         settings.groups = only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let report = try await BenchSuite(target: target, settings: settings, logger: logger) { line in

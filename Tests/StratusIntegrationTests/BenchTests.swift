@@ -63,6 +63,8 @@ final class BenchTests: XCTestCase {
         settings.syncRecords = 450
         settings.hotRecords = 2
         settings.lagSamples = 3
+        settings.lagAfterIdleSamples = 2
+        settings.lagIdleSeconds = 0.2
         settings.indexTimeout = 120
         settings.idleSeconds = 1
         settings.idleQuietSeconds = 0
@@ -70,7 +72,7 @@ final class BenchTests: XCTestCase {
             let expected = [
                 "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
                 "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450",
-                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "rebuild.index",
+                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "rebuild.index",
             ]
             XCTAssertEqual(report.scenarios.map(\.name), expected)
             for scenario in report.scenarios {
@@ -122,6 +124,7 @@ final class BenchTests: XCTestCase {
         var settings = BenchSettings()
         settings.groups = ["idle", "lag"]
         settings.lagSamples = 2
+        settings.lagAfterIdleSamples = 0
         settings.idleSeconds = 2
         settings.idleQuietSeconds = 0.5
         settings.indexTimeout = 120

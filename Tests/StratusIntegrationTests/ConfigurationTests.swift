@@ -80,4 +80,20 @@ final class ConfigurationTests: XCTestCase {
             XCTAssertEqual(configuration.secretKeySource, .developmentDefault(path: directory + "/dev-secret-key", created: true))
         }
     }
+
+    func testWorkersFetchBrieflyOnlyWhenSomebodyWaitsAndStopWhenIdle() throws {
+        try withDataDirectory { directory in
+            let defaults = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory])
+            XCTAssertEqual(defaults.kafka.fetchWaitMilliseconds, 25)
+            XCTAssertEqual(defaults.backgroundFetchWait, .seconds(1))
+            XCTAssertEqual(defaults.worker.idleAfter, .seconds(1))
+            let set = try StratusConfiguration.fromEnvironment([
+                "STRATUS_DATA_DIR": directory, "STRATUS_KAFKA_FETCH_WAIT_MS": "40", "STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS": "2000",
+                "STRATUS_WORKER_IDLE_AFTER_MS": "0",
+            ])
+            XCTAssertEqual(set.kafka.fetchWaitMilliseconds, 40)
+            XCTAssertEqual(set.backgroundFetchWait, .seconds(2))
+            XCTAssertNil(set.worker.idleAfter, "0: an idle worker keeps fetching")
+        }
+    }
 }
