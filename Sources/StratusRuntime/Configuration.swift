@@ -140,7 +140,9 @@ public struct StratusConfiguration: Sendable {
     /// Whether `host` is a loopback address: only processes on this machine can reach it.
     static func isLoopback(_ host: String) -> Bool {
         let host = host.lowercased()
-        return host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }
+        return octets.count == 4 && octets.allSatisfy { $0 != nil } && octets[0] == 127
     }
 
     /// `STRATUS_SECRET_KEY` (hex or base64, ≥ 32 bytes), else `STRATUS_SECRET_KEY_FILE`, else — only for

@@ -30,7 +30,8 @@ public struct WorkerConfiguration: Sendable {
     /// The longest one fetch waits at the broker for new events; nil: the Kafka configuration's.
     public var fetchWait: Duration?
     /// After this long without a message the worker stops fetching (its partitions paused) until a
-    /// commit that appended events is notified or `idleWakeInterval` passes; nil: it never stops.
+    /// commit that appended events is notified, its next reconciliation is due, or
+    /// `idleWakeInterval` passes; nil: it never stops.
     public var idleAfter: Duration? = .seconds(1)
     /// The longest an idle worker waits for a notification before it fetches again (events that
     /// reach the broker without one, e.g. published again after a broker restart, wait this long).
@@ -56,6 +57,8 @@ public final class Worker: Service, Sendable {
     let lagSecondsGauge: Gauge
     /// How often the worker has paused fetching for want of events.
     let idlePauses = Atomic<Int>(0)
+    /// 1 while the worker is paused for want of events.
+    let idleGauge: Gauge
 
     /// Creates a worker for a projection.
     public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration, configuration: WorkerConfiguration = .init(), logger: Logger) {
@@ -72,52 +75,31 @@ public final class Worker: Service, Sendable {
         self.deadLetterCounter = Counter(label: "stratus_worker_dead_letters_total", dimensions: dimensions)
         self.reconciledCounter = Counter(label: "stratus_worker_reconciled_total", dimensions: dimensions)
         self.lagSecondsGauge = Gauge(label: "stratus_consumer_lag_seconds", dimensions: dimensions)
+        self.idleGauge = Gauge(label: "stratus_worker_idle", dimensions: dimensions)
     }
 
     /// The consumer group id of this worker.
     public var groupID: String { applier.projection.name }
 
-    /// Consumes until graceful shutdown; reconnects with backoff when the broker is away. With
-    /// `idleAfter`, it also listens for commits that appended events, which end an idle pause.
+    /// Consumes until graceful shutdown; reconnects with backoff when the broker is away.
     public func run() async throws {
-        let commits = CommitWake()
         try await cancelWhenGracefulShutdown { [self] in
-            try await withThrowingDiscardingTaskGroup { group in
-                if configuration.idleAfter != nil {
-                    group.addTask { await self.listenForCommits { commits.notify() } }
-                }
-                group.addTask { [self] in
-                    var backoff = Duration.milliseconds(200)
-                    while !Task.isCancelled {
-                        do {
-                            try await consume(commits: commits)
-                        } catch let spent as BatchBudgetSpent {
-                            logger.warning("a batch ran past its time budget; rejoining from what was committed", metadata: ["handled": "\(spent.handled)"])
-                        } catch where !Task.isCancelled {
-                            logger.warning("worker consumer failed; reconnecting", metadata: ["error": "\(error)"])
-                            try await Task.sleep(for: backoff)
-                            backoff = min(backoff * 2, configuration.maxBackoff)
-                        }
-                    }
+            var backoff = Duration.milliseconds(200)
+            while !Task.isCancelled {
+                do {
+                    try await consume()
+                } catch let spent as BatchBudgetSpent {
+                    logger.warning("a batch ran past its time budget; rejoining from what was committed", metadata: ["handled": "\(spent.handled)"])
+                } catch where !Task.isCancelled {
+                    logger.warning("worker consumer failed; reconnecting", metadata: ["error": "\(error)"])
+                    try await Task.sleep(for: backoff)
+                    backoff = min(backoff * 2, configuration.maxBackoff)
                 }
             }
         }
     }
 
-    /// Calls `notified` for every commit that appended events, until cancelled; a lost connection
-    /// is opened again (an idle worker still wakes every `idleWakeInterval` meanwhile).
-    private func listenForCommits(_ notified: @escaping @Sendable () -> Void) async {
-        while !Task.isCancelled {
-            do {
-                try await RelayStore(store: store).listen(logger: logger, notified)
-            } catch where !Task.isCancelled {
-                logger.debug("worker lost its commit notifications; listening again", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: configuration.idleWakeInterval)
-            } catch {}
-        }
-    }
-
-    private func consume(commits: CommitWake) async throws {
+    private func consume() async throws {
         var kafka = kafka
         if let fetchWait = configuration.fetchWait { kafka.fetchWaitMilliseconds = Int(fetchWait / .milliseconds(1)) }
         let consumer = try KafkaConsumer(configuration: kafka, groupID: groupID, topics: [configuration.topic], logger: logger)
@@ -127,6 +109,8 @@ public final class Worker: Service, Sendable {
         ])
         var lastReconcile = ContinuousClock.now
         var lastMessage = ContinuousClock.now
+        // The event log's last id when the worker last considered pausing.
+        var lastEventID: Int64?
         while !Task.isCancelled {
             let messages = try await consumer.poll(maxMessages: configuration.batchSize, timeout: configuration.pollTimeout)
             if messages.isEmpty {
@@ -138,12 +122,20 @@ public final class Worker: Service, Sendable {
                 if let idleAfter = configuration.idleAfter, ContinuousClock.now - lastMessage >= idleAfter, (try? consumer.lag()) == 0 {
                     // Nothing to read for a while: stop asking the broker (an idle fetch loop costs it
                     // a share of a core) until a commit says events are coming, or the next
-                    // reconciliation is due. Not before the group has assigned partitions: those
-                    // would be fetched while nobody polls.
+                    // reconciliation is due. Only when the event log has not grown since the last
+                    // look (an idle period ago), so no event committed before the listening began
+                    // can be waiting at the broker; and not before the group has assigned
+                    // partitions, which would be fetched while nobody polls.
                     let untilReconcile = configuration.reconcileInterval - (ContinuousClock.now - lastReconcile)
                     if try await consumer.pause() > 0 {
-                        idlePauses.add(1, ordering: .relaxed)
-                        await commits.wait(timeout: max(.zero, min(configuration.idleWakeInterval, untilReconcile)))
+                        let outcome = try await CommitNotifications(store: store).wait(
+                            unlessLastIDIsNot: lastEventID, timeout: max(.zero, min(configuration.idleWakeInterval, untilReconcile)), logger: logger
+                        ) { [self] in
+                            idlePauses.add(1, ordering: .relaxed)
+                            idleGauge.record(1)
+                        }
+                        if case .changed(let lastID) = outcome { lastEventID = lastID }
+                        idleGauge.record(0)
                         try await consumer.resume()
                     }
                     lastMessage = .now
@@ -259,75 +251,4 @@ public final class Worker: Service, Sendable {
 /// the consumer rejoins from there.
 struct BatchBudgetSpent: Error {
     var handled: Int
-}
-
-/// Where an idle worker waits for the next commit that appended events: `notify` wakes the waiting
-/// task, or, when none waits, makes its next wait return at once (a commit that came while it was
-/// busy may have events it has not fetched yet). A wait also ends when its time is up or its task is
-/// cancelled.
-final class CommitWake: Sendable {
-    private struct State {
-        var notified = false
-        var waiting: (wait: UInt64, continuation: CheckedContinuation<Void, Never>)?
-        /// The last wait whose time ran out (or was cancelled) before it started waiting.
-        var ended: UInt64 = 0
-        var waits: UInt64 = 0
-    }
-
-    private let state = Mutex(State())
-
-    /// A commit that appended events.
-    func notify() {
-        resumeWaiting { state in
-            if state.waiting == nil { state.notified = true }
-            return state.waiting != nil
-        }
-    }
-
-    /// Returns after a notification (or at once if one came since the last wait), after `timeout`,
-    /// or when the task is cancelled.
-    func wait(timeout: Duration) async {
-        let wait = state.withLock { state in
-            state.waits += 1
-            return state.waits
-        }
-        let timer = Task { [self] in
-            try? await Task.sleep(for: timeout)
-            end(wait)
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state in
-                    if state.notified || state.ended == wait {
-                        state.notified = false
-                        return true
-                    }
-                    state.waiting = (wait, continuation)
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            end(wait)
-        }
-        timer.cancel()
-    }
-
-    /// Ends `wait` whether or not it has started waiting.
-    private func end(_ wait: UInt64) {
-        resumeWaiting { state in
-            if state.waiting?.wait != wait { state.ended = wait }
-            return state.waiting?.wait == wait
-        }
-    }
-
-    /// Resumes the waiting task when `decide` (run under the lock) says so; the resumption itself
-    /// happens after the lock is released.
-    private func resumeWaiting(if decide: (inout State) -> Bool) {
-        state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard decide(&state), let waiting = state.waiting else { return nil }
-            state.waiting = nil
-            return waiting.continuation
-        }?.resume()
-    }
 }

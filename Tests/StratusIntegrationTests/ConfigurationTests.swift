@@ -20,6 +20,7 @@ final class ConfigurationTests: XCTestCase {
                 ("listening on every address", ["STRATUS_HTTP_HOST": "0.0.0.0"]),
                 ("listening on an outside address", ["STRATUS_DEPLOYMENT": "development", "STRATUS_HTTP_HOST": "10.0.0.5"]),
                 ("listening on every IPv6 address", ["STRATUS_HTTP_HOST": "::"]),
+                ("a host name that only starts like a loopback address", ["STRATUS_HTTP_HOST": "127.example.com"]),
             ]
             for (name, settings) in refused {
                 XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(settings.merging(["STRATUS_DATA_DIR": directory]) { $1 }), name) { error in
@@ -60,7 +61,7 @@ final class ConfigurationTests: XCTestCase {
 
     func testASingleMachineDevelopmentStackGetsAGeneratedKeyOnce() throws {
         try withDataDirectory { directory in
-            for host in [nil, "127.0.0.1", "localhost", "::1"] as [String?] {
+            for host in [nil, "127.0.0.1", "127.0.0.2", "localhost", "::1"] as [String?] {
                 var settings = ["STRATUS_DATA_DIR": directory]
                 settings["STRATUS_HTTP_HOST"] = host
                 let first = try StratusConfiguration.fromEnvironment(settings)

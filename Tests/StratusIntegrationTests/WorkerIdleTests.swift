@@ -2,7 +2,7 @@ import Foundation
 import StratusCore
 import StratusKafka
 import StratusPostgres
-@testable import StratusRelay
+import StratusRelay
 @testable import StratusWorkers
 import XCTest
 
@@ -10,40 +10,54 @@ import XCTest
 final class WorkerIdleTests: XCTestCase {
     let fixture = PipelineFixture()
 
-    /// How long `body` took.
-    static func duration(_ body: () async throws -> Void) async rethrows -> Duration {
+    /// How long `body` took, and what it returned.
+    static func timed<T>(_ body: () async throws -> T) async rethrows -> (T, Duration) {
         let clock = ContinuousClock()
         let started = clock.now
-        try await body()
-        return clock.now - started
+        let value = try await body()
+        return (value, clock.now - started)
     }
 
-    func testCommitWakeEndsAWaitOnANotificationItsTimeoutOrCancellation() async throws {
-        let wake = CommitWake()
-        // A notification that came while nobody waited ends the next wait at once, and only that one.
-        wake.notify()
-        let pending = await Self.duration { await wake.wait(timeout: .seconds(30)) }
-        let unnotified = await Self.duration { await wake.wait(timeout: .milliseconds(300)) }
-        XCTAssertLessThan(pending, .seconds(5))
-        XCTAssertGreaterThanOrEqual(unnotified, .milliseconds(250), "a wait nobody notifies lasts until its timeout")
-        // A notification wakes the waiter; a cancelled waiter returns.
-        let notified = try await Self.duration {
-            async let waited: Void = wake.wait(timeout: .seconds(30))
-            try await Task.sleep(for: .milliseconds(50))
-            wake.notify()
-            await waited
+    func testAWaitForTheNextCommitEndsOnACommitItsTimeoutOrCancellationAndNeverMissesAnEarlierOne() async throws {
+        let fixture = fixture
+        try await TestSupport.withMigratedStore { store, _ in
+            let commits = CommitNotifications(store: store)
+            let logger = TestSupport.logger
+            // The caller has not looked yet, or events came since it last did: no wait.
+            guard case .changed(let empty) = try await commits.wait(unlessLastIDIsNot: nil, timeout: .seconds(30), logger: logger) else {
+                return XCTFail("a first look does not wait")
+            }
+            XCTAssertEqual(empty, 0)
+            try await fixture.workload(store, zoneCount: 1, rounds: 1)
+            let (changed, changedAfter) = try await Self.timed { try await commits.wait(unlessLastIDIsNot: empty, timeout: .seconds(30), logger: logger) }
+            guard case .changed(let lastID) = changed else { return XCTFail("a commit before the wait is not missed: \(changed)") }
+            XCTAssertGreaterThan(lastID, empty)
+            XCTAssertLessThan(changedAfter, .seconds(5))
+            // Nothing new: it waits until its timeout.
+            let (quiet, quietAfter) = try await Self.timed { try await commits.wait(unlessLastIDIsNot: lastID, timeout: .milliseconds(300), logger: logger) }
+            XCTAssertEqual(quiet, .timedOut)
+            XCTAssertGreaterThanOrEqual(quietAfter, .milliseconds(250))
+            // A commit during the wait ends it.
+            let (notified, notifiedAfter) = try await Self.timed {
+                async let outcome = commits.wait(unlessLastIDIsNot: lastID, timeout: .seconds(30), logger: logger)
+                try await Task.sleep(for: .milliseconds(300))
+                try await fixture.workload(store, zoneCount: 1, rounds: 1, prefix: "During")
+                return try await outcome
+            }
+            XCTAssertEqual(notified, .notified)
+            XCTAssertLessThan(notifiedAfter, .seconds(10))
+            // Cancellation ends it too.
+            guard case .changed(let latest) = try await commits.wait(unlessLastIDIsNot: lastID, timeout: .seconds(30), logger: logger) else {
+                return XCTFail("the commit during the wait moved the last id")
+            }
+            let (_, cancelledAfter) = try await Self.timed {
+                let waiter = Task { try await commits.wait(unlessLastIDIsNot: latest, timeout: .seconds(30), logger: logger) }
+                try await Task.sleep(for: .milliseconds(100))
+                waiter.cancel()
+                _ = try? await waiter.value
+            }
+            XCTAssertLessThan(cancelledAfter, .seconds(10))
         }
-        XCTAssertLessThan(notified, .seconds(5), "a notification ends the wait")
-        let cancelled = try await Self.duration {
-            let waiter = Task { await wake.wait(timeout: .seconds(30)) }
-            try await Task.sleep(for: .milliseconds(50))
-            waiter.cancel()
-            await waiter.value
-        }
-        XCTAssertLessThan(cancelled, .seconds(5), "cancellation ends a wait")
-        // Ended waits leave nothing behind.
-        let after = await Self.duration { await wake.wait(timeout: .milliseconds(300)) }
-        XCTAssertGreaterThanOrEqual(after, .milliseconds(250))
     }
 
     func testAnIdleWorkerPausesAndAppliesTheNextCommitPromptly() async throws {
