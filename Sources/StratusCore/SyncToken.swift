@@ -13,6 +13,10 @@ public enum TokenKind: String, Sendable, CaseIterable {
     /// A query's `continuationMarker`.
     case continuationMarker = "continuation-marker"
 
+    /// Whether tokens of this kind travel in URLs (query items): those keep the URL-safe text
+    /// format 2; the others are written in format 3, standard base64 of bytes.
+    var travelsInURL: Bool { self == .webAuth }
+
     /// The JSON members a token of the first format (one key for every kind, no version) may carry,
     /// for the kinds still accepted in that format; nil for the kinds that are not. A token of that
     /// format is accepted as this kind only if its members are exactly of this kind's shape, which no
@@ -29,17 +33,34 @@ public enum TokenKind: String, Sendable, CaseIterable {
 /// A value carried to the client and back, authenticated with a key derived from the server's
 /// secret key for the token's kind. Clients treat it as opaque.
 ///
-/// Text form (format 2): `2.base64url(json).base64url(mac)`, where the MAC is HMAC-SHA256 with the
-/// kind's key over `2.base64url(json)`. The first format, `base64url(json).base64url(mac)` with the
-/// secret key itself for every kind, is still read for sync tokens (devices keep them for long) but
-/// never written; it goes in the release after this one.
+/// Format 3, for the tokens that travel in request and response bodies (sync tokens, continuation
+/// markers): standard padded base64 of the bytes `0x03 ‖ json ‖ mac`, where the MAC is
+/// HMAC-SHA256 with the kind's key over `0x03 ‖ json` — the shape of Apple's own markers, which
+/// some clients base64-decode to check before they page on.
+///
+/// Format 2, for web auth tokens (which travel in URLs, where `+ / =` would need escaping):
+/// `2.base64url(json).base64url(mac)`, the MAC over `2.base64url(json)`. Sync tokens and
+/// continuation markers of format 2 are still read, for this release only, as are sync tokens of the
+/// first format (`base64url(json).base64url(mac)` with the secret key itself for every kind).
 public enum SignedToken {
-    /// The format version written as the text's first part.
-    static let version = "2"
+    /// The text format version of web auth tokens.
+    static let textVersion = "2"
+    /// The first byte of a format 3 token.
+    static let binaryVersion: UInt8 = 3
+    /// Bytes of an HMAC-SHA256.
+    static let macBytes = 32
 
     /// Signs a value as a token of `kind`.
     public static func sign<T: Encodable>(_ value: T, kind: TokenKind, key: SecretKey) -> String {
-        let signed = version + "." + Base64URL.encode(EventCoding.encode(value))
+        let json = EventCoding.encode(value)
+        guard kind.travelsInURL else {
+            var bytes = Data([binaryVersion])
+            bytes.append(json)
+            let mac = HMAC<SHA256>.authenticationCode(for: bytes, using: key.tokenKey(kind))
+            bytes.append(contentsOf: mac)
+            return bytes.base64EncodedString()
+        }
+        let signed = textVersion + "." + Base64URL.encode(json)
         let mac = HMAC<SHA256>.authenticationCode(for: Data(signed.utf8), using: key.tokenKey(kind))
         return signed + "." + Base64URL.encode(Data(mac))
     }
@@ -47,8 +68,14 @@ public enum SignedToken {
     /// Verifies and decodes a token of `kind`; nil when it was not made by this server for that kind,
     /// or does not decode.
     public static func open<T: Decodable>(_ text: String, as type: T.Type, kind: TokenKind, key: SecretKey) -> T? {
+        if !text.contains("."), !kind.travelsInURL {
+            guard let bytes = Data(base64Encoded: text), bytes.count > 1 + macBytes, bytes.first == binaryVersion else { return nil }
+            let signed = bytes.prefix(bytes.count - macBytes)
+            guard HMAC<SHA256>.isValidAuthenticationCode(bytes.suffix(macBytes), authenticating: signed, using: key.tokenKey(kind)) else { return nil }
+            return try? EventCoding.decoder.decode(T.self, from: signed.dropFirst())
+        }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        if parts.count == 3, parts[0] == version {
+        if parts.count == 3, parts[0] == textVersion {
             let signed = Data((parts[0] + "." + parts[1]).utf8)
             guard let mac = Base64URL.decode(String(parts[2])),
                   HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: signed, using: key.tokenKey(kind)),

@@ -31,7 +31,11 @@ final class SignedTokenTests: XCTestCase {
     func testATokenOfOneKindIsNeverAcceptedAsAnother() throws {
         for signedAs in TokenKind.allCases {
             let token = SignedToken.sign(Chameleon(), kind: signedAs, key: key)
-            XCTAssertTrue(token.hasPrefix("2."), "the format version leads the token: \(token)")
+            if signedAs == .webAuth {
+                XCTAssertTrue(token.hasPrefix("2."), "a web auth token is URL-safe text led by its format version: \(token)")
+            } else {
+                XCTAssertEqual(Data(base64Encoded: token)?.first, 3, "a body token is standard base64 of bytes led by its format version: \(token)")
+            }
             for openedAs in TokenKind.allCases {
                 let opened = SignedToken.open(token, as: Chameleon.self, kind: openedAs, key: key)
                 if openedAs == signedAs {
@@ -60,6 +64,47 @@ final class SignedTokenTests: XCTestCase {
         XCTAssertNil(WebAuthToken.open(["3", parts[1], parts[2]].joined(separator: "."), key: key))
         XCTAssertNil(WebAuthToken.open(webToken + ".x", key: key))
         XCTAssertNil(WebAuthToken.open([parts[0], parts[1], String(parts[2].reversed())].joined(separator: "."), key: key))
+    }
+
+    /// The second format, signed as this release still reads it.
+    func formatTwo<T: Encodable>(_ value: T, kind: TokenKind) -> String {
+        let key = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: (0..<32).map { UInt8($0) }), info: Data("stratus/v2/token/\(kind.rawValue)".utf8), outputByteCount: 32)
+        let signed = "2." + Base64URL.encode(EventCoding.encode(value))
+        return signed + "." + Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(signed.utf8), using: key)))
+    }
+
+    func testBodyTokensAreStandardBase64OfSignedBytes() throws {
+        let zone = ZoneSyncToken(zoneKey: "iCloud.a/development/private/_u1/Notes", incarnation: UUID(), version: 3)
+        let token = SignedToken.sign(zone, kind: .zoneSync, key: key)
+        // Apple's markers are padded standard base64 of bytes: a client may decode them to check.
+        XCTAssertEqual(token.count % 4, 0, token)
+        XCTAssertTrue(token.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "+/=".contains($0)) }, token)
+        let bytes = try XCTUnwrap(Data(base64Encoded: token))
+        XCTAssertEqual(bytes.first, 3)
+        XCTAssertEqual(SignedToken.open(token, as: ZoneSyncToken.self, kind: .zoneSync, key: key), zone)
+        // Every flipped byte (version, body or MAC) and every truncation is refused.
+        for index in bytes.indices {
+            var altered = bytes
+            altered[index] ^= 0x01
+            XCTAssertNil(SignedToken.open(altered.base64EncodedString(), as: ZoneSyncToken.self, kind: .zoneSync, key: key), "byte \(index)")
+        }
+        XCTAssertNil(SignedToken.open(bytes.dropLast().base64EncodedString(), as: ZoneSyncToken.self, kind: .zoneSync, key: key))
+        XCTAssertNil(SignedToken.open(Data([3]).base64EncodedString(), as: ZoneSyncToken.self, kind: .zoneSync, key: key))
+        XCTAssertNil(SignedToken.open("not base64!", as: ZoneSyncToken.self, kind: .zoneSync, key: key))
+        // The second format of every body kind is still read, for this release.
+        XCTAssertEqual(SignedToken.open(formatTwo(zone, kind: .zoneSync), as: ZoneSyncToken.self, kind: .zoneSync, key: key), zone)
+        let database = DatabaseSyncToken(database: "iCloud.a/development/private/_u1", zones: ["Notes": "6f96:5"])
+        XCTAssertEqual(SignedToken.open(formatTwo(database, kind: .databaseSync), as: DatabaseSyncToken.self, kind: .databaseSync, key: key), database)
+        XCTAssertEqual(SignedToken.open(formatTwo(Marker(q: "f", a: [1]), kind: .continuationMarker), as: Marker.self, kind: .continuationMarker, key: key)?.a, [1])
+        // A web auth token is never read in the body format.
+        let web = WebAuthToken(userRecordName: "_u1", container: "iCloud.a", expiresAt: 2_000)
+        var webBytes = Data([3])
+        webBytes.append(EventCoding.encode(web))
+        let webKey = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: (0..<32).map { UInt8($0) }), info: Data("stratus/v2/token/web-auth".utf8), outputByteCount: 32)
+        webBytes.append(contentsOf: HMAC<SHA256>.authenticationCode(for: webBytes, using: webKey))
+        XCTAssertNil(WebAuthToken.open(webBytes.base64EncodedString(), key: key))
     }
 
     func testTheFirstFormatIsStillReadForSyncTokensOnly() throws {
