@@ -38,7 +38,7 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         users: UserStore(store: dependencies.store), containers: containers, authenticator: authenticator, limits: configuration.limits,
         tokenLifetime: configuration.webAuthTokenLifetime
     ).register(on: router)
-    ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
+    ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
         .register(on: router)
     RecordRoutes<APIRequestContext>(records: RecordStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
         .register(on: router)

@@ -51,6 +51,8 @@ struct CloudKitErrorMiddleware<Context: StratusRequestContext>: RouterMiddleware
             let code: ServerErrorCode = switch error.status.code {
             case 404: .notFound
             case 413: .quotaExceeded
+            case 429: .throttled
+            case 503: .tryAgainLater
             case 400..<500: .badRequest
             default: .internalError
             }

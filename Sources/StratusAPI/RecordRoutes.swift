@@ -87,7 +87,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
                 return RecordWire.dictionary(record, zone: zone, desiredKeys: operation.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings)
             case .success(.deleted(let recordName)):
                 return .object(["recordName": .string(recordName), "deleted": .bool(true),
-                                "zoneID": .object(["zoneName": .string(zone.zoneName), "ownerRecordName": .string(zone.ownerRecordName)])])
+                                "zoneID": zone.json])
             case .failure(let failure):
                 let server = failure.serverRecord.map { RecordWire.dictionary($0, zone: zone, desiredKeys: nil, numbersAsStrings: numbersAsStrings) }
                 return RecordWire.error(failure.error, recordName: command.input.recordName, uuid: context.requestID, serverRecord: server)

@@ -44,15 +44,20 @@ enum RecordWire {
         try Record.validate(recordName: recordName)
         if let type = wire.recordType { try Record.validate(recordType: type) }
         var fields: [String: FieldValue] = [:]
+        var removed: Set<String> = []
         if operation.isDelete == false {
             for (name, json) in wire.fields ?? [:] {
                 try Record.validate(fieldName: name)
+                if FieldCoding.isRemoval(json) {
+                    removed.insert(name)
+                    continue
+                }
                 try checkReferenceZones(field: name, json, zone: zone)
                 fields[name] = try FieldCoding.decode(field: name, json)
             }
         }
         let input = RecordInput(
-            recordName: recordName, recordType: wire.recordType, changeTag: wire.recordChangeTag, fields: fields,
+            recordName: recordName, recordType: wire.recordType, changeTag: wire.recordChangeTag, fields: fields, removedFields: removed,
             parent: try reference(wire.parent, key: "parent", zone: zone), share: try reference(wire.share, key: "share", zone: zone),
             createShortGUID: wire.createShortGUID ?? false)
         try input.validateReferences()
@@ -94,7 +99,7 @@ enum RecordWire {
         for (name, value) in record.fields where wanted?.contains(name) ?? true {
             fields[name] = FieldCoding.encode(value, numbersAsStrings: numbersAsStrings)
         }
-        let zoneID = JSONValue.object(["zoneName": .string(zone.zoneName), "ownerRecordName": .string(zone.ownerRecordName)])
+        let zoneID = zone.json
         var members: [String: JSONValue] = [
             "recordName": .string(record.recordName),
             "recordType": .string(record.recordType),
@@ -112,9 +117,10 @@ enum RecordWire {
     }
 
     private static func stamp(_ stamp: RecordStamp) -> JSONValue {
-        var members: [String: JSONValue] = ["timestamp": .int(stamp.timestamp), "userRecordName": .string(stamp.userRecordName)]
-        if let device = stamp.deviceID { members["deviceID"] = .string(device) }
-        return .object(members)
+        .object([
+            "timestamp": .int(stamp.timestamp), "userRecordName": .string(stamp.userRecordName),
+            "deviceID": .string(stamp.deviceID ?? RecordStamp.webServiceDeviceID),
+        ])
     }
 
     /// A per-record error dictionary; CONFLICT carries the server's record as `serverRecord` (a Stratus extension).

@@ -73,7 +73,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
                 var entry = RecordWire.error(error, recordName: "", uuid: context.requestID)
                 if case .object(var members) = entry {
                     members["recordName"] = nil
-                    members["zoneID"] = .object(["zoneName": .string(zone.zoneID.zoneName), "ownerRecordName": .string(database.owner)])
+                    members["zoneID"] = ZoneID(zoneName: zone.zoneID.zoneName, ownerRecordName: database.owner).json
                     entry = .object(members)
                 }
                 results.append(entry)
@@ -136,10 +136,10 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
                 return .object(["recordName": .string(recordName), "deleted": .bool(true)])
             }
         }
-        let token = SignedToken.sign(ZoneSyncToken(
-            zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below), kind: .zoneSync, key: secretKey)
+        let token = ZoneSyncToken.signed(
+            zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below, key: secretKey)
         return (.object([
-            "zoneID": .object(["zoneName": .string(zone.zoneName), "ownerRecordName": .string(zone.ownerRecordName)]),
+            "zoneID": zone.json,
             "records": .array(records), "syncToken": .string(token), "moreComing": .bool(page.moreComing),
         ]), page.bytes)
     }
@@ -168,13 +168,15 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let page = changed.prefix(limit)
         for state in page { known[state.zoneName] = state.fingerprint }
         let zones: [JSONValue] = page.map { state in
-            var members: [String: JSONValue] = ["zoneID": .object(["zoneName": .string(state.zoneName), "ownerRecordName": .string(database.owner)])]
-            if state.deleted { members["deleted"] = .bool(true) } else { members["atomic"] = .bool(true) }
-            return .object(members)
+            let zoneID = ZoneID(zoneName: state.zoneName, ownerRecordName: database.owner)
+            return state.deleted ? WireZone.deleted(zoneID).json
+                : WireZone.custom(Zone(database: database, zoneID: zoneID, incarnation: state.incarnation, changeCounter: state.changeCounter), key: secretKey).json
         }
         let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), kind: .databaseSync, key: secretKey)
+        // Apple's reference names the token `syncToken` for changes/database and `metaSyncToken` for
+        // zones/changes, and clients read either: both keys carry it.
         return try json([
-            "zones": JSONValue.array(zones), "syncToken": .string(token), "moreComing": .bool(changed.count > page.count),
+            "zones": JSONValue.array(zones), "syncToken": .string(token), "metaSyncToken": .string(token), "moreComing": .bool(changed.count > page.count),
         ])
     }
 

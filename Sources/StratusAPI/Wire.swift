@@ -3,15 +3,19 @@ import Hummingbird
 import StratusCore
 
 /// A zone id as clients send it: `{zoneName, ownerRecordName}` (some send `ownerName`).
+///
+/// In responses it also carries `zoneType`, as Apple's service does inside every zone id.
 struct WireZoneID: Codable, Sendable, Hashable {
     var zoneName: String
     var ownerRecordName: String?
+    var zoneType: String?
 
-    enum CodingKeys: String, CodingKey { case zoneName, ownerRecordName, ownerName }
+    enum CodingKeys: String, CodingKey { case zoneName, ownerRecordName, ownerName, zoneType }
 
-    init(zoneName: String, ownerRecordName: String?) {
+    init(zoneName: String, ownerRecordName: String?, zoneType: String? = nil) {
         self.zoneName = zoneName
         self.ownerRecordName = ownerRecordName
+        self.zoneType = zoneType
     }
 
     init(from decoder: any Decoder) throws {
@@ -25,18 +29,75 @@ struct WireZoneID: Codable, Sendable, Hashable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(zoneName, forKey: .zoneName)
         try container.encodeIfPresent(ownerRecordName, forKey: .ownerRecordName)
+        try container.encodeIfPresent(zoneType, forKey: .zoneType)
     }
 
     init(_ zoneID: ZoneID) {
-        self.init(zoneName: zoneID.zoneName, ownerRecordName: zoneID.ownerRecordName)
+        self.init(zoneName: zoneID.zoneName, ownerRecordName: zoneID.ownerRecordName, zoneType: zoneID.zoneType)
     }
 }
 
-/// A zone in responses.
+extension ZoneID {
+    /// The zone's `zoneType`: `DEFAULT_ZONE` for a database's default zone, `REGULAR_CUSTOM_ZONE`
+    /// for every zone a client creates.
+    var zoneType: String { isDefaultZone ? "DEFAULT_ZONE" : "REGULAR_CUSTOM_ZONE" }
+
+    /// The zone id dictionary of responses: `zoneName`, `ownerRecordName`, `zoneType`.
+    var json: JSONValue {
+        .object(["zoneName": .string(zoneName), "ownerRecordName": .string(ownerRecordName), "zoneType": .string(zoneType)])
+    }
+}
+
+/// A zone in responses: CloudKit's zone dictionary. A live custom zone carries its current
+/// `syncToken` (a client may start `records/changes` from it). `zoneType` appears inside `zoneID`,
+/// where Apple's service sends it, and beside it, where Apple's zone descriptions list it.
 struct WireZone: Encodable {
     var zoneID: WireZoneID
     var atomic: Bool?
     var deleted: Bool?
+    var syncToken: String?
+    var zoneType: String?
+
+    /// A database's default zone. It has no change history of its own (`records/changes` serves
+    /// custom zones only), so it carries no `syncToken`.
+    static func defaultZone(owner: String) -> WireZone {
+        let zoneID = ZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: owner)
+        return WireZone(zoneID: WireZoneID(zoneID), atomic: false, zoneType: zoneID.zoneType)
+    }
+
+    /// A live custom zone with the sync token of its current state.
+    static func custom(_ zone: Zone, key: SecretKey) -> WireZone {
+        WireZone(
+            zoneID: WireZoneID(zone.zoneID), atomic: true,
+            syncToken: ZoneSyncToken.signed(zoneKey: zone.key.rawValue, incarnation: zone.incarnation, version: zone.changeCounter, key: key),
+            zoneType: zone.zoneID.zoneType)
+    }
+
+    /// A deleted zone.
+    static func deleted(_ zoneID: ZoneID) -> WireZone {
+        WireZone(zoneID: WireZoneID(zoneID), deleted: true)
+    }
+
+    /// The dictionary as a JSON value, for responses built as `JSONValue`.
+    var json: JSONValue {
+        var zoneIDMembers: [String: JSONValue] = ["zoneName": .string(zoneID.zoneName), "ownerRecordName": .string(zoneID.ownerRecordName ?? "")]
+        if let type = zoneID.zoneType { zoneIDMembers["zoneType"] = .string(type) }
+        var members: [String: JSONValue] = ["zoneID": .object(zoneIDMembers)]
+        if let atomic { members["atomic"] = .bool(atomic) }
+        if let deleted { members["deleted"] = .bool(deleted) }
+        if let syncToken { members["syncToken"] = .string(syncToken) }
+        if let zoneType { members["zoneType"] = .string(zoneType) }
+        return .object(members)
+    }
+}
+
+extension ZoneSyncToken {
+    /// The signed text of a zone sync token.
+    static func signed(zoneKey: String, incarnation: UUID, version: Int64, reverseUpTo: Int64? = nil, reverseBelow: Int64? = nil, key: SecretKey) -> String {
+        SignedToken.sign(
+            ZoneSyncToken(zoneKey: zoneKey, incarnation: incarnation, version: version, reverseUpTo: reverseUpTo, reverseBelow: reverseBelow),
+            kind: .zoneSync, key: key)
+    }
 }
 
 /// Decodes a request body as JSON, turning every decoding problem into BAD_REQUEST naming the place.

@@ -9,6 +9,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     let zones: ZoneStore
     let authenticator: Authenticator
     let limits: APILimits
+    let secretKey: SecretKey
 
     func register(on router: Router<Context>) {
         let base = "/database/1/:container/:environment/:database/zones"
@@ -83,8 +84,8 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         let outcomes = try await zones.modify(commands, in: database, causation: causation, logger: context.logger)
         let results: [ZoneResult] = zip(commands, outcomes).map { command, outcome in
             switch outcome {
-            case .success(.saved(let zone)): .zone(WireZone(zoneID: WireZoneID(zone.zoneID), atomic: true))
-            case .success(.deleted(let zoneID)): .zone(WireZone(zoneID: WireZoneID(zoneID), deleted: true))
+            case .success(.saved(let zone)): .zone(.custom(zone, key: secretKey))
+            case .success(.deleted(let zoneID)): .zone(.deleted(zoneID))
             case .failure(let error):
                 switch command {
                 case .create(let zoneID), .delete(let zoneID):
@@ -121,9 +122,9 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         var results: [ZoneResult] = []
         for wire in body.zones {
             if wire.zoneName == ZoneID.defaultZoneName, database.scope != .shared {
-                results.append(.zone(WireZone(zoneID: WireZoneID(zoneName: wire.zoneName, ownerRecordName: database.owner), atomic: false)))
+                results.append(.zone(.defaultZone(owner: database.owner)))
             } else if database.scope == .private, let zone = try await zones.lookup(wire.zoneName, in: database, logger: context.logger) {
-                results.append(.zone(WireZone(zoneID: WireZoneID(zone.zoneID), atomic: true)))
+                results.append(.zone(.custom(zone, key: secretKey)))
             } else {
                 let error = StratusError(.zoneNotFound, "Zone '\(wire.zoneName.prefix(255))' does not exist")
                 results.append(.error(ErrorDictionary(error, uuid: context.requestID, zoneID: wire)))
@@ -136,11 +137,10 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     private func allZones(in database: DatabaseID, logger: Logger) async throws -> [WireZone] {
         switch database.scope {
         case .public:
-            return [WireZone(zoneID: WireZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: database.owner), atomic: false)]
+            return [.defaultZone(owner: database.owner)]
         case .private:
             let custom = try await zones.list(in: database, logger: logger)
-            return [WireZone(zoneID: WireZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: database.owner), atomic: false)]
-                + custom.map { WireZone(zoneID: WireZoneID($0.zoneID), atomic: true) }
+            return [.defaultZone(owner: database.owner)] + custom.map { .custom($0, key: secretKey) }
         case .shared:
             // Zones shared with the caller arrive with sharing.
             return []

@@ -2,6 +2,14 @@ import Foundation
 
 /// Reads and writes field values in the CloudKit Web Services form `{"value": …, "type": "…"}`.
 public enum FieldCoding {
+    /// Whether a field as sent asks for the field's removal: an empty dictionary, or a dictionary
+    /// whose `value` is null — what clients send for a field they cleared. Under `update` the field
+    /// is removed; under `create` and `replace`, which store only the fields sent, it is left out.
+    public static func isRemoval(_ json: JSONValue) -> Bool {
+        guard case .object(let members) = json else { return false }
+        return members.isEmpty || members["value"] == .null
+    }
+
     /// Reads one field. A missing `type` is inferred from the value, as CloudKit does in development.
     public static func decode(field name: String, _ json: JSONValue) throws(StratusError) -> FieldValue {
         guard case .object(let members) = json else {

@@ -9,6 +9,10 @@ public struct RecordStamp: Sendable, Hashable, Codable {
     /// The client's device id, if it sent one.
     public var deviceID: String?
 
+    /// The `deviceID` a record dictionary shows for a write whose client named no device: web
+    /// service requests name none, and clients expect the key in every stamp.
+    public static let webServiceDeviceID = "_stratus"
+
     /// Creates a stamp.
     public init(timestamp: Int64, userRecordName: String, deviceID: String?) {
         self.timestamp = timestamp
@@ -111,6 +115,8 @@ public struct RecordInput: Sendable, Hashable {
     public var recordType: String?
     public var changeTag: String?
     public var fields: [String: FieldValue]
+    /// Fields sent empty (`{}` or `{"value": null}`): `update` removes them.
+    public var removedFields: Set<String>
     /// nil: not sent (keep); .some(nil): sent empty (clear).
     public var parent: String??
     public var share: String??
@@ -118,11 +124,12 @@ public struct RecordInput: Sendable, Hashable {
 
     /// Creates an input.
     public init(recordName: String, recordType: String? = nil, changeTag: String? = nil, fields: [String: FieldValue] = [:],
-                parent: String?? = nil, share: String?? = nil, createShortGUID: Bool = false) {
+                removedFields: Set<String> = [], parent: String?? = nil, share: String?? = nil, createShortGUID: Bool = false) {
         self.recordName = recordName
         self.recordType = recordType
         self.changeTag = changeTag
         self.fields = fields
+        self.removedFields = removedFields
         self.parent = parent
         self.share = share
         self.createShortGUID = createShortGUID
@@ -192,7 +199,12 @@ public enum RecordDecision {
             }
             var next = current
             // update merges the sent fields (older clients must not erase newer fields); replace drops unsent ones.
-            next.fields = (type == .update || type == .forceUpdate) ? current.fields.merging(input.fields) { _, new in new } : input.fields
+            if type == .update || type == .forceUpdate {
+                next.fields = current.fields.merging(input.fields) { _, new in new }
+                for name in input.removedFields { next.fields[name] = nil }
+            } else {
+                next.fields = input.fields
+            }
             if let parent = input.parent { next.parent = parent }
             if let share = input.share { next.share = share }
             if input.createShortGUID, next.shortGUID == nil { next.shortGUID = newShortGUID() }

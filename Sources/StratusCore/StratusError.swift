@@ -28,6 +28,13 @@ public struct ServerErrorCode: Sendable, Hashable, Codable, CustomStringConverti
     public static let tryAgainLater = ServerErrorCode("TRY_AGAIN_LATER", httpStatus: 503)
     public static let validatingReferenceError = ServerErrorCode("VALIDATING_REFERENCE_ERROR", httpStatus: 412)
     public static let zoneNotFound = ServerErrorCode("ZONE_NOT_FOUND", httpStatus: 404)
+
+    /// The codes a client should send the same request again for, after `retryAfter` seconds:
+    /// a passing condition on the server's side, not a problem with the request.
+    public var isRetryable: Bool { self == .tryAgainLater || self == .throttled }
+
+    /// The `retryAfter` (seconds) of a retryable error that names none.
+    public static let defaultRetryAfter = 1
 }
 
 /// An error a client may see: a CloudKit code, a reason safe to show, and optional retry or sign-in hints.
@@ -38,7 +45,7 @@ public struct StratusError: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: ServerErrorCode
     /// A human-readable reason, safe to return to the client.
     public var reason: String
-    /// Seconds the client should wait before retrying, for retryable errors.
+    /// Seconds the client should wait before retrying: always set for retryable codes.
     public var retryAfter: Int?
     /// Where to sign in, for AUTHENTICATION_REQUIRED.
     public var redirectURL: String?
@@ -47,7 +54,8 @@ public struct StratusError: Error, Sendable, Hashable, CustomStringConvertible {
     public init(_ code: ServerErrorCode, _ reason: String, retryAfter: Int? = nil, redirectURL: String? = nil) {
         self.code = code
         self.reason = reason
-        self.retryAfter = retryAfter
+        // Every retryable error tells the client when to retry.
+        self.retryAfter = retryAfter ?? (code.isRetryable ? ServerErrorCode.defaultRetryAfter : nil)
         self.redirectURL = redirectURL
     }
 

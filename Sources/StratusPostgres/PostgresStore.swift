@@ -210,12 +210,27 @@ enum PostgresErrors {
     /// The client's view of a server-side limit that stopped a statement: a statement that ran past
     /// `statement_timeout`, or a lock (a zone's, held by another process) not granted within
     /// `lock_timeout`. Both are passing conditions: the client may try again.
+    ///
+    /// A database that cannot be reached or is going away (no connection, a connection lost, the
+    /// server shutting down or refusing more connections) is one too: the request did not complete
+    /// and may be sent again.
     static func limit(_ error: any Error, retryAfter: Int) -> StratusError? {
-        switch sqlState(error) {
-        case "57014": StratusError(.tryAgainLater, "The request ran past the server's time limit; retry it later or ask for less", retryAfter: retryAfter)
-        case "55P03": StratusError(.tryAgainLater, "The zone is busy; retry the request", retryAfter: retryAfter)
-        default: nil
+        // A connection that went away, whoever noticed first (the server's FATAL may arrive as the
+        // reason the client closed it).
+        if let error = error as? PSQLError, [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown].contains(error.code) {
+            return unavailable(retryAfter)
         }
+        guard let state = sqlState(error) else { return nil }
+        switch state {
+        case "57014": return StratusError(.tryAgainLater, "The request ran past the server's time limit; retry it later or ask for less", retryAfter: retryAfter)
+        case "55P03": return StratusError(.tryAgainLater, "The zone is busy; retry the request", retryAfter: retryAfter)
+        case "57P01", "57P02", "57P03", "53300": return unavailable(retryAfter)
+        default: return state.hasPrefix("08") ? unavailable(retryAfter) : nil
+        }
+    }
+
+    private static func unavailable(_ retryAfter: Int) -> StratusError {
+        StratusError(.tryAgainLater, "The database is unavailable for the moment; retry the request", retryAfter: retryAfter)
     }
 }
 

@@ -65,7 +65,7 @@ public struct SyncStore: Sendable {
         recordTypes: Set<String>? = nil, mode: Mode = .forward, maxBytes: Int = .max, firstAlwaysFits: Bool = true, logger: Logger
     ) async throws -> ZoneChanges {
         guard !zone.isDefaultZone else {
-            throw StratusError(.badRequest, "Change tracking is available in custom zones only, not in \(ZoneID.defaultZoneName)")
+            throw StratusError(.badRequest, "Change tracking is available in custom zones only, not in \(ZoneID.defaultZoneName): read its records with records/query (or records/lookup by name), or keep records a device syncs in a custom zone (zones/modify) and fetch them with records/changes")
         }
         return try await store.snapshot(logger: logger) { transaction in
             let connection = transaction.connection

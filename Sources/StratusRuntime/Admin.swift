@@ -54,8 +54,9 @@ public enum Admin {
         }
     }
 
-    /// Creates a container and an API token; `anonymousPublicReads` lets callers without a user read
-    /// its public database (nil leaves the setting as it is).
+    /// Creates a container and an API token; `anonymousPublicReads` decides whether callers without a
+    /// user may read its public database (nil: a new container allows it, an existing one keeps its
+    /// setting).
     public static func createContainer(
         _ container: String, label: String, anonymousPublicReads: Bool? = nil, _ configuration: StratusConfiguration, logger: Logger
     ) async throws -> String {

@@ -116,13 +116,16 @@ struct ContainerCommand: AsyncParsableCommand {
         var container: String
         @Option(help: "A label for the token.")
         var label: String = ""
-        @Flag(help: "Let callers without a user (API token only) read the public database.")
-        var anonymousPublicReads = false
+        @Flag(inversion: .prefixedNo, help: """
+            Whether callers without a user (API token only) may read the public database. A new container \
+            allows it, as Apple's service does; an existing one keeps its setting unless a flag is given.
+            """)
+        var anonymousPublicReads: Bool?
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-container")
             let token = try await Admin.createContainer(
-                container, label: label, anonymousPublicReads: anonymousPublicReads ? true : nil, configuration, logger: logger)
+                container, label: label, anonymousPublicReads: anonymousPublicReads, configuration, logger: logger)
             print(token)
         }
     }

@@ -354,7 +354,7 @@ final class AuthTests: XCTestCase {
         }
     }
 
-    func testPublicReadsNeedAUserUnlessTheContainerAllowsAnonymousCallers() async throws {
+    func testPublicReadsAreOpenToTheAPITokenUnlessTheContainerOptsOut() async throws {
         try await withFixture { fixture, client in
             let anonymous = "?ckAPIToken=\(fixture.apiToken)"
             let token = WebAuthToken(userRecordName: "_writer", container: Self.container, expiresAt: Int64(Date().timeIntervalSince1970) + 600)
@@ -363,17 +363,26 @@ final class AuthTests: XCTestCase {
             let (written, _) = try await Self.send(client, Self.path("records/modify") + signedIn, body: try Self.json(Self.create("p1", value: 1)))
             XCTAssertEqual(written, 200)
             let lookup = try Self.json(["records": [["recordName": "p1"]]])
+            // As on Apple's service, a new container's public database is readable with the API token alone.
+            let (open, openBody) = try await Self.send(client, Self.path("records/lookup") + anonymous, body: lookup)
+            XCTAssertEqual(open, 200)
+            XCTAssertEqual((openBody["records"] as? [Body])?.first?["recordName"] as? String, "p1")
+            let (zones, _) = try await Self.send(client, Self.path("zones/list") + anonymous, method: .get, body: Data())
+            XCTAssertEqual(zones, 200)
+
+            // The operator's opt-out closes it: a user is needed again, and told where to sign in.
+            let closedNow = try await ContainerStore(store: fixture.store).setAnonymousPublicReads(container: Self.container, allowed: false, logger: TestSupport.logger)
+            XCTAssertTrue(closedNow)
             let (closed, closedBody) = try await Self.send(client, Self.path("records/lookup") + anonymous, body: lookup)
             XCTAssertEqual(closed, 421)
             XCTAssertNotNil(closedBody["redirectURL"])
+            let (closedQuery, _) = try await Self.send(client, Self.path("records/query") + anonymous, body: try Self.json(["query": ["recordType": "Note"]]))
+            XCTAssertEqual(closedQuery, 421)
             let (asUser, _) = try await Self.send(client, Self.path("records/lookup") + signedIn, body: lookup)
             XCTAssertEqual(asUser, 200)
 
             let changed = try await ContainerStore(store: fixture.store).setAnonymousPublicReads(container: Self.container, allowed: true, logger: TestSupport.logger)
             XCTAssertTrue(changed)
-            let (open, openBody) = try await Self.send(client, Self.path("records/lookup") + anonymous, body: lookup)
-            XCTAssertEqual(open, 200)
-            XCTAssertEqual((openBody["records"] as? [Body])?.first?["recordName"] as? String, "p1")
             let (query, _) = try await Self.send(client, Self.path("records/query") + anonymous, body: try Self.json(["query": ["recordType": "Note"]]))
             XCTAssertNotEqual(query, 421, "queries are reads")
             // Writes and identity still need a user.

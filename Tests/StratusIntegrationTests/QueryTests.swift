@@ -151,6 +151,10 @@ final class QueryTests: XCTestCase {
                 (_, reply) = try await Self.query(client, fixture, ["recordType": "Item", "sortBy": [["fieldName": "count"]]], extra: extra)
                 seen += Self.names(reply)
                 marker = reply["continuationMarker"] as? String
+                if let marker {
+                    // Apple's markers are standard base64 of bytes; clients decode them to check.
+                    XCTAssertTrue(WireCompatibilityTests.isStandardBase64(marker), "the marker is standard padded base64: \(marker)")
+                }
                 pages += 1
                 if pages == 1 {
                     // One sorts before the position reached, one after: paging neither repeats nor skips.
