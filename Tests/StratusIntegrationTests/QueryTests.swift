@@ -17,7 +17,7 @@ final class QueryTests: XCTestCase {
 
     /// The API plus the relay and the indexer, on a topic of the test's own. Without `indexer`,
     /// only the API runs: events stay in the log until the test applies them.
-    func withStack(indexer: Bool = true, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
+    static func withStack(indexer: Bool = true, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
         let brokers = try TestSupport.kafkaBrokers()
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
@@ -68,7 +68,7 @@ final class QueryTests: XCTestCase {
     }
 
     func testEveryComparatorSortOrderAndStablePaging() async throws {
-        try await withStack { fixture, client in
+        try await Self.withStack { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Q")
             let zurich: Body = ["latitude": 47.3769, "longitude": 8.5417]
             let bern: Body = ["latitude": 46.948, "longitude": 7.4474]
@@ -172,7 +172,7 @@ final class QueryTests: XCTestCase {
     }
 
     func testZoneWideQueriesAccessControlAndBadInput() async throws {
-        try await withStack { fixture, client in
+        try await Self.withStack { fixture, client in
             for zone in ["Q", "P"] { try await RecordAPITests.createZone(client, fixture, zone) }
             _ = try await RecordAPITests.modify(client, fixture, zone: "Q", [Self.item("q1", ["n": ["value": 1]])])
             _ = try await RecordAPITests.modify(client, fixture, zone: "P", [Self.item("p1", ["n": ["value": 2]])])
@@ -255,7 +255,7 @@ final class QueryTests: XCTestCase {
     /// After a random workload, a rebuilt index generation answers a battery of queries exactly as
     /// the live one did, and so does a full replay.
     func testRebuildAnswersExactlyLikeTheLiveIndex() async throws {
-        try await withStack { fixture, client in
+        try await Self.withStack { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Q")
             var random = SplitMix64(seed: 42)
             for step in 0..<120 {
@@ -410,7 +410,7 @@ extension QueryTests {
     /// zone.deleted event, which leaves no row, counted as lag for ever).
     func testIndexBehindHeaderIsZeroOnceAppliedEvenAfterAZoneDeletion() async throws {
         XCTAssertEqual(QueryStore.indexerWorker, IndexerProjection().name, "the header reads the indexer's checkpoints")
-        try await withStack { fixture, client in
+        try await Self.withStack { fixture, client in
             for zone in ["Q", "P", "D"] { try await RecordAPITests.createZone(client, fixture, zone) }
             _ = try await RecordAPITests.modify(client, fixture, zone: "Q", [Self.item("q1", ["n": ["value": 1]])])
             _ = try await RecordAPITests.modify(client, fixture, zone: nil, [Self.item("z1", ["n": ["value": 2]])])
@@ -434,7 +434,7 @@ extension QueryTests {
     /// While the indexer is behind, the header counts the pending events of the queried zones only:
     /// not other zones', not other users'.
     func testIndexBehindHeaderCountsOnlyTheQueriedZonesPendingEvents() async throws {
-        try await withStack(indexer: false) { fixture, client in
+        try await Self.withStack(indexer: false) { fixture, client in
             for zone in ["Q", "P"] { try await RecordAPITests.createZone(client, fixture, zone) }
             try await RecordAPITests.createZone(client, fixture, "Q", user: "_bob")
             // Bob's backlog is not alice's.
