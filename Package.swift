@@ -153,7 +153,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Crypto", package: "swift-crypto"),
-            ]
+            ],
+            // The wire-compatibility fixtures, read from the source tree by CompatibilityTests.
+            exclude: ["Compatibility"]
         ),
     ],
     swiftLanguageModes: [.v6]
