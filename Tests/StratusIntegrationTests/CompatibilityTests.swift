@@ -8,7 +8,7 @@ import XCTest
 
 /// Wire compatibility with Apple's CloudKit Web Services Reference (issue #18): for every operation
 /// Stratus serves, the requests Apple documents and the shapes of the answers Apple documents, as
-/// fixtures sent to the real API over a fresh PostgreSQL database and checked key by key.
+/// fixtures sent to the real API over a fresh database and checked key by key.
 ///
 /// ## Fixtures
 /// `Compatibility/<operation with / as ->.json` (`records/modify` → `records-modify.json`), plus
