@@ -59,11 +59,17 @@ struct WireZone: Encodable {
     var zoneType: String?
 
     /// A database's default zone. It has no change history of its own (`records/changes` serves
-    /// custom zones only), so it carries no `syncToken`.
-    static func defaultZone(owner: String) -> WireZone {
-        let zoneID = ZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: owner)
-        return WireZone(zoneID: WireZoneID(zoneID), atomic: false, zoneType: zoneID.zoneType)
+    /// custom zones only), but clients expect a `syncToken` in every zone dictionary: it carries one
+    /// that names the zone, which `records/changes` answers with the alternatives to use.
+    static func defaultZone(in database: DatabaseID, key: SecretKey) -> WireZone {
+        let zoneID = ZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: database.owner)
+        let token = ZoneSyncToken.signed(
+            zoneKey: ZoneKey(database: database, zoneName: zoneID.zoneName).rawValue, incarnation: defaultZoneIncarnation, version: 0, key: key)
+        return WireZone(zoneID: WireZoneID(zoneID), atomic: false, syncToken: token, zoneType: zoneID.zoneType)
     }
+
+    /// The incarnation a default zone's token names: a default zone is never re-created.
+    static let defaultZoneIncarnation = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
     /// A live custom zone with the sync token of its current state.
     static func custom(_ zone: Zone, key: SecretKey) -> WireZone {

@@ -122,7 +122,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         var results: [ZoneResult] = []
         for wire in body.zones {
             if wire.zoneName == ZoneID.defaultZoneName, database.scope != .shared {
-                results.append(.zone(.defaultZone(owner: database.owner)))
+                results.append(.zone(.defaultZone(in: database, key: secretKey)))
             } else if database.scope == .private, let zone = try await zones.lookup(wire.zoneName, in: database, logger: context.logger) {
                 results.append(.zone(.custom(zone, key: secretKey)))
             } else {
@@ -137,10 +137,10 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     private func allZones(in database: DatabaseID, logger: Logger) async throws -> [WireZone] {
         switch database.scope {
         case .public:
-            return [.defaultZone(owner: database.owner)]
+            return [.defaultZone(in: database, key: secretKey)]
         case .private:
             let custom = try await zones.list(in: database, logger: logger)
-            return [.defaultZone(owner: database.owner)] + custom.map { .custom($0, key: secretKey) }
+            return [.defaultZone(in: database, key: secretKey)] + custom.map { .custom($0, key: secretKey) }
         case .shared:
             // Zones shared with the caller arrive with sharing.
             return []

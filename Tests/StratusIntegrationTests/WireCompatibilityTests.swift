@@ -178,11 +178,16 @@ final class WireCompatibilityTests: XCTestCase {
             XCTAssertEqual((fromNow["records"] as? [Body])?.count, 0)
             XCTAssertEqual(fromNow["moreComing"] as? Bool, false)
 
-            // The default zone has no change history; the refusal names what to use instead.
-            let (status, refused) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "_defaultZone"]])
-            XCTAssertEqual(status, 400)
-            XCTAssertEqual(refused["serverErrorCode"] as? String, "BAD_REQUEST")
-            XCTAssertTrue((refused["reason"] as? String ?? "").contains("records/query"), "\(refused)")
+            // The default zone has no change history; with or without its token, the refusal names
+            // what to use instead.
+            let defaultToken = try XCTUnwrap(defaultZone["syncToken"] as? String)
+            XCTAssertTrue(Self.isStandardBase64(defaultToken))
+            for body: Body in [["zoneID": ["zoneName": "_defaultZone"]], ["zoneID": ["zoneName": "_defaultZone"], "syncToken": defaultToken]] {
+                let (status, refused) = try await RecordAPITests.post(client, fixture.path("records/changes"), body)
+                XCTAssertEqual(status, 400)
+                XCTAssertEqual(refused["serverErrorCode"] as? String, "BAD_REQUEST")
+                XCTAssertTrue((refused["reason"] as? String ?? "").contains("records/query"), "\(refused)")
+            }
         }
     }
 
