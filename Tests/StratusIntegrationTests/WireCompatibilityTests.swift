@@ -200,26 +200,33 @@ final class WireCompatibilityTests: XCTestCase {
         for code in [ServerErrorCode.badRequest, .conflict, .internalError, .notFound] {
             XCTAssertNil(StratusError(code, "no").retryAfter, code.rawValue)
         }
-        // A connection the database ends (a restart, a failover) is a passing condition:
-        // TRY_AGAIN_LATER with retryAfter, not an internal error.
+        // A database going away (shutting down, restarting, out of connections, a connection
+        // failure) is a passing condition: TRY_AGAIN_LATER with retryAfter, not an internal error.
+        // PostgreSQL raises each of these SQLSTATEs here, on a connection that stays usable.
         try await TestSupport.withStore(url: try TestSupport.adminDatabaseURL()) { store in
-            do {
-                try await store.withConnection { connection in
-                    var backend: Int32 = 0
-                    for try await value in try await connection.query("SELECT pg_backend_pid()", logger: TestSupport.logger).decode(Int32.self) { backend = value }
-                    let pid = backend
-                    try await store.withConnection { killer in
-                        try await killer.query("SELECT pg_terminate_backend(\(pid))", logger: TestSupport.logger)
+            for state in ["57P01", "57P02", "57P03", "53300", "08006"] {
+                do {
+                    try await store.withConnection { connection in
+                        try await connection.query(
+                            PostgresQuery(unsafeSQL: "DO $$ BEGIN RAISE EXCEPTION 'gone' USING ERRCODE = '\(state)'; END $$"), logger: TestSupport.logger)
                     }
-                    try await connection.query("SELECT 1", logger: TestSupport.logger)
+                    XCTFail("\(state) was not raised")
+                } catch let error as StratusError {
+                    XCTAssertEqual(error.code, .tryAgainLater, "\(state): \(error)")
+                    XCTAssertNotNil(error.retryAfter, state)
+                    XCTAssertFalse(error.reason.contains("gone"), "the reason is the server's own words, not the database's: \(error.reason)")
+                } catch {
+                    XCTFail("\(state) is no retryable error: \(String(reflecting: error))")
                 }
-                XCTFail("a statement on a terminated connection succeeded")
-            } catch let error as StratusError {
-                XCTAssertEqual(error.code, .tryAgainLater, "\(error)")
-                XCTAssertNotNil(error.retryAfter)
-            } catch {
-                XCTFail("a terminated connection is no retryable error: \(String(reflecting: error))")
             }
+            // Other errors stay what they are.
+            do {
+                _ = try await store.withConnection { connection in
+                    try await connection.query("DO $$ BEGIN RAISE EXCEPTION 'bad' USING ERRCODE = '22023'; END $$", logger: TestSupport.logger)
+                }
+            } catch let error as StratusError {
+                XCTFail("22023 became \(error)")
+            } catch {}
         }
     }
 
