@@ -66,7 +66,11 @@ public final class KafkaConsumer: Sendable {
         self.logger = logger
     }
 
-    deinit { close() }
+    /// A released consumer leaves its group on its own queue; nothing here waits.
+    deinit {
+        let handle = handle
+        queue.queue.async { Self.tearDown(handle) }
+    }
 
     /// Up to `maxMessages` messages, waiting at most `timeout` for the first; empty on timeout.
     public func poll(maxMessages: Int, timeout: Duration) async throws -> [KafkaMessage] {
@@ -168,8 +172,15 @@ public final class KafkaConsumer: Sendable {
         return lag
     }
 
-    /// Leaves the group and destroys the consumer. Safe to call twice.
-    public func close() {
+    /// Leaves the group and destroys the consumer, on the consumer's own queue (leaving can take a
+    /// while: librdkafka commits and waits for the group), so no cooperative thread is held. Safe to
+    /// call more than once.
+    public func close() async {
+        let handle = handle
+        _ = try? await Blocking.run(on: queue) { Self.tearDown(handle) }
+    }
+
+    private static func tearDown(_ handle: ClientHandle) {
         guard let pointer = handle.take() else { return }
         rd_kafka_consumer_close(pointer)
         rd_kafka_destroy(pointer)

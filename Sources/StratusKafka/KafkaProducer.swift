@@ -22,11 +22,16 @@ public struct KafkaOutgoingMessage: Sendable {
 
 /// An idempotent producer (`enable.idempotence`, `acks=all`): per partition, messages are written
 /// once and in order, even across internal retries.
+///
+/// librdkafka's blocking calls never run on Swift's cooperative threads: delivery reports are
+/// served by the producer's own poll thread, and that thread also tears the producer down (a
+/// bounded flush, then destroy) once `close()` is called or the producer is released; `close()`
+/// only waits for it without holding a thread.
 public final class KafkaProducer: Sendable {
     private let handle: ClientHandle
-    private let topics = Mutex<[String: TopicRef]>([:])
+    private let topics = TopicCache()
     private let closed = Flag()
-    private let pollerDone = DispatchSemaphore(value: 0)
+    private let finished = Completion()
     private let logger: Logger
 
     /// Creates the producer and its delivery-report thread.
@@ -43,18 +48,21 @@ public final class KafkaProducer: Sendable {
         self.logger = logger
         let handle = self.handle
         let closed = self.closed
-        let done = self.pollerDone
+        let topics = self.topics
+        let finished = self.finished
         let thread = Thread {
             while !closed.isSet, let pointer = handle.pointer {
                 rd_kafka_poll(pointer, 100)
             }
-            done.signal()
+            Self.tearDown(handle, topics: topics)
+            finished.complete()
         }
         thread.name = "stratus-kafka-producer"
         thread.start()
     }
 
-    deinit { close() }
+    /// A released producer is torn down by its poll thread; nothing here waits.
+    deinit { _ = closed.set() }
 
     /// The fatal error the producer is in, if any: then it must be closed and recreated.
     public var fatalError: KafkaError? {
@@ -73,23 +81,21 @@ public final class KafkaProducer: Sendable {
         if let fatalError { throw fatalError }
         guard !messages.isEmpty else { return [] }
         let batch = DeliveryBatch(count: messages.count)
-        let results: [Result<Void, KafkaError>] = await withCheckedContinuation { continuation in
-            batch.start(continuation)
-            for (index, message) in messages.enumerated() {
-                produce(message, index: index, batch: batch)
-            }
-            // A report always comes within message.timeout.ms; this is only a backstop.
-            let backstop = Task {
-                try? await Task.sleep(for: timeout + .seconds(5))
-                batch.expire()
-            }
-            batch.onFinish { backstop.cancel() }
+        for (index, message) in messages.enumerated() {
+            await produce(message, index: index, batch: batch)
         }
+        // A report always comes within message.timeout.ms; this is only a backstop.
+        let backstop = Task {
+            try? await Task.sleep(for: timeout + .seconds(5))
+            batch.expire()
+        }
+        let results = await withCheckedContinuation { batch.start($0) }
+        backstop.cancel()
         if results.contains(where: { if case .failure = $0 { true } else { false } }), let fatalError { throw fatalError }
         return results
     }
 
-    private func produce(_ message: KafkaOutgoingMessage, index: Int, batch: DeliveryBatch) {
+    private func produce(_ message: KafkaOutgoingMessage, index: Int, batch: DeliveryBatch) async {
         guard let pointer = handle.pointer, let topic = topicHandle(message.topic, pointer) else {
             batch.complete(index, .failure(KafkaError(code: -1, message: "the producer is closed", isFatal: true, isRetriable: false)))
             return
@@ -106,9 +112,10 @@ public final class KafkaProducer: Sendable {
             }
             if status == 0 { return }
             let error = rd_kafka_last_error()
-            if error == RD_KAFKA_RESP_ERR__QUEUE_FULL {
-                // The local queue drains as the poll thread serves delivery reports.
-                Thread.sleep(forTimeInterval: 0.005)
+            if error == RD_KAFKA_RESP_ERR__QUEUE_FULL, !closed.isSet {
+                // The local queue drains as the poll thread serves delivery reports; wait without
+                // holding a thread.
+                try? await Task.sleep(for: .milliseconds(5))
                 continue
             }
             Unmanaged<DeliveryToken>.fromOpaque(token).release()
@@ -119,7 +126,7 @@ public final class KafkaProducer: Sendable {
 
     private func topicHandle(_ name: String, _ pointer: OpaquePointer) -> OpaquePointer? {
         let reference = TopicRef(pointer: pointer)
-        return topics.withLock { topics -> TopicRef? in
+        return topics.map.withLock { topics -> TopicRef? in
             if let existing = topics[name] { return existing }
             guard let created = rd_kafka_topic_new(reference.pointer, name, nil) else { return nil }
             topics[name] = TopicRef(pointer: created)
@@ -127,20 +134,57 @@ public final class KafkaProducer: Sendable {
         }?.pointer
     }
 
-    /// Flushes briefly, fails what is still queued, and destroys the producer. Safe to call twice.
-    public func close() {
-        guard !closed.set() else { return }
-        pollerDone.wait()
+    /// Stops the producer: its poll thread flushes briefly (2 s at most), fails what is still
+    /// queued and destroys it. Returns once that is done, without blocking a thread meanwhile.
+    /// Safe to call more than once.
+    public func close() async {
+        _ = closed.set()
+        await finished.wait()
+    }
+
+    /// The blocking part of closing, on the poll thread.
+    private static func tearDown(_ handle: ClientHandle, topics: TopicCache) {
         guard let pointer = handle.pointer else { return }
         rd_kafka_flush(pointer, 2000)
         rd_kafka_purge(pointer, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
         rd_kafka_poll(pointer, 0)
-        let topicHandles = topics.withLock { topics in
+        let topicHandles = topics.map.withLock { topics in
             defer { topics.removeAll() }
             return Array(topics.values)
         }
         for topic in topicHandles { rd_kafka_topic_destroy(topic.pointer) }
         if let pointer = handle.take() { rd_kafka_destroy(pointer) }
+    }
+}
+
+/// A producer's topic handles by name.
+final class TopicCache: Sendable {
+    let map = Mutex<[String: TopicRef]>([:])
+}
+
+/// Something that happens once; any number of tasks wait for it without holding a thread.
+final class Completion: Sendable {
+    private let state = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    /// Marks it done and resumes every waiter.
+    func complete() {
+        let waiters = state.withLock { state in
+            state.done = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once `complete()` was called.
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state in
+                if !state.done { state.waiters.append(continuation) }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
     }
 }
 
@@ -151,24 +195,18 @@ final class DeliveryBatch: Sendable {
         var remaining: Int
         var continuation: CheckedContinuation<[Result<Void, KafkaError>], Never>?
         var finished = false
-        var onFinish: (@Sendable () -> Void)?
     }
 
     private let state: Mutex<State>
 
     init(count: Int) { state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count)) }
 
+    /// Waits with `continuation` for the reports, resuming it at once when they are all in.
     func start(_ continuation: CheckedContinuation<[Result<Void, KafkaError>], Never>) {
-        state.withLock { $0.continuation = continuation }
-    }
-
-    func onFinish(_ action: @escaping @Sendable () -> Void) {
-        let runNow = state.withLock { state -> Bool in
-            if state.finished { return true }
-            state.onFinish = action
-            return false
+        finish { state in
+            state.continuation = continuation
+            return state.remaining == 0
         }
-        if runNow { action() }
     }
 
     func complete(_ index: Int, _ result: Result<Void, KafkaError>) {
@@ -192,15 +230,14 @@ final class DeliveryBatch: Sendable {
     }
 
     private func finish(_ update: (inout State) -> Bool) {
-        let done = state.withLock { state -> (CheckedContinuation<[Result<Void, KafkaError>], Never>, [Result<Void, KafkaError>], (@Sendable () -> Void)?)? in
+        let done = state.withLock { state -> (CheckedContinuation<[Result<Void, KafkaError>], Never>, [Result<Void, KafkaError>])? in
             guard !state.finished, update(&state), let continuation = state.continuation else { return nil }
             state.finished = true
             state.continuation = nil
-            return (continuation, state.results.map { $0! }, state.onFinish)
+            return (continuation, state.results.map { $0! })
         }
-        if let (continuation, results, onFinish) = done {
+        if let (continuation, results) = done {
             continuation.resume(returning: results)
-            onFinish?()
         }
     }
 }

@@ -27,7 +27,8 @@ public struct UserStore: Sendable {
     /// Adds a user; returns the new user record name. EXISTS when the login is taken.
     public func create(container: String, login: String, password: String, logger: Logger) async throws -> String {
         let login = try Self.validate(login: login)
-        let hash = try PasswordHash.make(password, rounds: rounds)
+        let rounds = rounds
+        let hash = try await PasswordHashing.run { try PasswordHash.make(password, rounds: rounds) }
         let userRecordName = UserRecordName.generate()
         return try await store.withConnection { connection in
             let known = try await connection.query("SELECT 1 FROM containers WHERE container = \(container)", logger: logger)
@@ -49,7 +50,8 @@ public struct UserStore: Sendable {
     /// before is refused from now on; NOT_FOUND for an unknown login.
     public func setPassword(container: String, login: String, password: String, logger: Logger) async throws {
         let login = try Self.validate(login: login)
-        let hash = try PasswordHash.make(password, rounds: rounds)
+        let rounds = rounds
+        let hash = try await PasswordHashing.run { try PasswordHash.make(password, rounds: rounds) }
         try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
@@ -80,7 +82,8 @@ public struct UserStore: Sendable {
             for try await row in rows.decode((String, String, Int64).self) { return row }
             return nil
         }
-        let matches = PasswordHash.verify(password, against: found?.1 ?? PasswordHash.decoy)
+        let stored = found?.1 ?? PasswordHash.decoy
+        let matches = try await PasswordHashing.run { PasswordHash.verify(password, against: stored) }
         guard let found, matches else { return nil }
         return SignedInUser(userRecordName: found.0, credentialEpoch: found.2)
     }

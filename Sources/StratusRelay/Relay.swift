@@ -92,8 +92,8 @@ public final class Relay: Service, Sendable {
     /// Publishes until cancelled; recreates the producer after fatal errors.
     func publishLoop() async throws {
         Relay.standby.record(0)
+        // Released on the way out, the producer is torn down by its own poll thread.
         var producer: KafkaProducer?
-        defer { producer?.close() }
         var needsVerify = true
         var lastVerify = ContinuousClock.now
         var lastBacklog = ContinuousClock.now
@@ -124,7 +124,7 @@ public final class Relay: Service, Sendable {
                 if failures > 0 {
                     // A producer whose messages fail may be wedged on a broker that lost its state
                     // (producer ids, sequence numbers): a new one starts clean; its queue is purged.
-                    producer?.close()
+                    await producer?.close()
                     producer = nil
                     needsVerify = true
                     try await Task.sleep(for: backoff)
@@ -135,7 +135,7 @@ public final class Relay: Service, Sendable {
             } catch let error as KafkaError {
                 logger.warning("relay cannot reach the broker; retrying", metadata: ["error": "\(error)", "fatal": "\(error.isFatal)"])
                 if error.isFatal || producer?.fatalError != nil {
-                    producer?.close()
+                    await producer?.close()
                     producer = nil
                 }
                 needsVerify = true

@@ -103,7 +103,9 @@ public final class Worker: Service, Sendable {
         var kafka = kafka
         if let fetchWait = configuration.fetchWait { kafka.fetchWaitMilliseconds = Int(fetchWait / .milliseconds(1)) }
         let consumer = try KafkaConsumer(configuration: kafka, groupID: groupID, topics: [configuration.topic], logger: logger)
-        defer { consumer.close() }
+        // Leaving the group waits on librdkafka: on the consumer's own queue, not here. (A thrown
+        // error or a cancellation releases the consumer, which leaves the same way.)
+        defer { Task { await consumer.close() } }
         logger.info("worker consuming", metadata: [
             "topic": "\(configuration.topic)", "group": "\(groupID)", "fetchWaitMs": "\(kafka.fetchWaitMilliseconds)",
         ])

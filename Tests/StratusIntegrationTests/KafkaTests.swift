@@ -20,7 +20,7 @@ final class KafkaTests: XCTestCase {
         XCTAssertEqual(partitions, 3)
 
         let producer = try KafkaProducer(configuration: configuration, logger: TestSupport.logger)
-        defer { producer.close() }
+        // Released at the end, the producer tears itself down on its own thread.
         let messages = (0..<100).map { index in
             KafkaOutgoingMessage(topic: topic, key: Array("key-\(index % 7)".utf8), value: Array("\(index)".utf8))
         }
@@ -53,7 +53,7 @@ final class KafkaTests: XCTestCase {
         _ configuration: KafkaClientConfiguration, group: String, topic: String, expecting count: Int, commit: Bool, wait: Duration = .seconds(40)
     ) async throws -> [(key: String, value: Int)] {
         let consumer = try KafkaConsumer(configuration: configuration, groupID: group, topics: [topic], logger: TestSupport.logger)
-        defer { consumer.close() }
+        // Released at the end, the consumer leaves its group on its own queue.
         var received: [(key: String, value: Int)] = []
         let deadline = ContinuousClock.now + wait
         while ContinuousClock.now < deadline, count == 0 || received.count < count {

@@ -174,7 +174,7 @@ final class PipelineGapTests: XCTestCase {
             configuration.reconcileInterval = .seconds(3600)
             let worker = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: configuration, logger: logger)
             let producer = try KafkaProducer(configuration: kafka, logger: logger)
-            defer { producer.close() }
+            // Released at the end, the producer tears itself down on its own thread.
             func send(_ values: [(key: String, value: [UInt8])]) async throws {
                 let results = try await producer.send(
                     values.map { KafkaOutgoingMessage(topic: topic, key: Array($0.key.utf8), value: $0.value) }, timeout: .seconds(20))

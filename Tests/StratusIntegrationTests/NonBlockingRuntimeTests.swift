@@ -1,0 +1,115 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StratusAPI
+import StratusCore
+import StratusKafka
+import StratusPostgres
+import XCTest
+
+/// Work that takes long — hashing passwords, closing a Kafka producer that still holds messages —
+/// never holds Swift's cooperative threads, so other requests go on meanwhile. On a two-core
+/// machine there are two such threads: two sign-ins or two producer shutdowns done inline would
+/// stall every request until they finish.
+final class NonBlockingRuntimeTests: XCTestCase {
+    static let container = "iCloud.com.example.notes"
+
+    /// Runs `load` while sending cheap requests one after another until it finishes; returns the
+    /// requests' latencies and how long the load took.
+    static func latencies(
+        _ client: any TestClientProtocol, ping: String, during load: @escaping @Sendable () async throws -> Void
+    ) async throws -> (pings: [Duration], load: Duration) {
+        let clock = ContinuousClock()
+        let loadStart = clock.now
+        let loadTask = Task { try await load(); return clock.now - loadStart }
+        var pings: [Duration] = []
+        // Stop pinging once the load is done (a bounded number of pings in any case).
+        let done = Flag()
+        Task {
+            _ = try? await loadTask.value
+            done.set()
+        }
+        while !done.isSet, pings.count < 2_000 {
+            let start = clock.now
+            let status = try await client.execute(uri: ping, method: .get) { Int($0.status.code) }
+            XCTAssertEqual(status, 200)
+            pings.append(clock.now - start)
+        }
+        return (pings, try await loadTask.value)
+    }
+
+    func testRequestsGoOnWhileSignInsHashPasswords() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let token = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
+            let users = UserStore(store: store)
+            let clock = ContinuousClock()
+            let before = clock.now
+            _ = try await users.create(container: Self.container, login: "alice@example.com", password: "correct horse", logger: TestSupport.logger)
+            let oneHash = clock.now - before
+            let configuration = APIConfiguration(secretKey: SecretKey.generate())
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
+            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
+                let signIn = "/auth/1/\(Self.container)/signin?ckAPIToken=\(token)"
+                let body = try JSONSerialization.data(withJSONObject: ["login": "alice@example.com", "password": "correct horse"])
+                let (pings, load) = try await Self.latencies(client, ping: "/database/1/\(Self.container)/development/public/zones/list?ckAPIToken=\(token)") {
+                    try await withThrowingTaskGroup(of: Int.self) { group in
+                        for _ in 0..<8 {
+                            group.addTask {
+                                try await client.execute(uri: signIn, method: .post, body: ByteBuffer(data: body)) { Int($0.status.code) }
+                            }
+                        }
+                        for try await status in group { XCTAssertEqual(status, 200, "every sign-in succeeds") }
+                    }
+                }
+                // Eight hashes, one after another on their own queue: the burst lasts about eight
+                // hashes, and meanwhile requests are answered in a small part of one hash's time.
+                XCTAssertGreaterThanOrEqual(load, oneHash * 4, "the sign-ins hashed (one hash: \(oneHash))")
+                XCTAssertGreaterThanOrEqual(pings.count, 10, "requests were answered during the sign-ins (\(pings.count) in \(load))")
+                // (Hashed inline, on the cooperative threads, the slowest request here waited several
+                // hashes' time — about seven.)
+                XCTAssertLessThan(pings.max()!, oneHash * 2, "no request waits for the hashes (one hash: \(oneHash), slowest request \(pings.max()!))")
+            }
+        }
+    }
+
+    func testRequestsGoOnWhileProducersHoldingMessagesClose() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let token = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
+            let configuration = APIConfiguration(secretKey: SecretKey.generate())
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
+            // No broker listens here: each producer keeps its message queued, so closing flushes
+            // for its full budget (2 s), as a relay's producer does when it restarts after the
+            // broker went away.
+            let kafka = KafkaClientConfiguration(brokers: "127.0.0.1:9")
+            let producers = try (0..<4).map { _ in try KafkaProducer(configuration: kafka, logger: TestSupport.logger) }
+            let sends = producers.map { producer in
+                Task { try await producer.send([KafkaOutgoingMessage(topic: "t", key: [1], value: [2])], timeout: .seconds(60)) }
+            }
+            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
+                let (pings, load) = try await Self.latencies(client, ping: "/database/1/\(Self.container)/development/public/zones/list?ckAPIToken=\(token)") {
+                    await withTaskGroup(of: Void.self) { group in
+                        for producer in producers { group.addTask { await producer.close() } }
+                    }
+                }
+                XCTAssertGreaterThanOrEqual(load, .seconds(1), "the producers flushed before closing")
+                XCTAssertGreaterThanOrEqual(pings.count, 10, "requests were answered while the producers closed (\(pings.count) in \(load))")
+                XCTAssertLessThan(pings.max()!, .milliseconds(500), "no request waits for the producers (slowest request \(pings.max()!))")
+            }
+            // Closing failed what was still queued: every send returns (or throws, if it began after
+            // its producer was gone).
+            for send in sends {
+                guard let results = try? await send.value else { continue }
+                XCTAssertEqual(results.count, 1)
+                if case .success = results[0] { XCTFail("a message reached a broker that does not exist") }
+            }
+        }
+    }
+}
+
+/// A flag set once, read from any task.
+private final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
+}
