@@ -18,10 +18,16 @@ public struct APIRequestContext: StratusRequestContext {
     public var requestID: String { id }
 }
 
-/// Echoes the request id in a response header so clients can quote it.
+/// Echoes the request id in a response header so clients can quote it — on errors too, which the
+/// server would otherwise render after the middleware chain, without the header.
 struct RequestIDMiddleware<Context: StratusRequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        var response = try await next(request, context)
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        }
         response.headers[.init("X-Request-ID")!] = context.requestID
         return response
     }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Hummingbird
 import HummingbirdTesting
 import PostgresNIO
 import StratusCore
@@ -187,6 +188,29 @@ final class WireCompatibilityTests: XCTestCase {
                 XCTAssertEqual(status, 400)
                 XCTAssertEqual(refused["serverErrorCode"] as? String, "BAD_REQUEST")
                 XCTAssertTrue((refused["reason"] as? String ?? "").contains("records/query"), "\(refused)")
+            }
+        }
+    }
+
+    func testEveryAnswerCarriesItsRequestIDErrorsToo() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            let cases: [(String, HTTPRequest.Method, String, Int)] = [
+                ("success", .get, fixture.path("zones/list"), 200),
+                ("BAD_REQUEST", .post, fixture.path("records/modify"), 400),
+                ("AUTHENTICATION_REQUIRED", .post, fixture.path("zones/list", user: nil), 421),
+                ("AUTHENTICATION_FAILED", .get, "/database/1/\(fixture.container)/development/private/zones/list?ckAPIToken=wrong", 401),
+                ("an unknown operation", .post, fixture.path("records/explode"), 404),
+                ("an unknown path", .get, "/nothing/here", 404),
+            ]
+            for (label, method, uri, expected) in cases {
+                try await client.execute(uri: uri, method: method, body: ByteBuffer(string: "{")) { response in
+                    XCTAssertEqual(Int(response.status.code), expected, label)
+                    let id = try XCTUnwrap(response.headers[.init("X-Request-ID")!], "\(label) answers with X-Request-ID")
+                    if expected != 200, let body = try? JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? Body,
+                       let uuid = body["uuid"] as? String {
+                        XCTAssertEqual(uuid, id, "\(label): the error's uuid is the request id")
+                    }
+                }
             }
         }
     }
