@@ -159,7 +159,10 @@ final class PipelineTests: XCTestCase {
             workerConfiguration.topic = topic
             let kafka = fixture.kafka(brokers)
             let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
-            let worker = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            try await store.withConnection { connection in
+                try await connection.query("CREATE TABLE test_applications (event_id bigint NOT NULL)", logger: TestSupport.logger)
+            }
+            let worker = Worker(projection: CountingIndexer(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
             try await fixture.runServices([relay, worker]) {
                 try await fixture.workload(store, zoneCount: 8, rounds: 6)
                 let expected = try await fixture.expectedDirectory(store)
@@ -171,9 +174,27 @@ final class PipelineTests: XCTestCase {
                 try await TestSupport.eventually("the relay to re-send") {
                     try await EventLog(store: store).backlog(logger: TestSupport.logger).count == 0
                 }
-                try await Task.sleep(for: .seconds(2))
+                // The worker has read every message, the second copies included, once its group's
+                // committed offsets reach the topic's end.
+                let admin = KafkaAdmin(configuration: kafka, logger: TestSupport.logger)
+                try await TestSupport.eventually("the worker to consume the redelivered events") {
+                    let ends = try await admin.watermarks(topic: topic, timeout: .seconds(5))
+                    let committed = try await admin.committedOffsets(groupID: worker.groupID, topic: topic, timeout: .seconds(5))
+                    return !ends.isEmpty && ends.allSatisfy { partition, marks in committed[partition] ?? 0 >= marks.high }
+                }
                 let after = try await fixture.directory(store)
                 XCTAssertEqual(after, expected)
+                // Each event's effects were applied exactly once: the table has no unique key, so a
+                // second application would have left a second row.
+                let counts = try await store.withConnection { connection in
+                    var counts: [Int64: Int] = [:]
+                    let rows = try await connection.query("SELECT event_id, count(*)::int8 FROM test_applications GROUP BY event_id", logger: TestSupport.logger)
+                    for try await (id, count) in rows.decode((Int64, Int64).self) { counts[id] = Int(count) }
+                    return counts
+                }
+                let lastID = try await EventLog(store: store).lastID(logger: TestSupport.logger)
+                XCTAssertEqual(counts.count, Int(lastID), "every event was applied")
+                XCTAssertEqual(counts.filter { $0.value != 1 }, [:], "no event was applied twice")
             }
             let live = try await IndexZoneStore.all(store: store, logger: TestSupport.logger)
             let count = try await Rebuild(projection: IndexerProjection(), store: store, kafka: kafka, topic: topic).run(logger: TestSupport.logger)
@@ -228,6 +249,22 @@ final class PipelineTests: XCTestCase {
             let rebuilt = try await IndexZoneStore.all(store: store, logger: TestSupport.logger)
             XCTAssertEqual(rebuilt, live)
         }
+    }
+}
+
+/// The indexer, recording each application of an event in a table without a unique key, in the
+/// transaction that applies it: an event applied twice leaves two rows.
+struct CountingIndexer: Projection {
+    let indexer = IndexerProjection()
+    var name: String { indexer.name }
+
+    func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
+        try await indexer.apply(event, in: transaction, logger: logger)
+        try await transaction.connection.query("INSERT INTO test_applications (event_id) VALUES (\(event.id))", logger: logger)
+    }
+
+    func reset(in transaction: Transaction, logger: Logger) async throws {
+        try await indexer.reset(in: transaction, logger: logger)
     }
 }
 

@@ -84,9 +84,9 @@ final class WorkerIdleTests: XCTestCase {
                 try await TestSupport.eventually(timeout: .seconds(30), "the worker to pause for want of events") {
                     worker.idlePauses.load(ordering: .relaxed) > 0
                 }
-                try await Task.sleep(for: .seconds(1))
                 let pausesBefore = worker.idlePauses.load(ordering: .relaxed)
                 for round in 0..<3 {
+                    let pausesNow = worker.idlePauses.load(ordering: .relaxed)
                     try await fixture.workload(store, zoneCount: 2, rounds: 1, prefix: "Late\(round)")
                     expected = try await fixture.expectedDirectory(store)
                     let clock = ContinuousClock()
@@ -95,8 +95,10 @@ final class WorkerIdleTests: XCTestCase {
                         try await fixture.directory(store) == expected
                     }
                     XCTAssertLessThan(clock.now - committed, .seconds(10), "a commit wakes the paused worker")
-                    // Let it fall idle again.
-                    try await Task.sleep(for: .seconds(1))
+                    // It falls idle again before the next round.
+                    try await TestSupport.eventually(timeout: .seconds(30), "the worker to pause again after round \(round)") {
+                        worker.idlePauses.load(ordering: .relaxed) > pausesNow
+                    }
                 }
                 XCTAssertGreaterThan(worker.idlePauses.load(ordering: .relaxed), pausesBefore, "it paused again between the rounds")
             }
