@@ -95,8 +95,9 @@ struct PostgresLimit: Sendable {
     /// The limit of scenario 1: single-record creates.
     func create(concurrency: Int, duration: Duration) async -> ScenarioResult {
         let load = await closedLoop(concurrency: concurrency, duration: duration, state: { $0 }) { client, iteration in
+            let name = "limit-c\(concurrency)-\(client)-\(iteration)"
             try await store.withConnection { connection in
-                try await write(["limit-c\(concurrency)-\(client)-\(iteration)"], on: connection)
+                try await write([name], on: connection)
             }
             return .done()
         }

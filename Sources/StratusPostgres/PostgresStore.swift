@@ -4,6 +4,7 @@ import Metrics
 import PostgresNIO
 import ServiceLifecycle
 import StratusCore
+import Synchronization
 
 /// The one connection pool of a process, and the serializable transaction helper every write goes through.
 ///
@@ -17,6 +18,8 @@ public final class PostgresStore: Service, Sendable {
     public let retryAfterSeconds: Int
     /// This process's queue per lock key: writers of one zone wait here, not on a pooled connection.
     let locks = KeyedLock()
+    /// How long a request waits for a pooled connection.
+    let leaseTimeout: Duration
 
     /// Server-side limits every connection of the pool runs under, so no statement, lock wait or
     /// forgotten transaction holds a connection (and what it locked) for ever.
@@ -27,6 +30,9 @@ public final class PostgresStore: Service, Sendable {
         public var lock: Duration = .seconds(10)
         /// `idle_in_transaction_session_timeout`: the longest a transaction may sit idle.
         public var idleInTransaction: Duration = .seconds(60)
+        /// The longest a request waits for a pooled connection (every one busy, or the database
+        /// unreachable) before it is answered `TRY_AGAIN_LATER`: a full pool never makes a request hang.
+        public var lease: Duration = .seconds(10)
 
         /// The defaults.
         public init() {}
@@ -52,6 +58,7 @@ public final class PostgresStore: Service, Sendable {
         self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.maxAttempts = max(1, maxAttempts)
         self.retryAfterSeconds = retryAfterSeconds
+        self.leaseTimeout = timeouts.lease
     }
 
     /// Runs the pool until the service group shuts down.
@@ -60,12 +67,48 @@ public final class PostgresStore: Service, Sendable {
     }
 
     /// Runs `body` on one connection outside of any explicit transaction.
-    public func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    public func withConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         do {
-            return try await client.withConnection(body)
+            return try await leased(body)
         } catch {
             throw PostgresErrors.limit(error, retryAfter: retryAfterSeconds) ?? error
         }
+    }
+
+    /// Runs `body` on a pooled connection, waiting at most `leaseTimeout` for one; then
+    /// `TRY_AGAIN_LATER`. Once `body` has its connection it runs to its end, however long.
+    func leased<T: Sendable>(_ work: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let lease = LeaseState()
+        let client = client
+        let timeout = leaseTimeout
+        // The work runs in a child task of the group below, which ends before this returns.
+        return try await withoutActuallyEscaping(work) { body in try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await client.withConnection { connection in
+                    // The timer may have given up just now: then the work is not started.
+                    guard lease.begin() else { throw CancellationError() }
+                    return try await body(connection)
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            while let outcome = try await group.next() {
+                if let value = outcome {
+                    group.cancelAll()
+                    return value
+                }
+                // The timer: give up only if no connection was leased in time.
+                if lease.giveUp() {
+                    group.cancelAll()
+                    StoreMetrics.leaseTimeouts.increment()
+                    throw StratusError(.tryAgainLater, "The server is busy: no database connection came free in time; retry the request", retryAfter: retryAfterSeconds)
+                }
+            }
+            // Both children ended without a value: only a cancelled lease does that.
+            throw CancellationError()
+        } }
     }
 
     /// Runs `body` in `BEGIN ISOLATION LEVEL SERIALIZABLE` … `COMMIT`, retrying the whole closure when
@@ -126,7 +169,7 @@ public final class PostgresStore: Service, Sendable {
                 // Queue in this process first, holding nothing; then take a connection and the
                 // advisory locks that order writers across processes.
                 return try await self.locks.withLocks(locks) {
-                    try await client.withConnection { connection in
+                    try await leased { connection in
                         try await Self.locked(locks, on: connection, logger: logger) {
                             try await Self.inTransaction(connection, isolation: isolation, logger: logger, body)
                         }
@@ -236,6 +279,31 @@ enum PostgresErrors {
 
 enum StoreMetrics {
     static let serializationRetries = Counter(label: "stratus_serialization_retries_total")
+    static let leaseTimeouts = Counter(label: "stratus_database_lease_timeouts_total")
+}
+
+/// Whether a lease began in time or the wait for it was given up: exactly one of the two wins.
+final class LeaseState: Sendable {
+    private enum Phase { case waiting, leased, gaveUp }
+    private let phase = Mutex(Phase.waiting)
+
+    /// The connection arrived: true when the wait was not given up first.
+    func begin() -> Bool {
+        phase.withLock { phase in
+            guard phase == .waiting else { return false }
+            phase = .leased
+            return true
+        }
+    }
+
+    /// The wait ran out: true when no connection arrived first.
+    func giveUp() -> Bool {
+        phase.withLock { phase in
+            guard phase == .waiting else { return false }
+            phase = .gaveUp
+            return true
+        }
+    }
 }
 
 /// An open serializable transaction. Layers above the adapter hand it back to adapter functions;

@@ -39,7 +39,8 @@ public struct StratusConfiguration: Sendable {
     public var tombstoneRetention: Duration
     /// `STRATUS_DATA_DIR`: where locally generated development secrets live.
     public var dataDirectory: String
-    /// `STRATUS_STATEMENT_TIMEOUT_MS`, `STRATUS_LOCK_TIMEOUT_MS`, `STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS`:
+    /// `STRATUS_STATEMENT_TIMEOUT_MS`, `STRATUS_LOCK_TIMEOUT_MS`, `STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS`,
+    /// `STRATUS_DATABASE_LEASE_TIMEOUT_MS`:
     /// the limits every database connection runs under.
     public var databaseTimeouts = PostgresStore.Timeouts()
     /// `STRATUS_DEPLOYMENT`: `development` (one machine) or `production`.
@@ -134,6 +135,7 @@ public struct StratusConfiguration: Sendable {
         configuration.databaseTimeouts.lock = try milliseconds("STRATUS_LOCK_TIMEOUT_MS", configuration.databaseTimeouts.lock)
         configuration.databaseTimeouts.idleInTransaction = try milliseconds(
             "STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS", configuration.databaseTimeouts.idleInTransaction)
+        configuration.databaseTimeouts.lease = try milliseconds("STRATUS_DATABASE_LEASE_TIMEOUT_MS", configuration.databaseTimeouts.lease)
         return configuration
     }
 

@@ -106,6 +106,81 @@ final class NonBlockingRuntimeTests: XCTestCase {
     }
 }
 
+extension NonBlockingRuntimeTests {
+    /// Runs `body` with a running store whose requests wait at most `lease` for a connection.
+    static func withStore(url: String, maxConnections: Int, lease: Duration, _ body: @Sendable (PostgresStore) async throws -> Void) async throws {
+        var timeouts = PostgresStore.Timeouts()
+        timeouts.lease = lease
+        let store = try PostgresStore(url: url, maxConnections: maxConnections, timeouts: timeouts, logger: TestSupport.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await store.run() }
+            defer { group.cancelAll() }
+            try await body(store)
+        }
+    }
+
+    /// Runs `body`, expecting TRY_AGAIN_LATER with retryAfter; returns how long it took.
+    static func expectTryAgainLater(_ what: String, _ body: () async throws -> Void) async -> Duration {
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            try await body()
+            XCTFail("\(what) succeeded")
+        } catch let error as StratusError {
+            XCTAssertEqual(error.code, .tryAgainLater, "\(what): \(error)")
+            XCTAssertNotNil(error.retryAfter, what)
+        } catch {
+            XCTFail("\(what) is no retryable error: \(String(reflecting: error))")
+        }
+        return clock.now - start
+    }
+
+    func testAFullPoolOrAnUnreachableDatabaseAnswersTryAgainLaterInsteadOfHanging() async throws {
+        // Every connection busy: the next request waits its lease time, then is told to retry.
+        try await TestSupport.withMigratedStore { _, url in
+            try await Self.withStore(url: url, maxConnections: 1, lease: .milliseconds(500)) { store in
+                let holding = Task {
+                    try await store.withConnection { connection in
+                        _ = try await connection.query("SELECT pg_sleep(3)", logger: TestSupport.logger).collect()
+                    }
+                }
+                // The holder has the only connection once the database shows its statement running.
+                try await TestSupport.eventually(timeout: .seconds(10), "the only connection to be busy") {
+                    let busy = Task {
+                        try await TestSupport.withStore(url: url) { other in
+                            try await other.withConnection { connection in
+                                var count: Int64 = 0
+                                for try await value in try await connection.query(
+                                    "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3)' AND state = 'active'", logger: TestSupport.logger
+                                ).decode(Int64.self) { count = value }
+                                return count == 1
+                            }
+                        }
+                    }
+                    return try await busy.value
+                }
+                let waited = await Self.expectTryAgainLater("a request with the pool full") {
+                    try await store.withConnection { connection in _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect() }
+                }
+                XCTAssertGreaterThanOrEqual(waited, .milliseconds(400), "it waited for a connection first")
+                XCTAssertLessThan(waited, .seconds(2.5), "it did not wait for the busy connection to come free")
+                try await holding.value
+                // Once the connection is free again, requests go through.
+                try await store.withConnection { connection in _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect() }
+            }
+        }
+        // No database at all: the same answer, not a request that waits for ever.
+        var unreachable = URLComponents(string: try TestSupport.adminDatabaseURL())!
+        unreachable.port = 9
+        try await Self.withStore(url: unreachable.string!, maxConnections: 2, lease: .seconds(1)) { store in
+            let waited = await Self.expectTryAgainLater("a request with the database unreachable") {
+                try await store.withConnection { connection in _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect() }
+            }
+            XCTAssertLessThan(waited, .seconds(15))
+        }
+    }
+}
+
 /// A flag set once, read from any task.
 private final class Flag: @unchecked Sendable {
     private let lock = NSLock()

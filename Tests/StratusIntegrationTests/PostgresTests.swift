@@ -79,9 +79,10 @@ final class SerializableTransactionTests: XCTestCase {
                 }
                 try await group.waitForAll()
             }
-            var final = 0
-            try await store.withConnection { connection in
+            let final = try await store.withConnection { connection in
+                var final = 0
                 for try await v in try await connection.query("SELECT value FROM counter", logger: TestSupport.logger).decode(Int.self) { final = v }
+                return final
             }
             XCTAssertEqual(final, writers, "every committed increment must be there")
             XCTAssertGreaterThan(attempts.value, writers, "the conflict must have caused retries")
