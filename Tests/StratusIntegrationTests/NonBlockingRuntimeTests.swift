@@ -42,10 +42,16 @@ final class NonBlockingRuntimeTests: XCTestCase {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
             let users = UserStore(store: store)
-            let clock = ContinuousClock()
-            let before = clock.now
             _ = try await users.create(container: Self.container, login: "alice@example.com", password: "correct horse", logger: TestSupport.logger)
-            let oneHash = clock.now - before
+            // The shortest of three hashes: the load below takes at least eight of them.
+            let clock = ContinuousClock()
+            var oneHash = Duration.seconds(3600)
+            let stored = try PasswordHash.make("correct horse")
+            for _ in 0..<3 {
+                let before = clock.now
+                _ = PasswordHash.verify("correct horse", against: stored)
+                oneHash = min(oneHash, clock.now - before)
+            }
             let configuration = APIConfiguration(secretKey: SecretKey.generate())
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
             try await Application(router: router, logger: TestSupport.logger).test(.router) { client in

@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Fault drills against a throwaway Stratus stack; run through scripts/drills.sh.
+
+Each drill runs load through the HTTP API while it kills and restarts a part of the stack, then
+checks what the clients were told against what the database holds:
+  lost      acknowledged writes that are not there (must be 0)
+  partial   atomic batches of which only some records are there (must be 0)
+  5xx       answers other than success or a retryable CloudKit error with retryAfter (must be 0)
+  hung      requests that got no answer within 30 s (must be 0)
+and, for the workers, that their state equals a fresh replay of the event log.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+BIN = os.environ["STRATUS_DRILL_BIN"]
+WORK = os.environ["STRATUS_DRILL_WORK"]
+PG_PORT = os.environ["STRATUS_DRILL_PG_PORT"]
+TANSU = os.environ["STRATUS_DRILL_TANSU"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PSQL = None
+CONTAINER = "iCloud.drills.stratus"
+WORKERS = ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"]
+
+
+def log(text):
+    print(f"[drills] {text}", flush=True)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def accepts(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until(what, condition, timeout=60.0, every=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(every)
+    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def psql(sql):
+    global PSQL
+    if PSQL is None:
+        PSQL = subprocess.run(["bash", "-c", f"source {ROOT}/scripts/lib.sh; echo $(pg_bin_dir)/psql"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run([PSQL, "-h", "127.0.0.1", "-p", PG_PORT, "-U", "stratus", "-d", "stratus", "-tAc", sql],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"psql failed: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+class Stack:
+    """The broker, stratus-api and the workers, as processes this script starts and kills."""
+
+    def __init__(self):
+        self.processes = {}
+        self.broker_port = free_port()
+        self.http_port = free_port()
+        self.env = dict(os.environ)
+        self.env.update({
+            "STRATUS_KAFKA_BROKERS": f"127.0.0.1:{self.broker_port}",
+            "STRATUS_HTTP_HOST": "127.0.0.1",
+            "STRATUS_HTTP_PORT": str(self.http_port),
+            "STRATUS_LOG_LEVEL": "warning",
+            "STRATUS_TOPIC_PARTITIONS": "4",
+        })
+
+    def cli(self, *arguments):
+        out = subprocess.run([f"{BIN}/stratus", *arguments], env=self.env, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"stratus {' '.join(arguments)} failed: {out.stderr.strip()[-400:]}")
+        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+    def start(self, name, extra_env=None):
+        env = dict(self.env)
+        env.update(extra_env or {})
+        if name == "broker":
+            command = [TANSU, "broker", "--listener-url", f"tcp://127.0.0.1:{self.broker_port}",
+                       "--advertised-listener-url", f"tcp://127.0.0.1:{self.broker_port}"]
+        else:
+            command = [f"{BIN}/{name}"]
+        logfile = open(os.path.join(WORK, f"{name}.log"), "a")
+        self.processes[name] = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile)
+        if name == "broker":
+            wait_until("the broker", lambda: accepts(self.broker_port), 30)
+        elif name == "stratus-api":
+            wait_until("stratus-api", lambda: self.health(), 60)
+
+    def health(self):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/health", timeout=2) as response:
+                return response.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def kill(self, name, sig=signal.SIGKILL):
+        process = self.processes.pop(name, None)
+        if process and process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def stop_all(self):
+        for name in list(self.processes):
+            self.kill(name, signal.SIGTERM if name != "broker" else signal.SIGKILL)
+
+
+class Client:
+    def __init__(self, stack, api_token, web_token):
+        self.stack = stack
+        self.query = f"ckAPIToken={api_token}&ckWebAuthToken={web_token}"
+
+    def post(self, operation, body, database="private"):
+        """(status, body, seconds); status 0 for no answer (connection refused or reset), -1 for no answer in 30 s."""
+        url = f"http://127.0.0.1:{self.stack.http_port}/database/1/{CONTAINER}/development/{database}/{operation}?{self.query}"
+        data = json.dumps(body).encode()
+        started = time.monotonic()
+        try:
+            request = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read() or b"{}"), time.monotonic() - started
+        except urllib.error.HTTPError as error:
+            try:
+                payload = json.loads(error.read() or b"{}")
+            except ValueError:
+                payload = {}
+            return error.code, payload, time.monotonic() - started
+        except socket.timeout:
+            return -1, {}, time.monotonic() - started
+        except (urllib.error.URLError, ConnectionError, OSError) as error:
+            if isinstance(getattr(error, "reason", None), socket.timeout):
+                return -1, {}, time.monotonic() - started
+            return 0, {}, time.monotonic() - started
+
+
+class Tally:
+    """What the clients were told."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sent = self.acknowledged = self.retryable = self.unreachable = self.bad = self.hung = 0
+        self.bad_examples = []
+
+    def record(self, status, body):
+        with self.lock:
+            self.sent += 1
+            if status == 200 and not any("serverErrorCode" in entry for entry in body.get("records", [])):
+                self.acknowledged += 1
+                return True
+            records = body.get("records", [])
+            retryable = (status == 503 and body.get("serverErrorCode") == "TRY_AGAIN_LATER" and "retryAfter" in body) or (
+                status == 200 and all(entry.get("serverErrorCode") in (None, "TRY_AGAIN_LATER", "ATOMIC_ERROR") for entry in records))
+            if status == 0:
+                self.unreachable += 1
+            elif status == -1:
+                self.hung += 1
+            elif retryable:
+                self.retryable += 1
+            else:
+                self.bad += 1
+                if len(self.bad_examples) < 3:
+                    self.bad_examples.append((status, json.dumps(body)[:300]))
+            return False
+
+
+def write_load(client, zones, tally, stop, batches, batch_size=5, atomic=True):
+    """One writer per zone: atomic batches of new records until `stop` is set."""
+    def writer(zone):
+        index = 0
+        while not stop.is_set():
+            names = [f"b{index}-r{j}" for j in range(batch_size)]
+            status, body, _ = client.post("records/modify", {
+                "zoneID": {"zoneName": zone}, "atomic": atomic,
+                "operations": [{"operationType": "create", "record": {"recordName": n, "recordType": "Drill", "fields": {"n": {"value": index}}}} for n in names],
+            })
+            acknowledged = tally.record(status, body)
+            with tally.lock:
+                batches.append((zone, names, acknowledged))
+            index += 1
+            if status in (0, 503):
+                time.sleep(0.05)  # pacing: a client backs off before it retries
+    threads = [threading.Thread(target=writer, args=(zone,), daemon=True) for zone in zones]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def check_batches(client, batches):
+    """(lost, partial): acknowledged batches not fully stored, batches stored in part."""
+    by_zone = {}
+    for zone, names, _ in batches:
+        by_zone.setdefault(zone, []).extend(names)
+    present = set()
+    for zone, names in by_zone.items():
+        for start in range(0, len(names), 200):
+            chunk = names[start:start + 200]
+            status, body, _ = client.post("records/lookup", {"zoneID": {"zoneName": zone}, "records": [{"recordName": n} for n in chunk]})
+            if status != 200:
+                raise RuntimeError(f"lookup failed after the drill: {status} {body}")
+            for record in body.get("records", []):
+                if "serverErrorCode" not in record:
+                    present.add((zone, record["recordName"]))
+    lost = partial = 0
+    for zone, names, acknowledged in batches:
+        stored = sum((zone, n) in present for n in names)
+        if acknowledged and stored != len(names):
+            lost += 1
+        if 0 < stored < len(names):
+            partial += 1
+    return lost, partial
+
+
+def index_state():
+    return psql("""SELECT md5(string_agg(concat_ws('|', container, environment, scope, owner, zone_name, record_name, version, deleted, record::text), ',' ORDER BY container, environment, scope, owner, zone_name, record_name))
+                   FROM query_index.records r JOIN query_index.generations g ON g.generation = r.generation AND g.state = 'live'""")
+
+
+def workers_caught_up(workers):
+    last = int(psql("SELECT coalesce(max(id), 0) FROM events") or 0)
+    for worker in workers:
+        behind = psql(f"""SELECT count(*) FROM zones z WHERE z.change_counter > coalesce((SELECT last_sequence FROM worker_checkpoints c
+                          WHERE c.worker = '{worker}' AND c.zone_key = concat_ws('/', z.container, z.environment, z.scope, z.owner, z.zone_name)), 0)""")
+        if behind != "0":
+            return False
+    return last > 0
+
+
+def report(name, tally, extra, failures):
+    figures = {"sent": tally.sent, "acknowledged": tally.acknowledged, "retryable": tally.retryable,
+               "unreachable": tally.unreachable, "5xx/other": tally.bad, "hung": tally.hung}
+    figures.update(extra)
+    log(f"{name}: " + ", ".join(f"{key} {value}" for key, value in figures.items()))
+    if tally.bad_examples:
+        log(f"{name}: unexpected answers, e.g. {tally.bad_examples}")
+    if tally.bad or tally.hung:
+        failures.append(f"{name}: {tally.bad} unexpected answers, {tally.hung} hung requests")
+    for key in ("lost", "partial"):
+        if extra.get(key, 0):
+            failures.append(f"{name}: {extra[key]} {key}")
+    return figures
+
+
+def drill_api_kill(stack, client, failures):
+    """SIGKILL stratus-api during atomic batches; restart it."""
+    zones = [f"ApiKill{i}" for i in range(4)]
+    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
+    tally, stop, batches = Tally(), threading.Event(), []
+    threads = write_load(client, zones, tally, stop, batches)
+    time.sleep(2)  # load runs before the fault
+    stack.kill("stratus-api")
+    killed = time.monotonic()
+    stack.start("stratus-api")
+    recovered = time.monotonic() - killed
+    time.sleep(2)  # and after it
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    lost, partial = check_batches(client, batches)
+    return report("api-kill", tally, {"lost": lost, "partial": partial, "restart s": round(recovered, 1)}, failures)
+
+
+def drill_worker_kill(stack, client, failures):
+    """SIGKILL every worker mid-load; restart them; their state must equal a fresh replay."""
+    zones = [f"WorkerKill{i}" for i in range(4)]
+    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
+    tally, stop, batches = Tally(), threading.Event(), []
+    threads = write_load(client, zones, tally, stop, batches)
+    time.sleep(1.5)
+    for worker in WORKERS:
+        stack.kill(worker)
+    time.sleep(1)  # events pile up while the workers are down
+    for worker in WORKERS:
+        stack.start(worker)
+    time.sleep(1.5)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    started = time.monotonic()
+    wait_until("the workers to catch up", lambda: workers_caught_up(["stratus-indexer", "stratus-gc"]), 120)
+    caught_up = time.monotonic() - started
+    live = index_state()
+    stack.kill("stratus-indexer", signal.SIGTERM)
+    stack.cli("replay", "stratus-indexer")
+    replayed = index_state()
+    stack.start("stratus-indexer")
+    differs = int(live != replayed)
+    if differs:
+        failures.append("worker-kill: the index differs from a fresh replay")
+    lost, partial = check_batches(client, batches)
+    return report("worker-kill", tally, {"lost": lost, "partial": partial, "catch-up s": round(caught_up, 1), "differs from replay": differs}, failures)
+
+
+def drill_broker_restart(stack, client, failures):
+    """The broker killed and restarted empty under load: no event lost."""
+    zones = [f"Broker{i}" for i in range(4)]
+    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
+    tally, stop, batches = Tally(), threading.Event(), []
+    threads = write_load(client, zones, tally, stop, batches)
+    time.sleep(1.5)
+    stack.kill("broker")
+    time.sleep(2)  # the broker is down for a while
+    stack.start("broker")
+    restarted = time.monotonic()
+    time.sleep(2)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    wait_until("every event to be published again", lambda: psql("SELECT count(*) FROM events WHERE published_at IS NULL") == "0", 180)
+    wait_until("the indexer to converge", lambda: workers_caught_up(["stratus-indexer"]), 180)
+    converged = time.monotonic() - restarted
+    live = index_state()
+    stack.kill("stratus-indexer", signal.SIGTERM)
+    stack.cli("replay", "stratus-indexer")
+    differs = int(live != index_state())
+    stack.start("stratus-indexer")
+    if differs:
+        failures.append("broker-restart: the index differs from a fresh replay")
+    lost, partial = check_batches(client, batches)
+    return report("broker-restart", tally, {"lost": lost, "partial": partial, "converged s": round(converged, 1), "differs from replay": differs}, failures)
+
+
+def drill_pg_restart(stack, client, failures):
+    """PostgreSQL restarted under load: retryable errors meanwhile, recovery without restarting Stratus."""
+    zones = [f"Postgres{i}" for i in range(4)]
+    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
+    tally, stop, batches = Tally(), threading.Event(), []
+    threads = write_load(client, zones, tally, stop, batches)
+    time.sleep(1.5)
+    subprocess.run(["bash", "-c", f'source "{ROOT}/scripts/lib.sh"; pg_stop "{WORK}/pg"; pg_start "{WORK}/pg" {PG_PORT} "{WORK}/postgres.log" -c max_connections=200'],
+                   check=True, capture_output=True)
+    restarted = time.monotonic()
+    acknowledged_before = tally.acknowledged
+    wait_until("a write to succeed after the restart", lambda: tally.acknowledged > acknowledged_before, 120, 0.05)
+    recovered = time.monotonic() - restarted
+    time.sleep(1)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    lost, partial = check_batches(client, batches)
+    return report("pg-restart", tally, {"lost": lost, "partial": partial, "recovery s": round(recovered, 1)}, failures)
+
+
+def drill_pool_exhausted(stack, client, failures):
+    """Two pooled connections, many concurrent writers: TRY_AGAIN_LATER or success, never a hang."""
+    stack.kill("stratus-api", signal.SIGTERM)
+    stack.start("stratus-api", {"STRATUS_DATABASE_MAX_CONNECTIONS": "2", "STRATUS_DATABASE_LEASE_TIMEOUT_MS": "200"})
+    zones = [f"Pool{i}" for i in range(24)]
+    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
+    tally, stop, batches = Tally(), threading.Event(), []
+    threads = write_load(client, zones, tally, stop, batches, batch_size=20)
+    time.sleep(4)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    stack.kill("stratus-api", signal.SIGTERM)
+    stack.start("stratus-api")
+    lost, partial = check_batches(client, batches)
+    if tally.retryable == 0:
+        log("pool-exhausted: the pool never ran out (no TRY_AGAIN_LATER); the drill proves only that nothing hung")
+    return report("pool-exhausted", tally, {"lost": lost, "partial": partial}, failures)
+
+
+DRILLS = {
+    "api-kill": drill_api_kill,
+    "worker-kill": drill_worker_kill,
+    "broker-restart": drill_broker_restart,
+    "pg-restart": drill_pg_restart,
+    "pool-exhausted": drill_pool_exhausted,
+}
+
+
+def main():
+    names = sys.argv[1:]
+    if names == ["--list"]:
+        print("\n".join(DRILLS))
+        return 0
+    unknown = [n for n in names if n not in DRILLS]
+    if unknown:
+        log(f"unknown drill(s): {', '.join(unknown)}; known: {', '.join(DRILLS)}")
+        return 2
+    stack = Stack()
+    failures = []
+    try:
+        stack.cli("migrate")
+        api_token = stack.cli("container", "create", CONTAINER, "--label", "drills")
+        web_token = stack.cli("user", "token", CONTAINER, "--user", "_drill", "--days", "1")
+        stack.start("broker")
+        stack.start("stratus-api")
+        for worker in WORKERS:
+            stack.start(worker)
+        client = Client(stack, api_token, web_token)
+        for name in names or list(DRILLS):
+            log(f"drill {name}: {DRILLS[name].__doc__}")
+            DRILLS[name](stack, client, failures)
+    finally:
+        stack.stop_all()
+    if failures:
+        for failure in failures:
+            log(f"FAILED {failure}")
+        return 1
+    log("every drill passed: nothing acknowledged was lost, no batch was stored in part, no request hung")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Fault drills: starts a throwaway stack (PostgreSQL, the broker, stratus-api, the workers) on free
+# ports, runs load against it while killing and restarting its parts, and checks that nothing
+# acknowledged is lost and no effect is applied twice. Prints each drill's figures; exits non-zero
+# when a drill fails. Results are recorded in docs/reliability.md.
+#
+#   scripts/drills.sh                 every drill
+#   scripts/drills.sh api-kill pg-restart   some of them (names: see scripts/drills.py --list)
+#
+# Settings: STRATUS_BUILD (debug, the default, or release).
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$STRATUS_ROOT"
+
+"$STRATUS_ROOT/scripts/install-deps.sh"
+ensure_swift_on_path || die "swift is not on PATH"
+BUILD="${STRATUS_BUILD:-debug}"
+case "$BUILD" in
+    release | debug) ;;
+    *) die "STRATUS_BUILD must be release or debug, not '$BUILD'" ;;
+esac
+log "building ($BUILD)"
+swift build -c "$BUILD" >/dev/null
+BIN="$(swift build -c "$BUILD" --show-bin-path)"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/stratus-drills.XXXXXX")"
+chmod 755 "$work"
+give_to_pg_owner "$work"
+PG_PID=""
+cleanup() {
+    local status=$?
+    pg_stop "$work/pg"
+    rm -rf "$work"
+    exit "$status"
+}
+trap cleanup EXIT INT TERM
+
+pg_init "$work/pg"
+pg_port="$(free_port)"
+pg_start "$work/pg" "$pg_port" "$work/postgres.log" -c max_connections=200 || die "PostgreSQL did not start"
+pg_create_database "$pg_port" stratus
+
+export STRATUS_DRILL_BIN="$BIN"
+export STRATUS_DRILL_WORK="$work"
+export STRATUS_DRILL_PG_PORT="$pg_port"
+export STRATUS_DRILL_TANSU="$(tansu_path)"
+export STRATUS_DATABASE_URL="postgres://stratus@127.0.0.1:$pg_port/stratus"
+export STRATUS_MIGRATIONS_DIR="$STRATUS_ROOT/migrations"
+export STRATUS_DATA_DIR="$work/data"
+mkdir -p "$STRATUS_DATA_DIR"
+python3 "$STRATUS_ROOT/scripts/drills.py" "$@"
