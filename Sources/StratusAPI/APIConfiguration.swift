@@ -36,6 +36,10 @@ public struct APIConfiguration: Sendable {
     public var port: Int = 8080
     /// Request limits.
     public var limits = APILimits()
+    /// Request rates per user and per container (off by default).
+    public var rateLimits = RateLimits()
+    /// Failed sign-ins per login and per client address.
+    public var signInLimits = SignInLimits()
     /// How long a connection may stay idle (no request in progress, nothing received) before the
     /// server closes it; nil keeps idle connections open for ever.
     public var idleTimeout: Duration? = .seconds(60)

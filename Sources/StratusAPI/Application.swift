@@ -33,10 +33,10 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     let containers = ContainerStore(store: dependencies.store)
     let authenticator = Authenticator(
         containers: containers, serverKeys: ServerKeyStore(store: dependencies.store), secretKey: configuration.secretKey,
-        signInURL: configuration.signInURL)
+        signInURL: configuration.signInURL, limiter: RequestLimiter(configuration.rateLimits))
     AuthRoutes<APIRequestContext>(
         users: UserStore(store: dependencies.store), containers: containers, authenticator: authenticator, limits: configuration.limits,
-        tokenLifetime: configuration.webAuthTokenLifetime
+        tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: SignInLimiter(configuration.signInLimits)
     ).register(on: router)
     ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
         .register(on: router)

@@ -15,6 +15,8 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
     let limits: APILimits
     /// Seconds a web auth token from sign-in stays valid.
     let tokenLifetime: Int64
+    /// Failed sign-ins per login and per client address.
+    let signInLimiter: SignInLimiter
 
     func register(on router: Router<Context>) {
         router.post("/auth/1/:container/signin") { request, context in try await signIn(request, context) }
@@ -52,11 +54,14 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
         let body = try await RequestBody.read(request, limit: 64 * 1024)
         let credentials = try RequestBody.decode(SignInRequest.self, from: body)
         try ClientText.check(credentials.login, "login")
+        // Refused while the login or the address is locked, before the password is checked.
+        let attempt = try signInLimiter.begin(container: container, login: credentials.login, address: context.clientAddress)
         guard let user = try await users.authenticate(
             container: container, login: credentials.login, password: credentials.password, logger: context.logger)
         else {
             throw StratusError(.authenticationFailed, "The login or the password is wrong")
         }
+        attempt.succeeded()
         let expiresAt = Int64(Date().timeIntervalSince1970) + tokenLifetime
         let token = WebAuthToken(userRecordName: user.userRecordName, container: container, expiresAt: expiresAt, credentialEpoch: user.credentialEpoch)
             .signed(with: authenticator.secretKey)

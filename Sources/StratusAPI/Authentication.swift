@@ -40,6 +40,8 @@ struct Authenticator: Sendable {
     let secretKey: SecretKey
     /// The sign-in address template (`{container}` is replaced); nil for the built-in sign-in page.
     let signInURL: String?
+    /// The request rate limits, applied once the caller is known.
+    var limiter = RequestLimiter(RateLimits())
 
     /// A call identified from its URL and headers: either its caller, or a signed request whose key
     /// exists and whose date is fresh, and whose signature (over the body) is still to be checked.

@@ -19,9 +19,15 @@ struct DatabaseCall {
         // date check out), so a client that cannot authenticate never makes the server buffer it.
         let identified = try await authenticator.identify(request, path: path, logger: context.logger)
         var database: DatabaseID?
-        if case .caller(let caller) = identified { database = try authenticator.database(for: caller, path: path, access: access) }
+        if case .caller(let caller) = identified {
+            database = try authenticator.database(for: caller, path: path, access: access)
+            // A known caller over its rate is refused before its body is read.
+            try authenticator.limiter.admit(caller)
+        }
         let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
         let caller = try authenticator.verify(identified, body: body)
+        // A signed request's caller is known only once its signature checks out.
+        if case .signed = identified { try authenticator.limiter.admit(caller) }
         return DatabaseCall(path: path, body: body, caller: caller, database: try database ?? authenticator.database(for: caller, path: path, access: access))
     }
 }

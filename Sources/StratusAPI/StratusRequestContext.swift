@@ -5,15 +5,27 @@ import Logging
 public protocol StratusRequestContext: RequestContext {
     /// The id of the request: in logs, in `X-Request-ID` and in the events the request appends.
     var requestID: String { get }
+    /// The client's IP address, as the connection reports it (nil when it has none).
+    var clientAddress: String? { get }
+}
+
+extension StratusRequestContext {
+    public var clientAddress: String? { nil }
 }
 
 /// The request context of the HTTP API.
 public struct APIRequestContext: StratusRequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// Reads the connection's peer address, only when a route asks for it (sign-in).
+    private let peer: @Sendable () -> String?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
+        self.peer = { [channel = source.channel] in channel.remoteAddress?.ipAddress }
     }
+
+    /// The IP address of the connection's peer: the client, or a proxy in front of the API.
+    public var clientAddress: String? { peer() }
 
     public var requestID: String { id }
 }

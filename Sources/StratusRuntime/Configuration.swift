@@ -28,7 +28,8 @@ public struct StratusConfiguration: Sendable {
     /// The worker settings (topic from `STRATUS_TOPIC`; `STRATUS_WORKER_IDLE_AFTER_MS`).
     public var worker: WorkerConfiguration
     /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_HTTP_IDLE_TIMEOUT_SECONDS`, `STRATUS_MAX_OPERATIONS`,
-    /// `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`, `STRATUS_MAX_EVENT_BYTES`.
+    /// `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`, `STRATUS_MAX_EVENT_BYTES`, the rate limits
+    /// (`STRATUS_RATE_*`) and the sign-in limits (`STRATUS_SIGNIN_*`).
     public var api: APIConfiguration
     /// `STRATUS_METRICS_PORT`: where a worker serves `/health` and `/metrics` (0 = off).
     public var metricsPort: Int
@@ -111,6 +112,7 @@ public struct StratusConfiguration: Sendable {
         api.limits.maxResponseBytes = try int("STRATUS_MAX_RESPONSE_BYTES", api.limits.maxResponseBytes)
         api.signInURL = environment["STRATUS_SIGN_IN_URL"].flatMap { $0.isEmpty ? nil : $0 }
         api.webAuthTokenLifetime = Int64(try int("STRATUS_WEB_AUTH_TOKEN_TTL", Int(api.webAuthTokenLifetime)))
+        try readLimits(environment, into: &api, int: int)
         let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelText) else {
             throw ConfigurationProblem("STRATUS_LOG_LEVEL must be one of trace, debug, info, notice, warning, error, critical")
@@ -137,6 +139,37 @@ public struct StratusConfiguration: Sendable {
             "STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS", configuration.databaseTimeouts.idleInTransaction)
         configuration.databaseTimeouts.lease = try milliseconds("STRATUS_DATABASE_LEASE_TIMEOUT_MS", configuration.databaseTimeouts.lease)
         return configuration
+    }
+
+    /// The rate limits and sign-in limits (`STRATUS_RATE_*`, `STRATUS_SIGNIN_*`).
+    static func readLimits(_ environment: [String: String], into api: inout APIConfiguration, int: (String, Int) throws -> Int) throws {
+        func number(_ name: String) throws -> Double? {
+            guard let text = environment[name] else { return nil }
+            guard let value = Double(text), value.isFinite, value >= 0 else {
+                throw ConfigurationProblem("\(name) must be a number of 0 or more, got '\(text)'")
+            }
+            return value
+        }
+        func rate(_ prefix: String) throws -> TokenRate {
+            let perSecond = try number("STRATUS_RATE_\(prefix)_PER_SECOND") ?? 0
+            guard perSecond > 0 else { return .off }
+            // Without a burst, a second's worth of requests may come at once.
+            return TokenRate(perSecond: perSecond, burst: try number("STRATUS_RATE_\(prefix)_BURST") ?? perSecond)
+        }
+        api.rateLimits.user = try rate("USER")
+        api.rateLimits.container = try rate("CONTAINER")
+        func count(_ name: String, _ fallback: Int) throws -> Int {
+            let value = try int(name, fallback)
+            guard value >= 0 else { throw ConfigurationProblem("\(name) must be 0 or more, got \(value)") }
+            return value
+        }
+        api.rateLimits.maxBuckets = max(1, try count("STRATUS_RATE_MAX_BUCKETS", api.rateLimits.maxBuckets))
+        api.signInLimits.maxBuckets = api.rateLimits.maxBuckets
+        api.signInLimits.perLogin = try count("STRATUS_SIGNIN_LOGIN_FAILURES", api.signInLimits.perLogin)
+        api.signInLimits.perAddress = try count("STRATUS_SIGNIN_ADDRESS_FAILURES", api.signInLimits.perAddress)
+        let window = try count("STRATUS_SIGNIN_WINDOW_SECONDS", Int(api.signInLimits.window.components.seconds))
+        guard window > 0 else { throw ConfigurationProblem("STRATUS_SIGNIN_WINDOW_SECONDS must be at least 1, got \(window)") }
+        api.signInLimits.window = .seconds(window)
     }
 
     /// Whether `host` is a loopback address: only processes on this machine can reach it.
