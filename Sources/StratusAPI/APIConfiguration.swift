@@ -21,6 +21,9 @@ public struct APILimits: Sendable {
     public var maxNames: Int = 1_000
     /// What one `records/query` may ask for: filters, sorts, list values, search tokens and text.
     public var query = RecordQuery.Limits()
+    /// `STRATUS_USER_QUOTA_BYTES`: bytes of records (their fields as stored) each user may keep per
+    /// container and environment; 0: no quota.
+    public var userQuotaBytes: Int64 = 0
 
     /// The defaults.
     public init() {}

@@ -77,6 +77,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         var storeLimits = RecordStore.Limits()
         storeLimits.maxRecordBytes = limits.maxRecordBytes
         storeLimits.maxEventBytes = limits.maxEventBytes
+        storeLimits.userQuotaBytes = limits.userQuotaBytes
         let outcomes = try await records.modify(
             commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false

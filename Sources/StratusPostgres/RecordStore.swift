@@ -44,6 +44,9 @@ public struct RecordStore: Sendable {
         /// Bytes of the event message a write becomes (envelope, payload and key): below the broker's
         /// message limit, so that every accepted write can be delivered.
         public var maxEventBytes: Int = 950_000
+        /// Bytes of records (fields as stored) one user may keep per container and environment,
+        /// counted in `storage_usage`; 0: no quota.
+        public var userQuotaBytes: Int64 = 0
         /// Creates the defaults.
         public init() {}
     }
@@ -69,7 +72,12 @@ public struct RecordStore: Sendable {
                             throw AtomicAbort(index: index, failure: failure)
                         }
                     }
-                    try await writer.close(in: transaction)
+                    do {
+                        try await writer.close(in: transaction)
+                    } catch let quota as QuotaExceeded {
+                        let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(quota.recordName) } ?? commands.count - 1
+                        throw AtomicAbort(index: index, failure: quota.failure)
+                    }
                     return outcomes
                 }
             } catch let abort as AtomicAbort {
@@ -104,6 +112,8 @@ public struct RecordStore: Sendable {
                 outcomes.append(.success(outcome))
             } catch let failure as Failure {
                 outcomes.append(.failure(failure))
+            } catch let quota as QuotaExceeded {
+                outcomes.append(.failure(quota.failure))
             } catch {
                 // Once one item is stored the request must report per item: an error for the whole
                 // request would tell the client that nothing was stored. Before that, a missing zone
@@ -151,6 +161,12 @@ public struct RecordStore: Sendable {
         var index: Int
         var failure: Failure
     }
+
+    /// A transaction that would take its user past the storage quota, and the record to blame.
+    struct QuotaExceeded: Error {
+        var recordName: String
+        var failure: Failure
+    }
 }
 
 /// What every write in one request shares.
@@ -186,6 +202,12 @@ struct ZoneWriter {
     /// Records this transaction has read (locked) or written, by exact name; absent ones as nil.
     var known: [ExactName: Record?] = [:]
     var pending: [PendingSave] = []
+    /// The storage_usage row this transaction adds to (`StorageUsage`).
+    let usageShard = StorageUsage.randomShard()
+    /// What this transaction changed each user's stored bytes by.
+    var usageChange: [String: Int64] = [:]
+    /// The record names of the commands applied, in order, with what each changed its user's bytes by.
+    var applied: [(recordName: String, bytes: Int64)] = []
 
     /// A saved record not yet written to the tables.
     struct PendingSave {
@@ -278,9 +300,11 @@ struct ZoneWriter {
                 hadReferences: before?.references.contains { $0.reference.action != .none } ?? false))
             known[ExactName(record.recordName)] = .some(record)
             events.append(event)
+            // Its bytes are known once the row is written (`flush`).
+            applied.append((record.recordName, 0))
             return .saved(record)
         case .delete(let record):
-            try await delete(record, in: transaction)
+            applied.append((record.recordName, -(try await delete(record, in: transaction))))
             return .deleted(recordName: record.recordName)
         }
     }
@@ -297,8 +321,8 @@ struct ZoneWriter {
     /// Deletes a record and, transitively, every record that points at it with DELETE_SELF; refuses
     /// when a record outside that set points at one inside with VALIDATE. In the public database a
     /// reference from another user's record neither cascades nor blocks (such references are refused
-    /// when saved; older ones are left dangling).
-    private mutating func delete(_ root: Record, in transaction: Transaction) async throws {
+    /// when saved; older ones are left dangling). Returns the bytes freed.
+    private mutating func delete(_ root: Record, in transaction: Transaction) async throws -> Int64 {
         // The reference walk reads the tables: they must hold this transaction's saves first.
         try await flush(in: transaction)
         var order: [(Record, cascadedFrom: String?)] = [(root, nil)]
@@ -322,10 +346,24 @@ struct ZoneWriter {
         }
         let database = context.database
         let list = names.map(\.name)
-        try await transaction.connection.query("""
-            DELETE FROM records WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
-              AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(list))
+        // The rows go and their bytes are freed in one statement.
+        let gone = try await transaction.connection.query("""
+            WITH gone AS (
+                DELETE FROM records WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
+                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(list))
+                RETURNING \(unescaped: StorageUsage.usageOwner) AS usage_owner, \(unescaped: StorageUsage.recordBytes) AS bytes),
+            counted AS (
+                INSERT INTO storage_usage (container, environment, owner, shard, bytes)
+                SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(usageShard), -sum(bytes) FROM gone
+                GROUP BY usage_owner HAVING sum(bytes) <> 0
+                ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
+            SELECT usage_owner, sum(bytes)::int8 FROM gone GROUP BY usage_owner
             """, logger: transaction.logger)
+        var freed: Int64 = 0
+        for try await (owner, bytes) in gone.decode((String, Int64).self) {
+            usageChange[owner, default: 0] -= bytes
+            freed += bytes
+        }
         try await transaction.connection.query("""
             DELETE FROM record_references WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
               AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(list))
@@ -347,6 +385,7 @@ struct ZoneWriter {
             events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordDeleted(
                 database: database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, cascadedFrom: cascadedFrom), causation: context.causation))
         }
+        return freed
     }
 
     /// Writes the pending saves, appends the events and advances the zone's change counter.
@@ -360,6 +399,34 @@ struct ZoneWriter {
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
                 """, logger: transaction.logger)
+        }
+        try await checkQuota(in: transaction)
+    }
+
+    /// Refuses the transaction (`QuotaExceeded`) when it adds bytes to a user who then holds more
+    /// than the quota. The total is read from this transaction's snapshot: writers of the same user
+    /// that commit meanwhile are not seen, so concurrent writers may pass the quota by what they
+    /// add between them (README, Configuration). A transaction that frees bytes always passes.
+    private func checkQuota(in transaction: Transaction) async throws {
+        let quota = context.limits.userQuotaBytes
+        guard quota > 0 else { return }
+        for (owner, change) in usageChange.sorted(by: { $0.key < $1.key }) where change > 0 {
+            let total = try await StorageUsage.total(
+                container: context.database.container, environment: context.database.environment.rawValue, owner: owner,
+                on: transaction.connection, logger: transaction.logger)
+            guard total > quota else { continue }
+            // The record to blame: the first at which the running total passes the quota.
+            var running = total - change
+            var blamed = applied.last { $0.bytes > 0 } ?? applied.last ?? ("", 0)
+            for entry in applied {
+                running += entry.bytes
+                if entry.bytes > 0, running > quota {
+                    blamed = entry
+                    break
+                }
+            }
+            throw RecordStore.QuotaExceeded(recordName: blamed.recordName, failure: RecordStore.Failure(error: StratusError(.quotaExceeded,
+                "Record '\(blamed.recordName.prefix(255))' would bring the user's stored records to \(max(running, total)) bytes; the storage quota is \(quota) bytes per user")))
         }
     }
 
@@ -428,12 +495,20 @@ struct ZoneWriter {
         // so a later delete is reported to every such device (sync skips tombstones of records
         // created after a device's token).
         let created = saves.filter { $0.created && $0.record.version != nil }.map(\.record.recordName)
+        let names = saves.map(\.record.recordName)
+        // The statement also counts what the saves changed their users' stored bytes by (new size
+        // less the previous row's), and adds it to `storage_usage`.
         let stored = try await transaction.connection.query("""
             WITH buried AS (
                 DELETE FROM record_tombstones WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
                   AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
                   AND record_name = ANY(\(created))
-                RETURNING record_name, created_version)
+                RETURNING record_name, created_version),
+            previous AS (
+                SELECT record_name, \(unescaped: StorageUsage.recordBytes) AS bytes FROM records
+                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
+                  AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(names))),
+            stored AS (
             INSERT INTO records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
                 created_at, created_by, created_device, modified_at, modified_by, modified_device, parent, share, short_guid, version, created_version)
             SELECT r.container, r.environment, r.scope, r.owner, r.zone_name, r.record_name, r.record_type, f.fields::jsonb, r.change_tag,
@@ -446,14 +521,27 @@ struct ZoneWriter {
                 record_type = EXCLUDED.record_type, fields = EXCLUDED.fields, change_tag = EXCLUDED.change_tag,
                 modified_at = EXCLUDED.modified_at, modified_by = EXCLUDED.modified_by, modified_device = EXCLUDED.modified_device,
                 parent = EXCLUDED.parent, share = EXCLUDED.share, short_guid = EXCLUDED.short_guid, version = EXCLUDED.version
-            RETURNING record_name, created_version
+            RETURNING record_name, created_version, \(unescaped: StorageUsage.usageOwner) AS usage_owner, \(unescaped: StorageUsage.recordBytes) AS bytes),
+            changed AS (
+                SELECT s.record_name, s.created_version, s.usage_owner, s.bytes - coalesce(p.bytes, 0) AS delta
+                FROM stored AS s LEFT JOIN previous AS p ON p.record_name = s.record_name),
+            counted AS (
+                INSERT INTO storage_usage (container, environment, owner, shard, bytes)
+                SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(usageShard), sum(delta) FROM changed
+                GROUP BY usage_owner HAVING sum(delta) <> 0
+                ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
+            SELECT record_name, created_version, usage_owner, delta FROM changed
             """, logger: transaction.logger)
-        for try await (name, createdVersion) in stored.decode((String, Int64?).self) {
+        var changes: [ExactName: Int64] = [:]
+        for try await (name, createdVersion, owner, delta) in stored.decode((String, Int64?, String, Int64).self) {
+            usageChange[owner, default: 0] += delta
+            changes[ExactName(name)] = delta
             if case .some(.some(var record)) = known[ExactName(name)], record.createdVersion != createdVersion {
                 record.createdVersion = createdVersion
                 known[ExactName(name)] = .some(record)
             }
         }
+        for index in applied.indices { if let delta = changes[ExactName(applied[index].recordName)] { applied[index].bytes += delta } }
         let stale = saves.filter(\.hadReferences).map(\.record.recordName)
         if !stale.isEmpty {
             try await transaction.connection.query("""

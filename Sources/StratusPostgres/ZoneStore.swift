@@ -73,8 +73,10 @@ public struct ZoneStore: Sendable {
                             deleted = EXCLUDED.deleted, modified_at = now(), tombstone_horizon = 0
                         """, logger: logger)
                     if after == nil {
-                        // A deleted zone takes its records with it; its zone.deleted event speaks for them all.
-                        for table in ["records", "record_references", "record_tombstones"] {
+                        // A deleted zone takes its records with it (their bytes are freed); its zone.deleted
+                        // event speaks for them all.
+                        try await StorageUsage.deleteRecords(of: database, zoneName: zoneID.zoneName, on: connection, logger: logger)
+                        for table in ["record_references", "record_tombstones"] {
                             try await connection.query(PostgresQuery(unsafeSQL: """
                                 DELETE FROM \(table) WHERE container = $1 AND environment = $2 AND scope = $3 AND owner = $4 AND zone_name = $5
                                 """, binds: Self.zoneBinds(database, zoneID.zoneName)), logger: logger)

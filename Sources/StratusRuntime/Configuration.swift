@@ -29,7 +29,7 @@ public struct StratusConfiguration: Sendable {
     public var worker: WorkerConfiguration
     /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_HTTP_IDLE_TIMEOUT_SECONDS`, `STRATUS_MAX_OPERATIONS`,
     /// `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`, `STRATUS_MAX_EVENT_BYTES`, the rate limits
-    /// (`STRATUS_RATE_*`) and the sign-in limits (`STRATUS_SIGNIN_*`).
+    /// (`STRATUS_RATE_*`), the sign-in limits (`STRATUS_SIGNIN_*`) and `STRATUS_USER_QUOTA_BYTES`.
     public var api: APIConfiguration
     /// `STRATUS_METRICS_PORT`: where a worker serves `/health` and `/metrics` (0 = off).
     public var metricsPort: Int
@@ -141,7 +141,8 @@ public struct StratusConfiguration: Sendable {
         return configuration
     }
 
-    /// The rate limits and sign-in limits (`STRATUS_RATE_*`, `STRATUS_SIGNIN_*`).
+    /// The rate limits, sign-in limits and storage quota (`STRATUS_RATE_*`, `STRATUS_SIGNIN_*`,
+    /// `STRATUS_USER_QUOTA_BYTES`).
     static func readLimits(_ environment: [String: String], into api: inout APIConfiguration, int: (String, Int) throws -> Int) throws {
         func number(_ name: String) throws -> Double? {
             guard let text = environment[name] else { return nil }
@@ -170,6 +171,7 @@ public struct StratusConfiguration: Sendable {
         let window = try count("STRATUS_SIGNIN_WINDOW_SECONDS", Int(api.signInLimits.window.components.seconds))
         guard window > 0 else { throw ConfigurationProblem("STRATUS_SIGNIN_WINDOW_SECONDS must be at least 1, got \(window)") }
         api.signInLimits.window = .seconds(window)
+        api.limits.userQuotaBytes = Int64(try count("STRATUS_USER_QUOTA_BYTES", Int(api.limits.userQuotaBytes)))
     }
 
     /// Whether `host` is a loopback address: only processes on this machine can reach it.

@@ -164,6 +164,7 @@ final class RateLimitTests: XCTestCase {
         let configuration = try StratusConfiguration.fromEnvironment(["STRATUS_SECRET_KEY": String(repeating: "ab", count: 32)])
         XCTAssertFalse(configuration.api.rateLimits.user.isOn)
         XCTAssertFalse(configuration.api.rateLimits.container.isOn)
+        XCTAssertEqual(configuration.api.limits.userQuotaBytes, 0)
         XCTAssertEqual(configuration.api.signInLimits.perLogin, 10)
         XCTAssertEqual(configuration.api.signInLimits.perAddress, 50)
         XCTAssertEqual(configuration.api.signInLimits.window, .seconds(900))
@@ -176,6 +177,7 @@ final class RateLimitTests: XCTestCase {
             "STRATUS_RATE_CONTAINER_PER_SECOND": "100",
             "STRATUS_RATE_MAX_BUCKETS": "5000",
             "STRATUS_SIGNIN_LOGIN_FAILURES": "5", "STRATUS_SIGNIN_ADDRESS_FAILURES": "0", "STRATUS_SIGNIN_WINDOW_SECONDS": "60",
+            "STRATUS_USER_QUOTA_BYTES": "1048576",
         ])
         XCTAssertEqual(configuration.api.rateLimits.user, TokenRate(perSecond: 2.5, burst: 20))
         XCTAssertEqual(configuration.api.rateLimits.container, TokenRate(perSecond: 100, burst: 100), "the burst defaults to a second's worth")
@@ -183,7 +185,9 @@ final class RateLimitTests: XCTestCase {
         XCTAssertEqual(configuration.api.signInLimits.perLogin, 5)
         XCTAssertEqual(configuration.api.signInLimits.perAddress, 0)
         XCTAssertEqual(configuration.api.signInLimits.window, .seconds(60))
-        for (name, value) in [("STRATUS_RATE_USER_PER_SECOND", "-1"), ("STRATUS_RATE_USER_PER_SECOND", "fast"), ("STRATUS_SIGNIN_WINDOW_SECONDS", "0")] {
+        XCTAssertEqual(configuration.api.limits.userQuotaBytes, 1_048_576)
+        for (name, value) in [("STRATUS_RATE_USER_PER_SECOND", "-1"), ("STRATUS_RATE_USER_PER_SECOND", "fast"), ("STRATUS_USER_QUOTA_BYTES", "-5"),
+                              ("STRATUS_SIGNIN_WINDOW_SECONDS", "0")] {
             XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_SECRET_KEY": String(repeating: "ab", count: 32), name: value])) { error in
                 XCTAssertTrue("\(error)".contains(name), "\(error)")
             }
