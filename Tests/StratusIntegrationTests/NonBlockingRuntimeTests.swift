@@ -45,13 +45,14 @@ final class NonBlockingRuntimeTests: XCTestCase {
             _ = try await users.create(container: Self.container, login: "alice@example.com", password: "correct horse", logger: TestSupport.logger)
             // The shortest of three hashes: the load below takes at least eight of them.
             let clock = ContinuousClock()
-            var oneHash = Duration.seconds(3600)
+            var fastest = Duration.seconds(3600)
             let stored = try PasswordHash.make("correct horse")
             for _ in 0..<3 {
                 let before = clock.now
                 _ = PasswordHash.verify("correct horse", against: stored)
-                oneHash = min(oneHash, clock.now - before)
+                fastest = min(fastest, clock.now - before)
             }
+            let oneHash = fastest
             let configuration = APIConfiguration(secretKey: SecretKey.generate())
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
             try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
