@@ -208,6 +208,33 @@ def write_load(client, zones, tally, stop, batches, batch_size=5, atomic=True):
     return threads
 
 
+def start_load(client, prefix, zone_count=4, batch_size=5):
+    """Creates `zone_count` zones and starts one writer per zone; returns the load to `finish`."""
+    zones = [f"{prefix}{i}" for i in range(zone_count)]
+    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
+    tally, stop, batches = Tally(), threading.Event(), []
+    threads = write_load(client, zones, tally, stop, batches, batch_size=batch_size)
+    return tally, stop, batches, threads
+
+
+def finish(load):
+    """Stops the writers and waits for them."""
+    _, stop, _, threads = load
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+
+
+def differs_from_replay(stack):
+    """1 when the live index is not what a fresh replay of the event log builds, else 0."""
+    live = index_state()
+    stack.kill("stratus-indexer", signal.SIGTERM)
+    stack.cli("replay", "stratus-indexer")
+    replayed = index_state()
+    stack.start("stratus-indexer")
+    return int(live != replayed)
+
+
 def check_batches(client, batches):
     """(lost, partial): acknowledged batches not fully stored, batches stored in part."""
     by_zone = {}
@@ -265,29 +292,23 @@ def report(name, tally, extra, failures):
 
 def drill_api_kill(stack, client, failures):
     """SIGKILL stratus-api during atomic batches; restart it."""
-    zones = [f"ApiKill{i}" for i in range(4)]
-    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
-    tally, stop, batches = Tally(), threading.Event(), []
-    threads = write_load(client, zones, tally, stop, batches)
+    load = start_load(client, "ApiKill")
+    tally, _, batches, _ = load
     time.sleep(2)  # load runs before the fault
     stack.kill("stratus-api")
     killed = time.monotonic()
     stack.start("stratus-api")
     recovered = time.monotonic() - killed
     time.sleep(2)  # and after it
-    stop.set()
-    for thread in threads:
-        thread.join(60)
+    finish(load)
     lost, partial = check_batches(client, batches)
     return report("api-kill", tally, {"lost": lost, "partial": partial, "restart s": round(recovered, 1)}, failures)
 
 
 def drill_worker_kill(stack, client, failures):
     """SIGKILL every worker mid-load; restart them; their state must equal a fresh replay."""
-    zones = [f"WorkerKill{i}" for i in range(4)]
-    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
-    tally, stop, batches = Tally(), threading.Event(), []
-    threads = write_load(client, zones, tally, stop, batches)
+    load = start_load(client, "WorkerKill")
+    tally, _, batches, _ = load
     time.sleep(1.5)
     for worker in WORKERS:
         stack.kill(worker)
@@ -295,18 +316,11 @@ def drill_worker_kill(stack, client, failures):
     for worker in WORKERS:
         stack.start(worker)
     time.sleep(1.5)
-    stop.set()
-    for thread in threads:
-        thread.join(60)
+    finish(load)
     started = time.monotonic()
     wait_until("the workers to catch up", lambda: workers_caught_up(["stratus-indexer", "stratus-gc"]), 120)
     caught_up = time.monotonic() - started
-    live = index_state()
-    stack.kill("stratus-indexer", signal.SIGTERM)
-    stack.cli("replay", "stratus-indexer")
-    replayed = index_state()
-    stack.start("stratus-indexer")
-    differs = int(live != replayed)
+    differs = differs_from_replay(stack)
     if differs:
         failures.append("worker-kill: the index differs from a fresh replay")
     lost, partial = check_batches(client, batches)
@@ -315,27 +329,19 @@ def drill_worker_kill(stack, client, failures):
 
 def drill_broker_restart(stack, client, failures):
     """The broker killed and restarted empty under load: no event lost."""
-    zones = [f"Broker{i}" for i in range(4)]
-    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
-    tally, stop, batches = Tally(), threading.Event(), []
-    threads = write_load(client, zones, tally, stop, batches)
+    load = start_load(client, "Broker")
+    tally, _, batches, _ = load
     time.sleep(1.5)
     stack.kill("broker")
     time.sleep(2)  # the broker is down for a while
     stack.start("broker")
     restarted = time.monotonic()
     time.sleep(2)
-    stop.set()
-    for thread in threads:
-        thread.join(60)
+    finish(load)
     wait_until("every event to be published again", lambda: psql("SELECT count(*) FROM events WHERE published_at IS NULL") == "0", 180)
     wait_until("the indexer to converge", lambda: workers_caught_up(["stratus-indexer"]), 180)
     converged = time.monotonic() - restarted
-    live = index_state()
-    stack.kill("stratus-indexer", signal.SIGTERM)
-    stack.cli("replay", "stratus-indexer")
-    differs = int(live != index_state())
-    stack.start("stratus-indexer")
+    differs = differs_from_replay(stack)
     if differs:
         failures.append("broker-restart: the index differs from a fresh replay")
     lost, partial = check_batches(client, batches)
@@ -344,10 +350,8 @@ def drill_broker_restart(stack, client, failures):
 
 def drill_pg_restart(stack, client, failures):
     """PostgreSQL restarted under load: retryable errors meanwhile, recovery without restarting Stratus."""
-    zones = [f"Postgres{i}" for i in range(4)]
-    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
-    tally, stop, batches = Tally(), threading.Event(), []
-    threads = write_load(client, zones, tally, stop, batches)
+    load = start_load(client, "Postgres")
+    tally, _, batches, _ = load
     time.sleep(1.5)
     subprocess.run(["bash", "-c", f'source "{ROOT}/scripts/lib.sh"; pg_stop "{WORK}/pg"; pg_start "{WORK}/pg" {PG_PORT} "{WORK}/postgres.log" -c max_connections=200'],
                    check=True, capture_output=True)
@@ -356,9 +360,7 @@ def drill_pg_restart(stack, client, failures):
     wait_until("a write to succeed after the restart", lambda: tally.acknowledged > acknowledged_before, 120, 0.05)
     recovered = time.monotonic() - restarted
     time.sleep(1)
-    stop.set()
-    for thread in threads:
-        thread.join(60)
+    finish(load)
     lost, partial = check_batches(client, batches)
     return report("pg-restart", tally, {"lost": lost, "partial": partial, "recovery s": round(recovered, 1)}, failures)
 
@@ -367,14 +369,10 @@ def drill_pool_exhausted(stack, client, failures):
     """Two pooled connections, many concurrent writers: TRY_AGAIN_LATER or success, never a hang."""
     stack.kill("stratus-api", signal.SIGTERM)
     stack.start("stratus-api", {"STRATUS_DATABASE_MAX_CONNECTIONS": "2", "STRATUS_DATABASE_LEASE_TIMEOUT_MS": "200"})
-    zones = [f"Pool{i}" for i in range(24)]
-    client.post("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": z}}} for z in zones]})
-    tally, stop, batches = Tally(), threading.Event(), []
-    threads = write_load(client, zones, tally, stop, batches, batch_size=20)
+    load = start_load(client, "Pool", zone_count=24, batch_size=20)
+    tally, _, batches, _ = load
     time.sleep(4)
-    stop.set()
-    for thread in threads:
-        thread.join(60)
+    finish(load)
     stack.kill("stratus-api", signal.SIGTERM)
     stack.start("stratus-api")
     lost, partial = check_batches(client, batches)

@@ -167,17 +167,22 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         }
         let page = changed.prefix(limit)
         for state in page { known[state.zoneName] = state.fingerprint }
-        let zones: [JSONValue] = page.map { state in
+        let zones: [WireZone] = page.map { state in
             let zoneID = ZoneID(zoneName: state.zoneName, ownerRecordName: database.owner)
-            return state.deleted ? WireZone.deleted(zoneID).json
-                : WireZone.custom(Zone(database: database, zoneID: zoneID, incarnation: state.incarnation, changeCounter: state.changeCounter), key: secretKey).json
+            return state.deleted ? .deleted(zoneID)
+                : .custom(Zone(database: database, zoneID: zoneID, incarnation: state.incarnation, changeCounter: state.changeCounter), key: secretKey)
         }
         let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), kind: .databaseSync, key: secretKey)
-        // Apple's reference names the token `syncToken` for changes/database and `metaSyncToken` for
-        // zones/changes, and clients read either: both keys carry it.
-        return try json([
-            "zones": JSONValue.array(zones), "syncToken": .string(token), "metaSyncToken": .string(token), "moreComing": .bool(changed.count > page.count),
-        ])
+        return try json(DatabaseChangesResponse(zones: zones, syncToken: token, metaSyncToken: token, moreComing: changed.count > page.count))
+    }
+
+    /// Apple's reference names the token `syncToken` for changes/database and `metaSyncToken` for
+    /// zones/changes, and clients read either: both keys carry it.
+    struct DatabaseChangesResponse: Encodable {
+        var zones: [WireZone]
+        var syncToken: String
+        var metaSyncToken: String
+        var moreComing: Bool
     }
 
     private func open(_ request: Request, _ context: Context) async throws -> (DatabaseID, Data) {

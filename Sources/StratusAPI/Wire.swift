@@ -83,18 +83,6 @@ struct WireZone: Encodable {
     static func deleted(_ zoneID: ZoneID) -> WireZone {
         WireZone(zoneID: WireZoneID(zoneID), deleted: true)
     }
-
-    /// The dictionary as a JSON value, for responses built as `JSONValue`.
-    var json: JSONValue {
-        var zoneIDMembers: [String: JSONValue] = ["zoneName": .string(zoneID.zoneName), "ownerRecordName": .string(zoneID.ownerRecordName ?? "")]
-        if let type = zoneID.zoneType { zoneIDMembers["zoneType"] = .string(type) }
-        var members: [String: JSONValue] = ["zoneID": .object(zoneIDMembers)]
-        if let atomic { members["atomic"] = .bool(atomic) }
-        if let deleted { members["deleted"] = .bool(deleted) }
-        if let syncToken { members["syncToken"] = .string(syncToken) }
-        if let zoneType { members["zoneType"] = .string(zoneType) }
-        return .object(members)
-    }
 }
 
 extension ZoneSyncToken {

@@ -66,12 +66,17 @@ final class SignedTokenTests: XCTestCase {
         XCTAssertNil(WebAuthToken.open([parts[0], parts[1], String(parts[2].reversed())].joined(separator: "."), key: key))
     }
 
+    /// The key of `kind`, derived here as the format prescribes (not by the code under test), so a
+    /// changed derivation fails these tests: tokens already issued must keep verifying.
+    func kindKey(_ kind: TokenKind) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: (0..<32).map { UInt8($0) }), info: Data("stratus/v2/token/\(kind.rawValue)".utf8), outputByteCount: 32)
+    }
+
     /// The second format, signed as this release still reads it.
     func formatTwo<T: Encodable>(_ value: T, kind: TokenKind) -> String {
-        let key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: (0..<32).map { UInt8($0) }), info: Data("stratus/v2/token/\(kind.rawValue)".utf8), outputByteCount: 32)
         let signed = "2." + Base64URL.encode(EventCoding.encode(value))
-        return signed + "." + Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(signed.utf8), using: key)))
+        return signed + "." + Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(signed.utf8), using: kindKey(kind))))
     }
 
     func testBodyTokensAreStandardBase64OfSignedBytes() throws {
@@ -101,9 +106,7 @@ final class SignedTokenTests: XCTestCase {
         let web = WebAuthToken(userRecordName: "_u1", container: "iCloud.a", expiresAt: 2_000)
         var webBytes = Data([3])
         webBytes.append(EventCoding.encode(web))
-        let webKey = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: (0..<32).map { UInt8($0) }), info: Data("stratus/v2/token/web-auth".utf8), outputByteCount: 32)
-        webBytes.append(contentsOf: HMAC<SHA256>.authenticationCode(for: webBytes, using: webKey))
+        webBytes.append(contentsOf: HMAC<SHA256>.authenticationCode(for: webBytes, using: kindKey(.webAuth)))
         XCTAssertNil(WebAuthToken.open(webBytes.base64EncodedString(), key: key))
     }
 

@@ -18,6 +18,16 @@ struct PipelineFixture: Sendable {
 
     func uniqueTopic() -> String { "test-events-" + UUID().uuidString.prefix(8).lowercased() }
 
+    /// Relay and worker settings for one test topic of `partitions` partitions.
+    func configurations(topic: String, partitions: Int = 4) -> (relay: RelayConfiguration, worker: WorkerConfiguration) {
+        var relay = RelayConfiguration()
+        relay.topic = topic
+        relay.partitions = partitions
+        var worker = WorkerConfiguration()
+        worker.topic = topic
+        return (relay, worker)
+    }
+
     /// Creates, deletes and re-creates zones: `rounds` times over `zoneCount` zones.
     func workload(_ store: PostgresStore, zoneCount: Int, rounds: Int, prefix: String = "Z") async throws {
         let zones = ZoneStore(store: store)
@@ -152,11 +162,7 @@ final class PipelineTests: XCTestCase {
         let topic = fixture.uniqueTopic()
         let fixture = fixture
         try await TestSupport.withMigratedStore { store, _ in
-            var relayConfiguration = RelayConfiguration()
-            relayConfiguration.topic = topic
-            relayConfiguration.partitions = 4
-            var workerConfiguration = WorkerConfiguration()
-            workerConfiguration.topic = topic
+            let (relayConfiguration, workerConfiguration) = fixture.configurations(topic: topic)
             let kafka = fixture.kafka(brokers)
             let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
             try await store.withConnection { connection in

@@ -3,7 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import PostgresNIO
-import StratusCore
+@testable import StratusCore
 @testable import StratusPostgres
 import StratusRuntime
 import XCTest
@@ -83,10 +83,8 @@ final class WireCompatibilityTests: XCTestCase {
 
     /// A token in the text format of the previous release (`2.base64url(json).base64url(mac)`).
     static func formatTwo<T: Encodable>(_ value: T, kind: TokenKind, key: SecretKey) -> String {
-        // The kind key is not public; re-derive it as the server does.
-        let derived = HKDFKey.derive(key, kind: kind)
         let signed = "2." + Base64URL.encode(EventCoding.encode(value))
-        return signed + "." + Base64URL.encode(HKDFKey.mac(Data(signed.utf8), key: derived))
+        return signed + "." + Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(signed.utf8), using: key.tokenKey(kind))))
     }
 
     func testDatabaseChangesCarryBothTokenKeysAndReadEither() async throws {
@@ -281,31 +279,5 @@ final class WireCompatibilityTests: XCTestCase {
                 XCTAssertEqual(access?.allowsAnonymousPublic, false)
             }
         }
-    }
-}
-
-/// The kind keys as the server derives them, for writing a token of the previous format in a test.
-enum HKDFKey {
-    static func derive(_ key: SecretKey, kind: TokenKind) -> Data {
-        let bytes = Data(hex: key.hex)
-        return HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: bytes), info: Data("stratus/v2/token/\(kind.rawValue)".utf8), outputByteCount: 32)
-            .withUnsafeBytes { Data($0) }
-    }
-
-    static func mac(_ data: Data, key: Data) -> Data {
-        Data(HMAC<SHA256>.authenticationCode(for: data, using: SymmetricKey(data: key)))
-    }
-}
-
-extension Data {
-    init(hex: String) {
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            bytes.append(UInt8(hex[index..<next], radix: 16) ?? 0)
-            index = next
-        }
-        self.init(bytes)
     }
 }

@@ -65,11 +65,7 @@ final class WorkerIdleTests: XCTestCase {
         let topic = fixture.uniqueTopic()
         let fixture = fixture
         try await TestSupport.withMigratedStore { store, _ in
-            var relayConfiguration = RelayConfiguration()
-            relayConfiguration.topic = topic
-            relayConfiguration.partitions = 4
-            var workerConfiguration = WorkerConfiguration()
-            workerConfiguration.topic = topic
+            var (relayConfiguration, workerConfiguration) = fixture.configurations(topic: topic)
             workerConfiguration.idleAfter = .milliseconds(300)
             // Only a commit notification can wake it in time: its own wake-up and reconciliation are an hour away.
             workerConfiguration.idleWakeInterval = .seconds(3600)
