@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 
-/// `/health`, `/ready` and `/metrics`.
+/// `/health`, `/ready`, `/metrics` and `/openapi.json` (the API's OpenAPI document, docs/openapi.json).
 struct OperationsRoutes<Context: StratusRequestContext>: Sendable {
     let dependencies: APIDependencies
 
@@ -33,6 +33,11 @@ struct OperationsRoutes<Context: StratusRequestContext>: Sendable {
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: dependencies.metrics())))
+        }
+        router.get("/openapi.json") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
     }
 }

@@ -1,0 +1,589 @@
+#!/usr/bin/env python3
+"""Writes docs/openapi.json, the OpenAPI 3.1 document of Stratus's HTTP API, and the Swift constant
+stratus-api serves it from (Sources/StratusAPI/OpenAPIDocument.swift), both from the description
+below.
+
+    python3 scripts/openapi.py            # write both files
+    python3 scripts/openapi.py --check    # fail when either is stale or the document is not valid
+                                          # OpenAPI 3.1 (openapi-spec-validator, from install-deps.sh)
+
+Edit this file, not the two it writes. OpenAPIContractTests checks that the router and the
+document name the same paths and methods and that GET /openapi.json serves docs/openapi.json byte
+for byte; scripts/fuzz.sh sends generated requests to a live stratus-api and checks every answer
+against the document.
+"""
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENT = ROOT / "docs" / "openapi.json"
+SWIFT = ROOT / "Sources" / "StratusAPI" / "OpenAPIDocument.swift"
+
+EXT = "x-stratus-extension"
+DATABASE = "/database/1/{container}/{environment}/{database}"
+
+
+def ref(name):
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def extension(schema, note=None):
+    """Marks a key, an operation or a response as a Stratus extension of CloudKit Web Services."""
+    marked = dict(schema)
+    marked[EXT] = True
+    if note:
+        marked["description"] = note
+    return marked
+
+
+def obj(required=None, optional=None, description=None, extra=True):
+    """An object schema; keys a client does not know are allowed unless extra is False."""
+    properties = dict(required or {})
+    properties.update(optional or {})
+    schema = {"type": "object"}
+    if description:
+        schema["description"] = description
+    if required:
+        schema["required"] = list(required)
+    schema["properties"] = properties
+    if not extra:
+        schema["additionalProperties"] = False
+    return schema
+
+
+STRING = {"type": "string"}
+BOOL = {"type": "boolean"}
+INTEGER = {"type": "integer"}
+NAMES = {"type": "array", "items": STRING, "maxItems": 1000}
+# What the server accepts as names (anything else is BAD_REQUEST naming it).
+TYPE_NAME = {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_]{0,254}$"}
+RECORD_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]+$",
+               "description": "1 to 255 bytes, no control characters."}
+ZONE_NAME = {"type": "string", "pattern": "^(_defaultZone|[A-Za-z0-9.-][A-Za-z0-9._-]{0,254})$",
+             "description": "`_defaultZone`, or 1 to 255 letters, digits, '-', '_' and '.' not starting with '_'."}
+
+# ---------------------------------------------------------------------------------------------
+# Schemas
+
+FIELD_TYPES = [
+    "STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES", "REFERENCE", "ASSET", "ASSETID", "LOCATION",
+    "STRING_LIST", "INT64_LIST", "DOUBLE_LIST", "TIMESTAMP_LIST", "BYTES_LIST", "REFERENCE_LIST",
+    "ASSET_LIST", "ASSETID_LIST", "LOCATION_LIST",
+]
+RETRYABLE = ["TRY_AGAIN_LATER", "THROTTLED", "REQUEST_RATE_LIMITED"]
+
+SCHEMAS = {
+    "Base64Token": {
+        "type": "string",
+        "description": "An opaque token signed by the server (sync token, database sync token or continuation "
+                       "marker): standard padded base64, as Apple's. A changed token, or one of another kind, is "
+                       "BAD_REQUEST.",
+        "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+        "contentEncoding": "base64",
+    },
+    "ZoneType": {"type": "string", "enum": ["DEFAULT_ZONE", "REGULAR_CUSTOM_ZONE"]},
+    "ZoneID": obj(
+        {"zoneName": ZONE_NAME},
+        {
+            "ownerRecordName": STRING,
+            "ownerName": extension(STRING, "Accepted in requests for ownerRecordName."),
+            "zoneType": {**ref("ZoneType"), "description": "Sent in every zone id the server answers; ignored in requests."},
+        },
+        "A zone id: `_defaultZone` is the database's default zone. Requests may leave out the owner.",
+    ),
+    "TypedZoneID": {
+        "description": "A zone id as the server answers it in zone dictionaries: owner and type always present.",
+        "allOf": [ref("ZoneID"), obj({"ownerRecordName": STRING, "zoneType": ref("ZoneType")})],
+    },
+    "Zone": obj(
+        {"zoneID": ref("TypedZoneID"), "atomic": BOOL, "syncToken": ref("Base64Token"), "zoneType": ref("ZoneType")},
+        {"deleted": {"const": False}},
+        "A zone dictionary. `atomic` is true for custom zones; a custom zone's `syncToken` is its current state, "
+        "the default zone's names the zone (records/changes answers it with BAD_REQUEST naming records/query).",
+    ),
+    "DeletedZone": obj({"zoneID": ref("ZoneID"), "deleted": {"const": True}}, description="A deleted zone."),
+    "Error": {
+        "type": "object",
+        "description": "CloudKit's error dictionary. `uuid` is the request's id (also `X-Request-ID`); `retryAfter` "
+                       "(seconds) is present on every retryable error, `redirectURL` on every AUTHENTICATION_REQUIRED.",
+        "required": ["uuid", "serverErrorCode", "reason"],
+        "properties": {
+            "uuid": STRING,
+            "serverErrorCode": {
+                "type": "string",
+                "description": "ACCESS_DENIED, ATOMIC_ERROR, AUTHENTICATION_FAILED, AUTHENTICATION_REQUIRED, "
+                               "BAD_REQUEST, CONFLICT, EXISTS, INTERNAL_ERROR, NOT_FOUND, QUOTA_EXCEEDED, THROTTLED, "
+                               "REQUEST_RATE_LIMITED, TRY_AGAIN_LATER, VALIDATING_REFERENCE_ERROR, ZONE_NOT_FOUND, "
+                               "and Stratus's LIMIT_EXCEEDED and CHANGE_TOKEN_EXPIRED.",
+            },
+            "reason": STRING,
+            "retryAfter": {"type": "integer", "minimum": 0},
+            "redirectURL": STRING,
+        },
+        "allOf": [
+            {
+                "if": {"properties": {"serverErrorCode": {"enum": RETRYABLE}}, "required": ["serverErrorCode"]},
+                "then": {"required": ["retryAfter"]},
+            },
+            {
+                "if": {"properties": {"serverErrorCode": {"const": "AUTHENTICATION_REQUIRED"}}, "required": ["serverErrorCode"]},
+                "then": {"required": ["redirectURL"]},
+            },
+        ],
+    },
+    "RecordError": {
+        "description": "A record's error inside `records`: EXISTS, CONFLICT (with `serverRecord`), NOT_FOUND, "
+                       "ACCESS_DENIED, ATOMIC_ERROR, VALIDATING_REFERENCE_ERROR, LIMIT_EXCEEDED, BAD_REQUEST, "
+                       "TRY_AGAIN_LATER.",
+        "allOf": [
+            ref("Error"),
+            obj({"recordName": STRING}, {
+                "serverRecord": extension(ref("Record"), "CONFLICT only: the server's current record, for a three-way merge."),
+            }),
+        ],
+    },
+    "ZoneError": {
+        "description": "A zone's error inside `zones`, naming the zone.",
+        "allOf": [ref("Error"), obj({"zoneID": ref("ZoneID")})],
+    },
+    "Stamp": obj(
+        {"timestamp": INTEGER, "userRecordName": STRING, "deviceID": STRING},
+        description="Who wrote a record and when (ms since 1970); `deviceID` is `_stratus` for every write through "
+                    "the web service.",
+    ),
+    "FieldType": {"type": "string", "enum": FIELD_TYPES},
+    "Field": obj(
+        {"value": {}, "type": ref("FieldType")},
+        description="A record field as the server answers it: INT64 and DOUBLE values are strings with "
+                    "`numbersAsStrings`, TIMESTAMP is ms, BYTES base64, REFERENCE `{recordName, action}`, LOCATION "
+                    "`{latitude, longitude, …}`, a _LIST type an array of such values.",
+    ),
+    "FieldInput": obj(
+        optional={"value": {}, "type": ref("FieldType")},
+        description="A record field as a client sends it. Without `type` the type is inferred; `{}` or a null "
+                    "`value` removes the field under update.",
+    ),
+    "Reference": obj(
+        {"recordName": STRING},
+        {"zoneID": ref("ZoneID"), "action": {"type": "string", "enum": ["NONE", "DELETE_SELF", "VALIDATE"]}},
+        "A reference to a record of the same zone.",
+    ),
+    "Record": obj(
+        {
+            "recordName": RECORD_NAME, "recordType": TYPE_NAME, "recordChangeTag": STRING,
+            "fields": {"type": "object", "propertyNames": TYPE_NAME, "additionalProperties": ref("Field")},
+            "created": ref("Stamp"), "modified": ref("Stamp"),
+        },
+        {
+            "deleted": {"const": False}, "zoneID": ref("TypedZoneID"), "parent": ref("Reference"),
+            "share": ref("Reference"), "shortGUID": STRING,
+        },
+        "A record dictionary; `fields` holds only the `desiredKeys` when they are given.",
+    ),
+    "DeletedRecord": obj(
+        {"recordName": STRING, "deleted": {"const": True}},
+        {"zoneID": ref("TypedZoneID")},
+        "A deleted record: answered by delete operations (with `zoneID`) and by sync.",
+    ),
+    "RecordInput": obj(
+        optional={
+            "recordName": {**RECORD_NAME, "description": "Required except for create, which names an unnamed record."},
+            "recordType": TYPE_NAME,
+            "recordChangeTag": {**STRING, "description": "Required by update, replace and delete."},
+            "fields": {"type": "object", "propertyNames": TYPE_NAME, "additionalProperties": ref("FieldInput")},
+            "parent": {"anyOf": [ref("Reference"), {"type": "null"}]},
+            "share": {"anyOf": [ref("Reference"), {"type": "null"}]},
+            "createShortGUID": BOOL,
+        },
+        description="A record as an operation sends it.",
+    ),
+    "RecordResult": {"anyOf": [ref("Record"), ref("DeletedRecord"), ref("RecordError")]},
+    "RecordChange": {"anyOf": [ref("Record"), ref("DeletedRecord")]},
+    "ZoneResult": {"anyOf": [ref("Zone"), ref("DeletedZone"), ref("ZoneError")]},
+    "RecordsAnswer": obj({"records": {"type": "array", "items": ref("RecordResult")}}),
+    "ZonesAnswer": obj({"zones": {"type": "array", "items": ref("ZoneResult")}}),
+    "ZoneChangesRequest": obj(
+        {"zoneID": ref("ZoneID")},
+        {
+            "syncToken": {**ref("Base64Token"), "description": "Absent or empty: from the start."},
+            "resultsLimit": {"type": "integer", "minimum": 1, "description": "Capped by STRATUS_MAX_RESULTS (200)."},
+            "desiredKeys": NAMES,
+            "desiredRecordTypes": extension(NAMES, "Only records of these types (Stratus extension on records/changes)."),
+            "numbersAsStrings": BOOL,
+            "reverse": extension(BOOL, "Newest changes first; continue with reverse: true until moreComing is false."),
+            "snapshot": extension(BOOL, "Every change in order, intermediate versions included."),
+        },
+        "One custom zone's changes since a token.",
+    ),
+    "ZoneChanges": obj(
+        {
+            "zoneID": ref("TypedZoneID"), "records": {"type": "array", "items": ref("RecordChange")},
+            "syncToken": ref("Base64Token"), "moreComing": BOOL,
+        },
+        description="A page of one zone's changes; repeat with `syncToken` while `moreComing`.",
+    ),
+    "DatabaseChangesRequest": obj(optional={
+        "syncToken": ref("Base64Token"),
+        "metaSyncToken": {**ref("Base64Token"), "description": "Apple's name on zones/changes; either is read."},
+        "resultsLimit": {"type": "integer", "minimum": 1},
+    }),
+    "DatabaseChanges": obj(
+        {
+            "zones": {"type": "array", "items": {"anyOf": [ref("Zone"), ref("DeletedZone")]}},
+            "syncToken": ref("Base64Token"),
+            "metaSyncToken": extension(ref("Base64Token"), "The same token as syncToken, under Apple's other name."),
+            "moreComing": BOOL,
+        },
+        description="Zones created, changed or deleted since the token.",
+    ),
+    "Status": obj({"status": STRING}, {"checks": {"type": "object", "additionalProperties": {"enum": ["ok", "unreachable"]}}}),
+}
+
+# ---------------------------------------------------------------------------------------------
+# Errors per HTTP status: which codes each status carries.
+
+ERRORS = {
+    400: (["BAD_REQUEST", "LIMIT_EXCEEDED", "ATOMIC_ERROR"],
+          "BAD_REQUEST: the request does not follow the protocol (the reason names the key); LIMIT_EXCEEDED "
+          "(Stratus): beyond a limit (operations, body size, record size, list lengths, query size)."),
+    401: (["AUTHENTICATION_FAILED"],
+          "Unknown API token, bad or expired web auth token (a password change ends them), bad signature, "
+          "both schemes in one request."),
+    403: (["ACCESS_DENIED"], "A signed request to a private or shared database, or another user's zones."),
+    404: (["NOT_FOUND", "ZONE_NOT_FOUND"], "The zone named does not exist in this database."),
+    409: (["CONFLICT", "EXISTS"], "The request conflicts with the server's state."),
+    410: (["CHANGE_TOKEN_EXPIRED"],
+          "Stratus: the server can no longer honour the sync token (the zone was re-created, the token is of "
+          "another zone or database, or its tombstones were collected): drop the local copy and sync without a token."),
+    412: (["VALIDATING_REFERENCE_ERROR"], "A VALIDATE reference's target is missing or protected."),
+    413: (["QUOTA_EXCEEDED"], "The user's storage quota is used up."),
+    421: (["AUTHENTICATION_REQUIRED"], "A user is needed and none was given: sign in at `redirectURL`."),
+    429: (RETRYABLE, "Rate limited: retry after `retryAfter` seconds (also the Retry-After header)."),
+    500: (["INTERNAL_ERROR"],
+          "Never expected: a fault of the server (details go to its log only). The fuzz pass fails on it."),
+    503: (RETRYABLE,
+          "A passing condition (a lock wait or statement ran out of time, the database is unreachable, or "
+          "throttling): retry after `retryAfter` seconds (also the Retry-After header). A failed write stored nothing."),
+}
+EXTENSION_STATUSES = {410}
+
+
+def error_response(status):
+    codes, description = ERRORS[status]
+    headers = {"X-Request-ID": {"$ref": "#/components/headers/ErrorRequestID"}}
+    if status in (429, 503):
+        headers["Retry-After"] = {"$ref": "#/components/headers/RetryAfter"}
+    response = {
+        "description": description,
+        "headers": headers,
+        "content": {"application/json": {"schema": {
+            "allOf": [ref("Error"), {"properties": {"serverErrorCode": {"enum": codes}}}],
+        }}},
+    }
+    if status in EXTENSION_STATUSES:
+        response[EXT] = True
+    return response
+
+
+RESPONSES = {f"Error{status}": error_response(status) for status in ERRORS}
+
+# ---------------------------------------------------------------------------------------------
+# Operations
+
+# Alternatives, a signed-in user first.
+READ = [{"ckAPIToken": [], "ckWebAuthToken": []}, {"ckAPIToken": []}, {"serverKeyID": [], "serverDate": [], "serverSignature": []}]
+WRITE = [{"ckAPIToken": [], "ckWebAuthToken": []}, {"serverKeyID": [], "serverDate": [], "serverSignature": []}]
+PATH_PARAMETERS = [{"$ref": "#/components/parameters/container"}, {"$ref": "#/components/parameters/environment"},
+                   {"$ref": "#/components/parameters/database"}]
+# Every database operation can answer these.
+DATABASE_ERRORS = [400, 401, 403, 421, 429, 500, 503]
+
+
+def ok(schema, description="Success.", headers=None):
+    response = {
+        "description": description,
+        "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"}, **(headers or {})},
+        "content": {"application/json": {"schema": schema}},
+    }
+    return response
+
+
+def operation(operation_id, summary, description, tag, body, answer, errors, security, extension_note=None, answer_headers=None,
+              example=None):
+    responses = {"200": ok(answer, headers=answer_headers)}
+    for status in sorted(errors):
+        responses[str(status)] = {"$ref": f"#/components/responses/Error{status}"}
+    result = {"operationId": operation_id, "tags": [tag], "summary": summary, "description": description}
+    if body is not None:
+        result["requestBody"] = {
+            "required": True,
+            "description": "JSON, whatever Content-Type the client sends.",
+            "content": {"application/json": {"schema": body, **({"example": example} if example is not None else {})}},
+        }
+    result["security"] = security
+    result["responses"] = responses
+    if extension_note:
+        result[EXT] = True
+        result["description"] += " " + extension_note
+    return result
+
+
+ZONE_ID_OPTIONAL = {"zoneID": {**ref("ZoneID"), "description": "Default `_defaultZone`."}}
+DESIRED = {"desiredKeys": NAMES, "numbersAsStrings": BOOL}
+
+ZONES_MODIFY = obj({"operations": {"type": "array", "minItems": 1, "maxItems": 200, "items": obj({
+    "operationType": {"type": "string", "enum": ["create", "delete"]},
+    "zone": obj({"zoneID": ref("ZoneID")}),
+})}})
+ZONES_LOOKUP = obj({"zones": {"type": "array", "maxItems": 200, "items": ref("ZoneID")}})
+RECORDS_MODIFY = obj(
+    {"operations": {"type": "array", "minItems": 1, "maxItems": 200, "items": obj(
+        {"operationType": {"type": "string", "enum": ["create", "update", "forceUpdate", "replace", "forceReplace", "delete", "forceDelete"]},
+         "record": ref("RecordInput")},
+        {"desiredKeys": NAMES},
+    )}},
+    {**ZONE_ID_OPTIONAL, "atomic": {**BOOL, "description": "Default true in a custom zone; a default zone is never atomic."}, **DESIRED},
+)
+RECORDS_LOOKUP = obj(
+    {"records": {"type": "array", "maxItems": 200, "items": obj({"recordName": RECORD_NAME}, {"desiredKeys": NAMES})}},
+    {**ZONE_ID_OPTIONAL, **DESIRED},
+)
+FILTER = obj(
+    {"comparator": {"type": "string", "enum": [
+        "EQUALS", "NOT_EQUALS", "LESS_THAN", "LESS_THAN_OR_EQUALS", "GREATER_THAN", "GREATER_THAN_OR_EQUALS", "NEAR",
+        "IN", "NOT_IN", "BEGINS_WITH", "NOT_BEGINS_WITH", "CONTAINS_ALL_TOKENS", "CONTAINS_ANY_TOKENS",
+        "LIST_CONTAINS", "NOT_LIST_CONTAINS", "LIST_CONTAINS_ANY", "NOT_LIST_CONTAINS_ANY", "LIST_CONTAINS_ALL",
+        "NOT_LIST_CONTAINS_ALL", "LIST_MEMBER_BEGINS_WITH", "NOT_LIST_MEMBER_BEGINS_WITH"]},
+     "fieldName": {**STRING, "description": "A field, `___recordID`, `___createTime`, `___modTime`, or `___all` for token search."},
+     "fieldValue": ref("FieldInput")},
+    {"distance": {"type": "number", "description": "NEAR: meters."}},
+)
+SORT = obj({"fieldName": STRING}, {"ascending": BOOL, "relativeLocation": ref("FieldInput")})
+RECORDS_QUERY = obj(
+    {"query": obj({"recordType": TYPE_NAME}, {
+        "filterBy": {"type": "array", "maxItems": 32, "items": FILTER},
+        "sortBy": {"type": "array", "maxItems": 8, "items": SORT},
+    })},
+    {
+        **ZONE_ID_OPTIONAL, "zoneWide": BOOL, "resultsLimit": {"type": "integer", "minimum": 1},
+        "continuationMarker": ref("Base64Token"), **DESIRED,
+    },
+)
+QUERY_ANSWER = obj({"records": {"type": "array", "items": ref("Record")}}, {"continuationMarker": ref("Base64Token")})
+CALLER = obj({"userRecordName": STRING})
+
+PATHS = {}
+
+
+def database_path(operation_name, methods):
+    PATHS[f"{DATABASE}/{operation_name}"] = {"parameters": PATH_PARAMETERS, **methods}
+
+
+database_path("zones/list", {
+    "get": operation("zonesList", "List the database's zones",
+                     "Private: `_defaultZone` and the caller's custom zones; public: `_defaultZone`; shared: none yet.",
+                     "zones", None, ref("ZonesAnswer"), DATABASE_ERRORS, READ),
+    "post": operation("zonesListPost", "List the database's zones (POST)", "As GET; the body is ignored.",
+                      "zones", None, ref("ZonesAnswer"), DATABASE_ERRORS, READ, "Apple documents GET only."),
+})
+database_path("zones/lookup", {"post": operation(
+    "zonesLookup", "Look zones up", "Each zone once, at most 200; an unknown zone answers a ZONE_NOT_FOUND entry "
+    "repeating the `zoneID` as sent.", "zones", ZONES_LOOKUP, ref("ZonesAnswer"), DATABASE_ERRORS, READ,
+    example={"zones": [{"zoneName": "_defaultZone"}, {"zoneName": "Notes"}]})})
+database_path("zones/modify", {"post": operation(
+    "zonesModify", "Create and delete custom zones", "Private database only; one transaction. Creating an existing "
+    "zone returns it; deleting one deletes its records (answered as `{zoneID, deleted: true}`).",
+    "zones", ZONES_MODIFY, ref("ZonesAnswer"), DATABASE_ERRORS, WRITE,
+    example={"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": "Notes"}}}]})})
+database_path("records/modify", {"post": operation(
+    "recordsModify", "Save and delete records", "At most 200 operations, one per record. In a custom zone atomic "
+    "unless `atomic: false` (a failure fails all; the others answer ATOMIC_ERROR). Each operation answers a record, "
+    "a deleted record, or a record error.", "records", RECORDS_MODIFY, ref("RecordsAnswer"),
+    DATABASE_ERRORS + [404, 413], WRITE, example={"zoneID": {"zoneName": "Notes"}, "operations": [{
+        "operationType": "forceReplace",
+        "record": {"recordName": "note-1", "recordType": "Note",
+                   "fields": {"title": {"value": "Hello"}, "stars": {"value": 3, "type": "INT64"}}}}]})})
+database_path("records/lookup", {"post": operation(
+    "recordsLookup", "Fetch records by name", "Each record once, at most 200; an unknown record answers a NOT_FOUND "
+    "entry.", "records", RECORDS_LOOKUP, ref("RecordsAnswer"), DATABASE_ERRORS + [404], READ,
+    example={"zoneID": {"zoneName": "Notes"}, "records": [{"recordName": "note-1"}]})})
+database_path("records/query", {"post": operation(
+    "recordsQuery", "Query records", "Reads the query index, which the indexer fills from the event log: eventually "
+    "consistent. Continuation markers are bound to their query.", "records", RECORDS_QUERY, QUERY_ANSWER,
+    DATABASE_ERRORS + [404], READ, answer_headers={"X-Stratus-Index-Behind-Events": {
+        "description": "Events of the queried zones the index has yet to apply.", "schema": {"type": "integer", "minimum": 0},
+        EXT: True}}, example={"zoneID": {"zoneName": "Notes"}, "resultsLimit": 10, "query": {
+        "recordType": "Note", "filterBy": [{"comparator": "EQUALS", "fieldName": "title", "fieldValue": {"value": "Hello"}}],
+        "sortBy": [{"fieldName": "___modTime", "ascending": False}]}})})
+database_path("records/changes", {"post": operation(
+    "recordsChanges", "A custom zone's changed records since a token", "Each changed record once at its latest "
+    "version, deletes as `{recordName, deleted: true}`. `_defaultZone` is BAD_REQUEST naming records/query.",
+    "sync", ref("ZoneChangesRequest"), ref("ZoneChanges"), DATABASE_ERRORS + [404, 410], READ,
+    example={"zoneID": {"zoneName": "Notes"}, "resultsLimit": 50})})
+database_path("changes/zone", {"post": operation(
+    "changesZone", "Several zones' changes", "One records/changes answer per zone, or a zone error (with `zoneID`); "
+    "each zone once, at most 200.", "sync",
+    obj({"zones": {"type": "array", "minItems": 1, "maxItems": 200, "items": ref("ZoneChangesRequest")}}),
+    obj({"zones": {"type": "array", "items": {"anyOf": [ref("ZoneChanges"), ref("ZoneError")]}}}),
+    DATABASE_ERRORS, READ, example={"zones": [{"zoneID": {"zoneName": "Notes"}, "desiredKeys": ["title"]}]})})
+for name, operation_id in (("zones/changes", "zonesChanges"), ("changes/database", "changesDatabase")):
+    database_path(name, {"post": operation(
+        operation_id, "The database's changed zones since a token", "The token comes back as both `syncToken` and "
+        "`metaSyncToken`; the public database reports no zone changes. An empty body starts from the beginning.",
+        "sync", ref("DatabaseChangesRequest"), ref("DatabaseChanges"), DATABASE_ERRORS + [410], READ,
+        example={"resultsLimit": 50})})
+for name in ("caller", "current"):
+    database_path(f"users/{name}", {
+        "get": operation(f"users{name.capitalize()}", "The caller's user record name",
+                         "Answers `userRecordName` only, at the top level.", "users", None, CALLER, DATABASE_ERRORS, WRITE),
+        "post": operation(f"users{name.capitalize()}Post", "The caller's user record name (POST)", "As GET.",
+                          "users", None, CALLER, DATABASE_ERRORS, WRITE, "Apple documents GET only."),
+    })
+
+PATHS["/auth/1/{container}/signin"] = {"post": {
+    "operationId": "signIn", "tags": ["auth"], EXT: True,
+    "summary": "Sign in with the container's user directory",
+    "description": "Exchanges a login and password for a web auth token, sent as `ckWebAuthToken` until `expiresAt` "
+                   "(ms). A wrong password and an unknown login answer the same AUTHENTICATION_FAILED. The redirectURL "
+                   "of AUTHENTICATION_REQUIRED points here.",
+    "parameters": [{"$ref": "#/components/parameters/container"}],
+    "requestBody": {"required": True, "content": {"application/json": {
+        "schema": obj({"login": STRING, "password": STRING}),
+        "example": {"login": "fuzz@example.com", "password": "a long fuzz password"},
+    }}},
+    "security": [{"ckAPIToken": []}],
+    "responses": {
+        "200": ok(obj({"ckWebAuthToken": STRING, "userRecordName": STRING, "expiresAt": INTEGER})),
+        **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 429, 500, 503)},
+    },
+}}
+
+
+def operations_path(path, operation_id, summary, description, content):
+    PATHS[path] = {"get": {
+        "operationId": operation_id, "tags": ["operations"], EXT: True, "summary": summary, "description": description,
+        "security": [], "responses": {"200": {"description": "Success.", "headers": {
+            "X-Request-ID": {"$ref": "#/components/headers/RequestID"}}, "content": content}},
+    }}
+
+
+operations_path("/health", "health", "Whether the process is alive", "Always `{\"status\": \"ok\"}` while it serves.",
+                {"application/json": {"schema": obj({"status": {"const": "ok"}})}})
+operations_path("/ready", "ready", "Whether the database and the broker are reachable",
+                "200 when every check passes, 503 (with the same dictionary) otherwise.",
+                {"application/json": {"schema": ref("Status")}})
+PATHS["/ready"]["get"]["responses"]["503"] = {
+    "description": "A check failed: `checks` names it as `unreachable`.",
+    "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"}},
+    "content": {"application/json": {"schema": ref("Status")}},
+}
+operations_path("/metrics", "metrics", "Prometheus metrics", "The process's metrics in Prometheus text format.",
+                {"text/plain": {"schema": STRING}})
+operations_path("/openapi.json", "openapi", "This document", "The OpenAPI 3.1 document of the HTTP API (docs/openapi.json).",
+                {"application/json": {"schema": obj({"openapi": STRING, "paths": {"type": "object"}})}})
+
+DOCUMENT_VALUE = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "Stratus",
+        "version": "1",
+        "summary": "A self-hosted backend that speaks Apple's CloudKit Web Services protocol.",
+        "description": "Every route stratus-api serves: CloudKit Web Services operations under "
+                       "`/database/1/{container}/{environment}/{database}/…`, Stratus's sign-in, and the operations "
+                       "endpoints. Keys, operations, responses and headers that Apple does not document carry "
+                       "`x-stratus-extension: true`. docs/compatibility.md lists every difference from Apple's service. "
+                       "Bodies are JSON whatever Content-Type is sent. Every answer carries `X-Request-ID`, the `uuid` of "
+                       "any error in it. Generated by scripts/openapi.py.",
+    },
+    "servers": [{"url": "http://127.0.0.1:8080", "description": "scripts/stack.sh"}],
+    "tags": [
+        {"name": "zones"}, {"name": "records"}, {"name": "sync"}, {"name": "users"},
+        {"name": "auth", EXT: True}, {"name": "operations", EXT: True},
+    ],
+    "paths": PATHS,
+    "components": {
+        "schemas": SCHEMAS,
+        "responses": RESPONSES,
+        "parameters": {
+            "container": {"name": "container", "in": "path", "required": True, "description": "The container, e.g. `iCloud.com.example.notes`.",
+                          "schema": {"type": "string", "minLength": 1, "maxLength": 255}},
+            "environment": {"name": "environment", "in": "path", "required": True,
+                            "description": "`production` accepts new record types and fields as `development` does.",
+                            "schema": {"type": "string", "enum": ["development", "production"]}, "example": "development"},
+            "database": {"name": "database", "in": "path", "required": True,
+                         "schema": {"type": "string", "enum": ["public", "private", "shared"]}, "example": "private"},
+        },
+        "headers": {
+            "RequestID": {"description": "The request's id, also in the logs and in the events it appended.", "required": True,
+                          "schema": STRING, EXT: True},
+            "ErrorRequestID": {"description": "The request's id, the error's `uuid`.", "schema": STRING, EXT: True},
+            "RetryAfter": {"description": "Seconds to wait, as `retryAfter`.", "required": True,
+                           "schema": {"type": "integer", "minimum": 0}, EXT: True},
+        },
+        "securitySchemes": {
+            "ckAPIToken": {"type": "apiKey", "in": "query", "name": "ckAPIToken",
+                           "description": "The container's API token (`stratus container create`). Alone: anonymous reads of "
+                                          "the public database, unless the container turns them off."},
+            "ckWebAuthToken": {"type": "apiKey", "in": "query", "name": "ckWebAuthToken",
+                               "description": "A user's web auth token, from POST /auth/1/{container}/signin (or `stratus user token`)."},
+            "serverKeyID": {"type": "apiKey", "in": "header", "name": "X-Apple-CloudKit-Request-KeyID",
+                            "description": "Server-to-server: the key id (`stratus key create`). Public database only; never with ckAPIToken."},
+            "serverDate": {"type": "apiKey", "in": "header", "name": "X-Apple-CloudKit-Request-ISO8601Date",
+                           "description": "Server-to-server: the request's UTC date, within 10 minutes of the server's clock."},
+            "serverSignature": {"type": "apiKey", "in": "header", "name": "X-Apple-CloudKit-Request-SignatureV1",
+                                "description": "Server-to-server: base64 ECDSA P-256 SHA-256 signature (DER) of "
+                                               "`date:base64(sha256(body)):subpath`."},
+        },
+    },
+}
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+
+def document_text():
+    return json.dumps(DOCUMENT_VALUE, indent=2, ensure_ascii=False) + "\n"
+
+
+def swift_text(text):
+    # One line: the document is data, read in docs/openapi.json.
+    literal = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return (
+        "// Generated by scripts/openapi.py (from the description in that script, like docs/openapi.json): do not edit.\n"
+        "\n"
+        "/// The OpenAPI 3.1 document served at `GET /openapi.json`: docs/openapi.json byte for byte\n"
+        "/// (OpenAPIContractTests checks it).\n"
+        "enum OpenAPIDocument {\n"
+        f'    static let json = "{literal}"\n'
+        "}\n"
+    )
+
+
+def validate(text):
+    try:
+        from openapi_spec_validator import OpenAPIV31SpecValidator, validate as validate_spec
+    except ImportError:
+        sys.exit("openapi.py: openapi-spec-validator is not installed (run scripts/install-deps.sh)")
+    validate_spec(json.loads(text), cls=OpenAPIV31SpecValidator)
+
+
+def main(arguments):
+    text = document_text()
+    if arguments == ["--check"]:
+        validate(text)
+        stale = [str(path.relative_to(ROOT)) for path, wanted in ((DOCUMENT, text), (SWIFT, swift_text(text)))
+                 if not path.exists() or path.read_text(encoding="utf-8") != wanted]
+        if stale:
+            sys.exit(f"openapi.py: {', '.join(stale)} differ from scripts/openapi.py: run python3 scripts/openapi.py")
+        print("openapi.py: docs/openapi.json is valid OpenAPI 3.1 and up to date")
+        return
+    if arguments:
+        sys.exit(__doc__)
+    DOCUMENT.write_text(text, encoding="utf-8")
+    SWIFT.write_text(swift_text(text), encoding="utf-8")
+    print(f"openapi.py: wrote {DOCUMENT.relative_to(ROOT)} and {SWIFT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
