@@ -144,8 +144,9 @@ SCHEMAS = {
         ],
     },
     "ZoneError": {
-        "description": "A zone's error inside `zones`, naming the zone.",
-        "allOf": [ref("Error"), obj({"zoneID": ref("ZoneID")})],
+        "description": "A zone's error inside `zones`, naming the zone as the request did (a BAD_REQUEST entry of "
+                       "changes/zone may name a zone that cannot exist).",
+        "allOf": [ref("Error"), obj({"zoneID": obj({"zoneName": STRING}, {"ownerRecordName": STRING, "zoneType": ref("ZoneType")})})],
     },
     "Stamp": obj(
         {"timestamp": INTEGER, "userRecordName": STRING, "deviceID": STRING},
