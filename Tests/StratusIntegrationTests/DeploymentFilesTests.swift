@@ -232,7 +232,7 @@ final class DeploymentFilesTests: XCTestCase {
     }
 
     func testScriptsAreStrictBash() throws {
-        for script in ["scripts/install-deps.sh", "scripts/test.sh", "scripts/stack.sh", ".ci/run"] {
+        for script in ["scripts/install-deps.sh", "scripts/test.sh", "scripts/stack.sh", "scripts/fuzz.sh", ".ci/run"] {
             let path = Self.root.appendingPathComponent(script).path
             XCTAssertTrue(FileManager.default.isExecutableFile(atPath: path), "\(script) is executable")
             let text = try String(contentsOfFile: path, encoding: .utf8)
