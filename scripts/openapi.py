@@ -518,7 +518,8 @@ DOCUMENT_VALUE = {
         "headers": {
             "RequestID": {"description": "The request's id, also in the logs and in the events it appended.", "required": True,
                           "schema": STRING, EXT: True},
-            "ErrorRequestID": {"description": "The request's id, the error's `uuid`.", "schema": STRING, EXT: True},
+            "ErrorRequestID": {"description": "The request's id, the error's `uuid`.", "required": True, "schema": STRING,
+                               EXT: True},
             "RetryAfter": {"description": "Seconds to wait, as `retryAfter`.", "required": True,
                            "schema": {"type": "integer", "minimum": 0}, EXT: True},
         },
