@@ -25,7 +25,7 @@ public struct CommitNotifications: Sendable {
     /// since a commit made before the listening began would otherwise go unnoticed; when it is, calls
     /// `waiting` and waits for a notification or `timeout`.
     public func wait(
-        unlessLastIDIsNot lastID: Int64?, timeout: Duration, logger: Logger, waiting: @Sendable () -> Void = {}
+        unlessLastIDIsNot lastID: Int64?, timeout: Duration, logger: Logger, waiting: @escaping @Sendable () -> Void = {}
     ) async throws -> Outcome {
         try await store.withConnection { connection in
             try await connection.listen(on: EventLog.channel) { notifications in

@@ -20,6 +20,8 @@ public final class PostgresStore: Service, Sendable {
     let locks = KeyedLock()
     /// How long a request waits for a pooled connection.
     let leaseTimeout: Duration
+    /// The work running on each connection, ended when the connection closes.
+    let watches: ConnectionWatches
 
     /// Server-side limits every connection of the pool runs under, so no statement, lock wait or
     /// forgotten transaction holds a connection (and what it locked) for ever.
@@ -33,6 +35,9 @@ public final class PostgresStore: Service, Sendable {
         /// The longest a request waits for a pooled connection (every one busy, or the database
         /// unreachable) before it is answered `TRY_AGAIN_LATER`: a full pool never makes a request hang.
         public var lease: Duration = .seconds(10)
+        /// How long work on a connection that closed may still take to end (a statement in flight
+        /// fails at once) before it is abandoned and the request answered `TRY_AGAIN_LATER`.
+        public var closeGrace: Duration = .seconds(1)
 
         /// The defaults.
         public init() {}
@@ -59,6 +64,7 @@ public final class PostgresStore: Service, Sendable {
         self.maxAttempts = max(1, maxAttempts)
         self.retryAfterSeconds = retryAfterSeconds
         self.leaseTimeout = timeouts.lease
+        self.watches = ConnectionWatches(grace: timeouts.closeGrace)
     }
 
     /// Runs the pool until the service group shuts down.
@@ -67,7 +73,7 @@ public final class PostgresStore: Service, Sendable {
     }
 
     /// Runs `body` on one connection outside of any explicit transaction.
-    public func withConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    public func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await leased(body)
         } catch {
@@ -75,19 +81,21 @@ public final class PostgresStore: Service, Sendable {
         }
     }
 
-    /// Runs `body` on a pooled connection, waiting at most `leaseTimeout` for one; then
-    /// `TRY_AGAIN_LATER`. Once `body` has its connection it runs to its end, however long.
-    func leased<T: Sendable>(_ work: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    /// Runs `work` on a pooled connection, waiting at most `leaseTimeout` for one; then
+    /// `TRY_AGAIN_LATER`. Once `work` has its connection it runs to its end, however long, unless the
+    /// connection closes under it (`ConnectionWatches`).
+    func leased<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let lease = LeaseState()
         let client = client
         let timeout = leaseTimeout
-        // The work runs in a child task of the group below, which ends before this returns.
-        return try await withoutActuallyEscaping(work) { body in try await withThrowingTaskGroup(of: T?.self) { group in
+        let watches = watches
+        let retryAfter = retryAfterSeconds
+        return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 try await client.withConnection { connection in
                     // The timer may have given up just now: then the work is not started.
                     guard lease.begin() else { throw CancellationError() }
-                    return try await body(connection)
+                    return try await watches.run(on: connection, retryAfter: retryAfter, work)
                 }
             }
             group.addTask {
@@ -108,7 +116,7 @@ public final class PostgresStore: Service, Sendable {
             }
             // Both children ended without a value: only a cancelled lease does that.
             throw CancellationError()
-        } }
+        }
     }
 
     /// Runs `body` in `BEGIN ISOLATION LEVEL SERIALIZABLE` … `COMMIT`, retrying the whole closure when
@@ -123,7 +131,7 @@ public final class PostgresStore: Service, Sendable {
     public func serializable<T: Sendable>(
         logger: Logger,
         lock: String? = nil,
-        _ body: @Sendable (Transaction) async throws -> T
+        _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         try await serializable(logger: logger, locks: lock.map { [$0] } ?? [], body)
     }
@@ -133,7 +141,7 @@ public final class PostgresStore: Service, Sendable {
     public func serializable<T: Sendable>(
         logger: Logger,
         locks: [String],
-        _ body: @Sendable (Transaction) async throws -> T
+        _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         try await transaction(isolation: "SERIALIZABLE", logger: logger, locks: locks, body)
     }
@@ -145,7 +153,7 @@ public final class PostgresStore: Service, Sendable {
     /// snapshot still fails the transaction (PostgreSQL's first-updater-wins), so the outcome is
     /// serializable. Unlike SERIALIZABLE it takes no predicate locks: those lie on whole index pages
     /// shared with other zones' rows and would make independent writers abort each other.
-    public func locked<T: Sendable>(logger: Logger, locks: [String], _ body: @Sendable (Transaction) async throws -> T) async throws -> T {
+    public func locked<T: Sendable>(logger: Logger, locks: [String], _ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
         // Without a lock nothing orders the writers: then only SERIALIZABLE is safe.
         try await transaction(isolation: locks.isEmpty ? "SERIALIZABLE" : "REPEATABLE READ", logger: logger, locks: locks, body)
     }
@@ -154,12 +162,12 @@ public final class PostgresStore: Service, Sendable {
     /// commit) as `serializable`. Only for writes that are correct under concurrency statement by
     /// statement — the query index rebuild, whose upserts keep the newer version row by row — where
     /// one large serializable transaction would abort on every write the live indexer makes nearby.
-    public func readCommitted<T: Sendable>(logger: Logger, _ body: @Sendable (Transaction) async throws -> T) async throws -> T {
+    public func readCommitted<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
         try await transaction(isolation: "READ COMMITTED", logger: logger, locks: [], body)
     }
 
     private func transaction<T: Sendable>(
-        isolation: StaticString, logger: Logger, locks: [String], _ body: @Sendable (Transaction) async throws -> T
+        isolation: StaticString, logger: Logger, locks: [String], _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         let locks = Array(Set(locks)).sorted()
         var attempt = 0
@@ -200,12 +208,14 @@ public final class PostgresStore: Service, Sendable {
                 held.append(key)
             }
             let value = try await body()
-            for key in held.reversed() {
+            // A closed connection's locks went with its session (and a statement sent on it now would
+            // never be answered): the work is done either way.
+            for key in held.reversed() where !connection.isClosed {
                 try await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
             }
             return value
         } catch {
-            for key in held.reversed() {
+            for key in held.reversed() where !connection.isClosed {
                 try? await connection.execute("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
             }
             throw error
@@ -213,21 +223,22 @@ public final class PostgresStore: Service, Sendable {
     }
 
     private static func inTransaction<T>(
-        _ connection: PostgresConnection, isolation: StaticString, logger: Logger, _ body: @Sendable (Transaction) async throws -> T
+        _ connection: PostgresConnection, isolation: StaticString, logger: Logger, _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         try await connection.query(PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \(isolation)"), logger: logger)
         let value: T
         do {
             value = try await body(Transaction(connection: connection, logger: logger))
         } catch {
-            // A failed ROLLBACK leaves nothing to undo: the connection is closed by the pool.
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            // A failed ROLLBACK leaves nothing to undo: the connection is closed by the pool. A closed
+            // connection rolled the transaction back as it went.
+            if !connection.isClosed { _ = try? await connection.query("ROLLBACK", logger: logger) }
             throw error
         }
         do {
             try await connection.commit()
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            if !connection.isClosed { _ = try? await connection.query("ROLLBACK", logger: logger) }
             throw error
         }
         return value
@@ -280,6 +291,7 @@ enum PostgresErrors {
 enum StoreMetrics {
     static let serializationRetries = Counter(label: "stratus_serialization_retries_total")
     static let leaseTimeouts = Counter(label: "stratus_database_lease_timeouts_total")
+    static let abandonedStatements = Counter(label: "stratus_database_abandoned_statements_total")
 }
 
 /// Whether a lease began in time or the wait for it was given up: exactly one of the two wins.
@@ -362,7 +374,7 @@ extension PostgresStore {
 extension PostgresStore {
     /// Runs `body` in one read-only REPEATABLE READ transaction: every query sees the same snapshot,
     /// so a sync page and the token it returns describe one moment.
-    public func snapshot<T: Sendable>(logger: Logger, _ body: @Sendable (Transaction) async throws -> T) async throws -> T {
+    public func snapshot<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
         try await withConnection { connection in
             try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
             do {

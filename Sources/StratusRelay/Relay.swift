@@ -74,7 +74,7 @@ public final class Relay: Service, Sendable {
         let relayStore = RelayStore(store: store)
         while !Task.isCancelled {
             do {
-                let led: Void? = try await relayStore.whileLeader(logger: logger) {
+                let led: Void? = try await relayStore.whileLeader(logger: logger) { [self] in
                     logger.info("relay is the active publisher", metadata: ["topic": "\(configuration.topic)"])
                     try await publishLoop()
                 }

@@ -1,10 +1,11 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusKafka
-import StratusPostgres
+@testable import StratusPostgres
 import XCTest
 
 /// Work that takes long — hashing passwords, closing a Kafka producer that still holds messages —
@@ -184,6 +185,52 @@ extension NonBlockingRuntimeTests {
                 try await store.withConnection { connection in _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect() }
             }
             XCTAssertLessThan(waited, .seconds(15))
+        }
+    }
+}
+
+extension NonBlockingRuntimeTests {
+    /// Ends this connection's session from another one and waits until the client has seen it close.
+    static func terminate(_ connection: PostgresConnection, url: String) async throws {
+        var backend: Int32 = 0
+        for try await value in try await connection.query("SELECT pg_backend_pid()", logger: TestSupport.logger).decode(Int32.self) { backend = value }
+        let pid = backend
+        try await TestSupport.withStore(url: url) { other in
+            try await other.withConnection { admin in
+                _ = try await admin.query("SELECT pg_terminate_backend(\(pid))", logger: TestSupport.logger).collect()
+            }
+        }
+        try await connection.closeFuture.get()
+    }
+
+    func testAStatementOnAConnectionThatClosedAnswersTryAgainLaterInsteadOfHanging() async throws {
+        // The database client never answers a statement sent on a connection it has seen close: the
+        // request must still end, retryable, and the store go on serving with new connections.
+        try await TestSupport.withMigratedStore { _, url in
+            try await Self.withStore(url: url, maxConnections: 2, lease: .seconds(5)) { store in
+                let waited = await Self.expectTryAgainLater("a statement after the connection closed") {
+                    try await store.withConnection { connection in
+                        try await Self.terminate(connection, url: url)
+                        _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect()
+                    }
+                }
+                XCTAssertLessThan(waited, .seconds(5), "answered within the grace after the close")
+                // The same inside a transaction, where the failed statement is followed by a ROLLBACK.
+                _ = await Self.expectTryAgainLater("a transaction whose connection closed") {
+                    try await store.serializable(logger: TestSupport.logger) { transaction in
+                        try await Self.terminate(transaction.connection, url: url)
+                        _ = try await transaction.connection.query("SELECT 1", logger: TestSupport.logger).collect()
+                    }
+                }
+                for _ in 0..<4 {
+                    let one = try await store.withConnection { connection in
+                        var value: Int32 = 0
+                        for try await row in try await connection.query("SELECT 1", logger: TestSupport.logger).decode(Int32.self) { value = row }
+                        return value
+                    }
+                    XCTAssertEqual(one, 1, "the store serves again")
+                }
+            }
         }
     }
 }

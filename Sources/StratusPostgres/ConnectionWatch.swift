@@ -1,0 +1,166 @@
+import Foundation
+import PostgresNIO
+import StratusCore
+import Synchronization
+
+/// Ends the work on a pooled connection when the connection closes.
+///
+/// The database client never completes a statement sent on a connection that has already closed
+/// (the statement's promise is dropped with the failed write): when PostgreSQL goes away between two
+/// statements of one request — a ROLLBACK after a failed statement, the next statement of a
+/// transaction — that request would wait for ever. So every leased piece of work runs in a task of
+/// its own, watched: when its connection closes the task is cancelled, given `grace` to end (a
+/// statement in flight fails at once), and then abandoned, and the caller is answered
+/// `TRY_AGAIN_LATER`. An abandoned task holds only its closed connection and waits on nothing that
+/// can wake it; one per stuck statement, only while the database is going away.
+///
+/// One watch per connection, registered on the connection's close once (not once per lease, which
+/// would pile callbacks on a long-lived connection).
+final class ConnectionWatches: Sendable {
+    private let watches = Mutex<[PostgresConnection.ID: ConnectionWatch]>([:])
+    let grace: Duration
+
+    init(grace: Duration) {
+        self.grace = grace
+    }
+
+    /// How many connections are watched: those leased at least once and not yet closed.
+    var count: Int { watches.withLock { $0.count } }
+
+    /// Runs `work` on `connection` until it ends, or until the connection closes and `grace` passes.
+    func run<T: Sendable>(
+        on connection: PostgresConnection, retryAfter: Int, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let watch = watch(connection)
+        let outcome = OneShot<T>()
+        let unavailable = StratusError(.tryAgainLater, "The database is unavailable for the moment; retry the request", retryAfter: retryAfter)
+        let task = Task {
+            do {
+                outcome.resume(with: .success(try await work(connection)))
+            } catch let error where connection.isClosed && !(error is StratusError) {
+                // Whatever ended it (the cancellation below, a failed statement), the cause is the close.
+                outcome.resume(with: .failure(unavailable))
+            } catch {
+                outcome.resume(with: .failure(error))
+            }
+        }
+        let grace = grace
+        let stop = watch.onClose {
+            task.cancel()
+            Task {
+                try? await Task.sleep(for: grace)
+                if outcome.resume(with: .failure(unavailable)) {
+                    StoreMetrics.abandonedStatements.increment()
+                }
+            }
+        }
+        defer { watch.remove(stop) }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in outcome.start(continuation) }
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    private func watch(_ connection: PostgresConnection) -> ConnectionWatch {
+        let (watch, isNew) = watches.withLock { watches in
+            if let watch = watches[connection.id] { return (watch, false) }
+            let watch = ConnectionWatch()
+            watches[connection.id] = watch
+            return (watch, true)
+        }
+        if isNew {
+            let id = connection.id
+            connection.closeFuture.whenComplete { [weak self] _ in
+                self?.watches.withLock { watches in
+                    if watches[id] === watch { watches[id] = nil }
+                }
+                watch.close()
+            }
+        }
+        return watch
+    }
+}
+
+/// The calls running on one connection, told when it closes.
+final class ConnectionWatch: Sendable {
+    private struct State {
+        var closed = false
+        var next = 0
+        var handlers: [Int: @Sendable () -> Void] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// Calls `handler` once when the connection closes (at once if it has). Returns the key to remove it.
+    func onClose(_ handler: @escaping @Sendable () -> Void) -> Int {
+        let key: Int? = state.withLock { state in
+            guard !state.closed else { return nil }
+            state.next += 1
+            state.handlers[state.next] = handler
+            return state.next
+        }
+        guard let key else {
+            handler()
+            return 0
+        }
+        return key
+    }
+
+    func remove(_ key: Int) {
+        _ = state.withLock { $0.handlers.removeValue(forKey: key) }
+    }
+
+    func close() {
+        let handlers = state.withLock { state in
+            state.closed = true
+            defer { state.handlers = [:] }
+            return Array(state.handlers.values)
+        }
+        for handler in handlers { handler() }
+    }
+}
+
+/// A result delivered at most once to a continuation that may be attached before or after it.
+final class OneShot<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var result: Result<T, any Error>?
+        var delivered = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Attaches the continuation; resumes it at once when the result is already here.
+    func start(_ continuation: CheckedContinuation<T, any Error>) {
+        let ready: Result<T, any Error>? = state.withLock { state in
+            guard let result = state.result, !state.delivered else {
+                state.continuation = continuation
+                return nil
+            }
+            state.delivered = true
+            return result
+        }
+        if let ready { continuation.resume(with: ready) }
+    }
+
+    /// Delivers `result` unless one was delivered already: true when this one was.
+    @discardableResult
+    func resume(with result: Result<T, any Error>) -> Bool {
+        let continuation: CheckedContinuation<T, any Error>?? = state.withLock { state in
+            if case .some = state.result { return .none }
+            state.result = result
+            guard let continuation = state.continuation else { return .some(nil) }
+            state.delivered = true
+            state.continuation = nil
+            return .some(continuation)
+        }
+        switch continuation {
+        case .none: return false
+        case .some(nil): return true
+        case .some(let continuation?):
+            continuation.resume(with: result)
+            return true
+        }
+    }
+}
