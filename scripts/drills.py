@@ -7,7 +7,9 @@ checks what the clients were told against what the database holds:
   partial   atomic batches of which only some records are there (must be 0)
   5xx       answers other than success or a retryable CloudKit error with retryAfter (must be 0)
   hung      requests that got no answer within 30 s (must be 0)
-and, for the workers, that their state equals a fresh replay of the event log.
+and, for the workers, that their state equals a fresh replay of the event log and that no effect was
+applied twice (a trigger the drills add to the query index records every record version written to
+it: a version written twice is a duplicate effect).
 """
 import json
 import os
@@ -74,6 +76,7 @@ class Stack:
 
     def __init__(self):
         self.processes = {}
+        self.metrics_ports = {}  # worker process name -> the port of its /metrics
         self.broker_port = free_port()
         self.http_port = free_port()
         self.env = dict(os.environ)
@@ -81,7 +84,7 @@ class Stack:
             "STRATUS_KAFKA_BROKERS": f"127.0.0.1:{self.broker_port}",
             "STRATUS_HTTP_HOST": "127.0.0.1",
             "STRATUS_HTTP_PORT": str(self.http_port),
-            "STRATUS_LOG_LEVEL": "warning",
+            "STRATUS_LOG_LEVEL": os.environ.get("STRATUS_DRILL_LOG_LEVEL", "warning"),
             "STRATUS_TOPIC_PARTITIONS": "4",
         })
 
@@ -91,24 +94,29 @@ class Stack:
             raise RuntimeError(f"stratus {' '.join(arguments)} failed: {out.stderr.strip()[-400:]}")
         return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
 
-    def start(self, name, extra_env=None):
+    def start(self, name, extra_env=None, binary=None):
+        """Starts a process under `name`: the broker, or `binary` (default: `name`) from the build."""
         env = dict(self.env)
         env.update(extra_env or {})
         if name == "broker":
             command = [TANSU, "broker", "--listener-url", f"tcp://127.0.0.1:{self.broker_port}",
                        "--advertised-listener-url", f"tcp://127.0.0.1:{self.broker_port}"]
         else:
-            command = [f"{BIN}/{name}"]
+            command = [f"{BIN}/{binary or name}"]
+        if (binary or name) in WORKERS:
+            self.metrics_ports.setdefault(name, free_port())
+            env["STRATUS_METRICS_PORT"] = str(self.metrics_ports[name])
         logfile = open(os.path.join(WORK, f"{name}.log"), "a")
         self.processes[name] = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile)
         if name == "broker":
             wait_until("the broker", lambda: accepts(self.broker_port), 30)
-        elif name == "stratus-api":
-            wait_until("stratus-api", lambda: self.health(), 60)
+        elif (binary or name) == "stratus-api":
+            port = int(env["STRATUS_HTTP_PORT"])
+            wait_until(name, lambda: self.health(port), 60)
 
-    def health(self):
+    def health(self, port=None):
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/health", timeout=2) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port or self.http_port}/health", timeout=2) as response:
                 return response.status == 200
         except (OSError, urllib.error.URLError):
             return False
@@ -128,14 +136,32 @@ class Stack:
             self.kill(name, signal.SIGTERM if name != "broker" else signal.SIGKILL)
 
 
+def metric(port, name):
+    """The sum of a metric's series on a process's /metrics, or None when it cannot be read."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except (OSError, urllib.error.URLError):
+        return None
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " ")]
+    return sum(values) if values else None
+
+
 class Client:
-    def __init__(self, stack, api_token, web_token):
+    def __init__(self, stack, api_token, web_token, port=None):
         self.stack = stack
+        self.port = port
+        self.api_token, self.web_token = api_token, web_token
         self.query = f"ckAPIToken={api_token}&ckWebAuthToken={web_token}"
+
+    def at(self, port):
+        """The same user, through the stratus-api on `port`."""
+        return Client(self.stack, self.api_token, self.web_token, port)
 
     def post(self, operation, body, database="private"):
         """(status, body, seconds); status 0 for no answer (connection refused or reset), -1 for no answer in 30 s."""
-        url = f"http://127.0.0.1:{self.stack.http_port}/database/1/{CONTAINER}/development/{database}/{operation}?{self.query}"
+        url = f"http://127.0.0.1:{self.port or self.stack.http_port}/database/1/{CONTAINER}/development/{database}/{operation}?{self.query}"
         data = json.dumps(body).encode()
         started = time.monotonic()
         try:
@@ -225,14 +251,22 @@ def finish(load):
         thread.join(60)
 
 
-def differs_from_replay(stack):
-    """1 when the live index is not what a fresh replay of the event log builds, else 0."""
+def differs_from_replay(stack, drill, failures):
+    """1 (and a failure of `drill`) when the live index is not what a fresh replay of the event log builds, else 0."""
     live = index_state()
     stack.kill("stratus-indexer", signal.SIGTERM)
     stack.cli("replay", "stratus-indexer")
     replayed = index_state()
     stack.start("stratus-indexer")
+    if live != replayed:
+        failures.append(f"{drill}: the index differs from a fresh replay")
     return int(live != replayed)
+
+
+def converge(timeout):
+    """Waits until every event is published and the indexer has applied them all."""
+    wait_until("every event to be published", lambda: psql("SELECT count(*) FROM events WHERE published_at IS NULL") == "0", timeout)
+    wait_until("the indexer to converge", lambda: workers_caught_up(["stratus-indexer"]), timeout)
 
 
 def check_batches(client, batches):
@@ -260,6 +294,25 @@ def check_batches(client, batches):
     return lost, partial
 
 
+DUPLICATES_TRIGGER = """
+CREATE TABLE IF NOT EXISTS drill_index_writes (generation text, record text, version bigint);
+CREATE OR REPLACE FUNCTION drill_index_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO drill_index_writes VALUES (NEW.generation::text,
+        concat_ws('/', NEW.container, NEW.environment, NEW.scope, NEW.owner, NEW.zone_name, NEW.record_name), NEW.version);
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS drill_index_write ON query_index.records;
+CREATE TRIGGER drill_index_write AFTER INSERT OR UPDATE ON query_index.records FOR EACH ROW EXECUTE FUNCTION drill_index_write();
+"""
+
+
+def duplicate_effects():
+    """Record versions written to the query index more than once (each event's effect is one such write)."""
+    return int(psql("""SELECT count(*) FROM (SELECT 1 FROM drill_index_writes GROUP BY generation, record, version
+                       HAVING count(*) > 1) twice""") or 0)
+
+
 def index_state():
     return psql("""SELECT md5(string_agg(concat_ws('|', container, environment, scope, owner, zone_name, record_name, version, deleted, record::text), ',' ORDER BY container, environment, scope, owner, zone_name, record_name))
                    FROM query_index.records r JOIN query_index.generations g ON g.generation = r.generation AND g.state = 'live'""")
@@ -284,7 +337,7 @@ def report(name, tally, extra, failures):
         log(f"{name}: unexpected answers, e.g. {tally.bad_examples}")
     if tally.bad or tally.hung:
         failures.append(f"{name}: {tally.bad} unexpected answers, {tally.hung} hung requests")
-    for key in ("lost", "partial"):
+    for key in ("lost", "partial", "duplicate effects"):
         if extra.get(key, 0):
             failures.append(f"{name}: {extra[key]} {key}")
     return figures
@@ -320,11 +373,10 @@ def drill_worker_kill(stack, client, failures):
     started = time.monotonic()
     wait_until("the workers to catch up", lambda: workers_caught_up(["stratus-indexer", "stratus-gc"]), 120)
     caught_up = time.monotonic() - started
-    differs = differs_from_replay(stack)
-    if differs:
-        failures.append("worker-kill: the index differs from a fresh replay")
+    differs = differs_from_replay(stack, "worker-kill", failures)
     lost, partial = check_batches(client, batches)
-    return report("worker-kill", tally, {"lost": lost, "partial": partial, "catch-up s": round(caught_up, 1), "differs from replay": differs}, failures)
+    return report("worker-kill", tally, {"lost": lost, "partial": partial, "catch-up s": round(caught_up, 1), "differs from replay": differs,
+                                         "duplicate effects": duplicate_effects()}, failures)
 
 
 def drill_broker_restart(stack, client, failures):
@@ -338,14 +390,12 @@ def drill_broker_restart(stack, client, failures):
     restarted = time.monotonic()
     time.sleep(2)
     finish(load)
-    wait_until("every event to be published again", lambda: psql("SELECT count(*) FROM events WHERE published_at IS NULL") == "0", 180)
-    wait_until("the indexer to converge", lambda: workers_caught_up(["stratus-indexer"]), 180)
+    converge(180)
     converged = time.monotonic() - restarted
-    differs = differs_from_replay(stack)
-    if differs:
-        failures.append("broker-restart: the index differs from a fresh replay")
+    differs = differs_from_replay(stack, "broker-restart", failures)
     lost, partial = check_batches(client, batches)
-    return report("broker-restart", tally, {"lost": lost, "partial": partial, "converged s": round(converged, 1), "differs from replay": differs}, failures)
+    return report("broker-restart", tally, {"lost": lost, "partial": partial, "converged s": round(converged, 1), "differs from replay": differs,
+                                            "duplicate effects": duplicate_effects()}, failures)
 
 
 def drill_pg_restart(stack, client, failures):
@@ -381,12 +431,81 @@ def drill_pool_exhausted(stack, client, failures):
     return report("pool-exhausted", tally, {"lost": lost, "partial": partial}, failures)
 
 
+def drill_relay_takeover(stack, client, failures):
+    """Two stratus-api processes: SIGKILL the one whose relay publishes; the other relay takes over."""
+    second_port = free_port()
+    stack.start("stratus-api-2", {"STRATUS_HTTP_PORT": str(second_port)}, binary="stratus-api")
+    ports = {"stratus-api": stack.http_port, "stratus-api-2": second_port}
+    standby = {}
+
+    def one_leads():
+        standby.update({name: metric(port, "stratus_relay_standby") for name, port in ports.items()})
+        return sorted(standby.values(), key=str) == [0.0, 1.0]
+    wait_until("one relay to publish and the other to stand by", one_leads, 60)
+    leader = next(name for name, value in standby.items() if value == 0.0)
+    survivor = next(name for name in ports if name != leader)
+    log(f"relay-takeover: {leader}'s relay publishes; load goes through {survivor}")
+    survivor_client = client.at(ports[survivor])
+    load = start_load(survivor_client, "Takeover")
+    tally, _, batches, _ = load
+    time.sleep(1.5)
+    stack.kill(leader)
+    killed = time.monotonic()
+    wait_until(f"{survivor}'s relay to take over", lambda: metric(ports[survivor], "stratus_relay_standby") == 0.0, 60, 0.05)
+    takeover = time.monotonic() - killed
+    time.sleep(1.5)
+    finish(load)
+    converge(120)
+    converged = time.monotonic() - killed
+    differs = differs_from_replay(stack, "relay-takeover", failures)
+    lost, partial = check_batches(survivor_client, batches)
+    # Back to one stratus-api on the usual port for the drills that follow.
+    if survivor == "stratus-api-2":
+        stack.start("stratus-api")
+    stack.kill("stratus-api-2", signal.SIGTERM)
+    return report("relay-takeover", tally, {"lost": lost, "partial": partial, "takeover s": round(takeover, 1),
+                                            "converged s": round(converged, 1), "differs from replay": differs,
+                                            "duplicate effects": duplicate_effects()}, failures)
+
+
+def drill_worker_group(stack, client, failures):
+    """A second process of each worker joins its consumer group under load: both share the partitions; SIGKILL the second, the first takes its partitions back."""
+    def applied(name):
+        return metric(stack.metrics_ports[name], "stratus_worker_applied_total") or 0
+    load = start_load(client, "Group", zone_count=8)
+    tally, _, batches, _ = load
+    for worker in WORKERS:
+        stack.start(f"{worker}-2", binary=worker)
+    # Both indexers apply events from here on: the group shared the partitions between them.
+    first_before = applied("stratus-indexer")
+    wait_until("both indexers to apply events",
+               lambda: applied("stratus-indexer-2") > 0 and applied("stratus-indexer") > first_before, 120)
+    shared = {name: int(applied(name)) for name in ("stratus-indexer", "stratus-indexer-2")}
+    for worker in WORKERS:
+        stack.kill(f"{worker}-2")
+    killed = time.monotonic()
+    before = applied("stratus-indexer")
+    time.sleep(1.5)  # load runs on after the kill
+    finish(load)
+    wait_until("the remaining workers to take over and catch up", lambda: workers_caught_up(["stratus-indexer", "stratus-gc"]), 180)
+    caught_up = time.monotonic() - killed
+    gained = applied("stratus-indexer") - before
+    if gained <= 0:
+        failures.append("worker-group: the remaining indexer applied nothing after the other was killed")
+    differs = differs_from_replay(stack, "worker-group", failures)
+    lost, partial = check_batches(client, batches)
+    return report("worker-group", tally, {"lost": lost, "partial": partial, "applied while shared (first, second)": tuple(shared.values()),
+                                          "take-over and catch-up s": round(caught_up, 1), "applied by the first after the kill": int(gained),
+                                          "differs from replay": differs, "duplicate effects": duplicate_effects()}, failures)
+
 DRILLS = {
     "api-kill": drill_api_kill,
     "worker-kill": drill_worker_kill,
     "broker-restart": drill_broker_restart,
     "pg-restart": drill_pg_restart,
     "pool-exhausted": drill_pool_exhausted,
+    "relay-takeover": drill_relay_takeover,
+    "worker-group": drill_worker_group,
 }
 
 
@@ -403,6 +522,7 @@ def main():
     failures = []
     try:
         stack.cli("migrate")
+        psql(DUPLICATES_TRIGGER)
         api_token = stack.cli("container", "create", CONTAINER, "--label", "drills")
         web_token = stack.cli("user", "token", CONTAINER, "--user", "_drill", "--days", "1")
         stack.start("broker")

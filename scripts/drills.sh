@@ -7,7 +7,8 @@
 #   scripts/drills.sh                 every drill
 #   scripts/drills.sh api-kill pg-restart   some of them (names: see scripts/drills.py --list)
 #
-# Settings: STRATUS_BUILD (debug, the default, or release).
+# Settings: STRATUS_BUILD (debug, the default, or release); STRATUS_DRILL_LOG_LEVEL, the log level of
+# every process (default warning). A failed run keeps the processes' logs and says where.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -31,6 +32,13 @@ PG_PID=""
 cleanup() {
     local status=$?
     pg_stop "$work/pg"
+    if ((status != 0)); then
+        # The processes' logs outlive a failed run, for finding out why.
+        local kept
+        kept="$(mktemp -d "${TMPDIR:-/tmp}/stratus-drills-logs.XXXXXX")"
+        cp "$work"/*.log "$kept"/ 2>/dev/null || true
+        log "drill logs kept in $kept"
+    fi
     rm -rf "$work"
     exit "$status"
 }
