@@ -116,4 +116,39 @@ struct PostgresLimit: Sendable {
             "recordsPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * size) / load.seconds : 0,
         ])
     }
+
+    /// The limit of a full sync: the sync zone's records selected by version, `pageSize` a page, and
+    /// rendered as CloudKit record dictionaries by PostgreSQL alone (`json_agg(json_build_object(…))`),
+    /// one statement a page read whole as text — no HTTP, no token, no Swift decoding or encoding.
+    /// Reads the API's own rows of the zone `zoneName` (unique to the run).
+    func sync(zoneName: String, expected: Int, pageSize: Int = 200, duration: Duration) async -> ScenarioResult {
+        let load = await closedLoop(concurrency: 1, duration: duration, state: { $0 }) { _, _ in
+            let changes = try await store.withConnection { connection in
+                var since: Int64 = 0
+                var changes = 0
+                while true {
+                    let rows = try await connection.query("""
+                        SELECT count(*)::int8, coalesce(max(version), 0)::int8, coalesce(json_agg(json_build_object(
+                            'recordName', record_name, 'recordType', record_type, 'recordChangeTag', change_tag, 'fields', fields,
+                            'created', json_build_object('timestamp', created_at, 'userRecordName', created_by, 'deviceID', created_device),
+                            'modified', json_build_object('timestamp', modified_at, 'userRecordName', modified_by, 'deviceID', modified_device)
+                        ) ORDER BY version), '[]')::text
+                        FROM (SELECT r.* FROM records r JOIN zones z USING (container, environment, scope, owner, zone_name)
+                              WHERE z.zone_name = \(zoneName) AND NOT z.deleted AND r.version > \(since)
+                              ORDER BY r.version LIMIT \(pageSize)) page
+                        """, logger: logger)
+                    var page: (count: Int64, last: Int64, json: String) = (0, 0, "")
+                    for try await row in rows.decode((Int64, Int64, String).self) { page = row }
+                    changes += Int(page.count)
+                    since = page.last
+                    if page.count < pageSize { return changes }
+                }
+            }
+            return changes == expected ? .done() : .failed("the raw full sync read \(changes) of \(expected) records")
+        }
+        return ScenarioResult(name: "limit.sync.\(expected)", operation: "raw pages of \(pageSize) selected by version and rendered as JSON by PostgreSQL",
+                              concurrency: 1, load: load, figures: [
+            "changesPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * expected) / load.seconds : 0,
+        ])
+    }
 }

@@ -50,7 +50,8 @@ public struct BenchSuite: Sendable {
         try await client.shutdown()
         var ratios: [LimitRatio] = []
         for (scenario, limit) in [("create.c1", "limit.create.c1"), ("create.c\(settings.concurrency)", "limit.create.c\(settings.concurrency)"),
-                                  ("batch\(settings.batchSize).c1", "limit.batch\(settings.batchSize).c1")] {
+                                  ("batch\(settings.batchSize).c1", "limit.batch\(settings.batchSize).c1"),
+                                  ("sync.\(settings.syncRecords)", "limit.sync.\(settings.syncRecords)")] {
             guard let stratus = results.first(where: { $0.name == scenario }), let raw = results.first(where: { $0.name == limit }), raw.perSecond > 0 else { continue }
             ratios.append(LimitRatio(scenario: scenario, limit: limit, stratus: stratus.perSecond, raw: raw.perSecond, ratio: stratus.perSecond / raw.perSecond))
         }
@@ -123,6 +124,7 @@ public struct BenchSuite: Sendable {
         if settings.runs("changes") {
             record(try await changes(client, store: store))
             record(try await fullSync(client))
+            record(await limit.sync(zoneName: zone("Sync"), expected: settings.syncRecords, duration: Duration(seconds: settings.seconds)))
         }
         if settings.runs("query") {
             let catchUp = try await settle(client)

@@ -71,7 +71,7 @@ final class BenchTests: XCTestCase {
         try await runSuite(settings, processes: { _ in [WatchedProcess(name: "tests", pid: getpid())] }) { report, store in
             let expected = [
                 "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
-                "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450",
+                "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450", "limit.sync.450",
                 "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "rebuild.index",
             ]
             XCTAssertEqual(report.scenarios.map(\.name), expected)
@@ -88,7 +88,7 @@ final class BenchTests: XCTestCase {
             XCTAssertEqual(report.scenario("batch200.c1")?.figures["records"], 600)
             XCTAssertEqual(report.scenario("query.equality")?.figures["emptyAnswers"], 0, "every category has records")
             XCTAssertGreaterThan(report.scenario("rebuild.index")?.figures["events"] ?? 0, 600 + 450)
-            XCTAssertEqual(report.ratios.map(\.scenario), ["create.c1", "create.c4", "batch200.c1"])
+            XCTAssertEqual(report.ratios.map(\.scenario), ["create.c1", "create.c4", "batch200.c1", "sync.450"])
             for ratio in report.ratios { XCTAssertGreaterThan(ratio.ratio, 0, ratio.scenario) }
 
             // The raw-limit transactions stay in their own tables: nothing of them reaches the pipeline.
