@@ -70,7 +70,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         if let continuation = page.continuation {
             members["continuationMarker"] = .string(SignedToken.sign(Marker(query: fingerprint, after: continuation), kind: .continuationMarker, key: secretKey))
         }
-        var response = try json(JSONValue.object(members))
+        var response = json(JSONValue.object(members))
         // The index is eventually consistent: say how far behind it is for the zones this query read
         // (a documented extension header).
         if let behind = try? await queries.behind(in: database, scope: scope, logger: context.logger) {

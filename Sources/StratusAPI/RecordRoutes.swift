@@ -40,8 +40,6 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         var numbersAsStrings: Bool?
     }
 
-    struct RecordsResponse: Encodable { var records: [JSONValue] }
-
     func modify(_ request: Request, _ context: Context) async throws -> Response {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
         let (caller, database) = (opened.caller, opened.database)
@@ -94,7 +92,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
                 return RecordWire.error(failure.error, recordName: command.input.recordName, uuid: context.requestID, serverRecord: server)
             }
         }
-        return try json(RecordsResponse(records: results))
+        return json(JSONValue.object(["records": .array(results)]))
     }
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
@@ -123,7 +121,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             }
             return RecordWire.dictionary(record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings)
         }
-        return try json(RecordsResponse(records: results))
+        return json(JSONValue.object(["records": .array(results)]))
     }
 
     /// The request's zone: the default zone when absent; only the caller's own zones.

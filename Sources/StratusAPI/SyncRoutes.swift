@@ -45,7 +45,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     func recordChanges(_ request: Request, _ context: Context) async throws -> Response {
         let (database, body) = try await open(request, context)
         let parsed = try RequestBody.decode(ZoneRequest.self, from: body)
-        return try json(try await changes(parsed, database: database, budget: limits.maxResponseBytes, context: context).page)
+        return json(try await changes(parsed, database: database, budget: limits.maxResponseBytes, context: context).page)
     }
 
     func zoneChanges(_ request: Request, _ context: Context) async throws -> Response {
@@ -79,7 +79,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
                 results.append(entry)
             }
         }
-        return try json(["zones": JSONValue.array(results)])
+        return json(JSONValue.object(["zones": .array(results)]))
     }
 
     /// One zone's page of changes as CloudKit's dictionary, at most `budget` bytes of record fields

@@ -150,7 +150,17 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
 
 /// Encodes a response body as JSON.
 func json(_ value: some Encodable) throws -> Response {
+    jsonResponse(ByteBuffer(data: EventCoding.encode(value)))
+}
+
+/// A response body that is a JSON value: serialized directly (`JSONValue.serialized()`), several
+/// times faster than through `JSONEncoder` — the path of every page of records.
+func json(_ value: JSONValue) -> Response {
+    jsonResponse(ByteBuffer(bytes: value.serialized()))
+}
+
+private func jsonResponse(_ body: ByteBuffer) -> Response {
     var headers = HTTPFields()
     headers[.contentType] = "application/json; charset=utf-8"
-    return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: EventCoding.encode(value))))
+    return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
 }

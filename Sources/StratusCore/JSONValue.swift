@@ -58,3 +58,83 @@ public indirect enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 }
+
+extension JSONValue {
+    /// The value as JSON text in UTF-8: object keys in sorted order (by their UTF-8 bytes, as
+    /// `JSONEncoder`'s `.sortedKeys`), no whitespace. Written directly, without an `Encoder`: a page
+    /// of records is serialized several times faster than through `JSONEncoder`.
+    ///
+    /// A non-finite double (which no JSON input can carry) is written as `null`.
+    public func serialized() -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        write(into: &bytes)
+        return bytes
+    }
+
+    /// Appends the value's JSON text to `bytes`.
+    public func write(into bytes: inout [UInt8]) {
+        switch self {
+        case .null:
+            bytes.append(contentsOf: "null".utf8)
+        case .bool(let value):
+            bytes.append(contentsOf: value ? "true".utf8 : "false".utf8)
+        case .int(let value):
+            bytes.append(contentsOf: String(value).utf8)
+        case .double(let value):
+            guard value.isFinite else {
+                bytes.append(contentsOf: "null".utf8)
+                return
+            }
+            // The shortest text that reads back as the same double ("1.0", "1e-05", "1e+20").
+            bytes.append(contentsOf: value.description.utf8)
+        case .string(let value):
+            Self.write(string: value, into: &bytes)
+        case .array(let values):
+            bytes.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                value.write(into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            for (index, key) in keys.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                Self.write(string: key, into: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                members[key]!.write(into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// A JSON string: quotes, backslashes and control characters escaped, everything else as is.
+    private static func write(string: String, into bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: string.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0x00..<0x20:
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
