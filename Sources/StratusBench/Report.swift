@@ -164,7 +164,7 @@ public struct BenchReport: Codable, Sendable {
         }
         if !ratios.isEmpty {
             lines.append("")
-            lines.append("Stratus / raw PostgreSQL limit (same SERIALIZABLE writes, no HTTP):")
+            lines.append("Stratus / raw PostgreSQL limit (the same writes or sync pages from PostgreSQL alone, no HTTP):")
             for ratio in ratios {
                 lines.append("  " + pad(ratio.scenario, 14, left: true) + " \(number(ratio.stratus)) / \(number(ratio.raw)) ops/s = " + number(ratio.ratio, 2))
             }
