@@ -7,7 +7,14 @@
 /// field of another type is SQL's NULL, so EQUALS, NOT_EQUALS, ranges, IN, BEGINS_WITH, NEAR and
 /// the positive list comparators fail while NOT_IN, NOT_BEGINS_WITH and the NOT_ list comparators
 /// hold; a filter the SQL would refuse (a BYTES value, text against a time, a token search with no
-/// tokens) matches nothing. Token comparators are the one approximation: see `SearchText`.
+/// tokens) matches nothing.
+///
+/// Token comparators are the one approximation (`SearchText`): tokens are lower-cased runs of
+/// letters and digits with no stop words and no stemming, as the default `simple` configuration
+/// has neither, while PostgreSQL's parser keeps e-mail addresses, host names, URLs, paths, decimal
+/// numbers and versions whole, so a query token such as `example` matches `john@example.com` here
+/// but not in the index; a generation built with a stemming configuration differs further. The
+/// usual error is an extra notification, never a changed record (docs/query-index.md).
 extension RecordQuery {
     /// Whether `records/query` would return `record` for this query: the record type is equal and every filter holds.
     public func matches(_ record: Record) -> Bool {
