@@ -233,10 +233,12 @@ public enum RecordDecision {
     }
 }
 
-/// `record.saved`: a record was created or changed; carries the stored after-image.
+/// `record.saved`: a record was created or changed; carries the stored after-image and, since
+/// schema version 2, what the changed fields held before (`previous`), so a worker can tell whether
+/// the record matched a predicate before the change without reading anything else.
 public struct RecordSaved: EventPayload {
     public static let eventType: EventType = "record.saved"
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
     public var database: DatabaseID
     public var zoneID: ZoneID
     /// The zone incarnation (custom zones).
@@ -247,9 +249,13 @@ public struct RecordSaved: EventPayload {
     public var previousChangeTag: String?
     /// The fields whose values changed (all of them for a new record).
     public var changedFields: [String]
+    /// The changed fields' values before the change (updates only; nil in events of schema version 1).
+    public var previous: PreviousImage?
 
-    /// Creates the payload.
-    public init(database: DatabaseID, zoneID: ZoneID, zoneIncarnation: UUID?, record: Record, before: Record?) {
+    /// Creates the payload; the previous values of changed fields are carried up to `previousBudget`
+    /// bytes of encoded values (larger ones are named in `previous.omitted`).
+    public init(database: DatabaseID, zoneID: ZoneID, zoneIncarnation: UUID?, record: Record, before: Record?,
+                previousBudget: Int = PreviousImage.defaultBudget) {
         self.database = database
         self.zoneID = zoneID
         self.zoneIncarnation = zoneIncarnation
@@ -257,13 +263,65 @@ public struct RecordSaved: EventPayload {
         self.previousChangeTag = before?.changeTag
         let names = Set(record.fields.keys).union(before?.fields.keys ?? [:].keys)
         self.changedFields = names.filter { record.fields[$0] != before?.fields[$0] }.sorted()
+        self.previous = before.map { before in
+            PreviousImage(fields: before.fields, names: changedFields, modifiedAt: before.modified.timestamp, budget: previousBudget)
+        }
+    }
+
+    /// The record as it was before this change, when the event says enough to rebuild it: nil for a
+    /// creation, and nil when the event names an omitted field among `needed` (or carries no previous
+    /// image at all, as events of schema version 1 do).
+    public func recordBefore(needing needed: Set<String>?) -> Record? {
+        guard previousChangeTag != nil, let previous else { return nil }
+        if let needed, !previous.omitted.isEmpty, !needed.isDisjoint(with: previous.omitted) { return nil }
+        if needed == nil, !previous.omitted.isEmpty { return nil }
+        var before = record
+        for name in changedFields { before.fields[name] = previous.fields[name] }
+        before.changeTag = previousChangeTag!
+        before.modified.timestamp = previous.modifiedAt
+        return before
     }
 }
 
-/// `record.deleted`: a record is gone; remembers the version at which it was created.
+/// Field values a record held before a write or a delete, as carried by its event.
+public struct PreviousImage: Sendable, Hashable, Codable {
+    /// The values (a field absent here and not omitted did not exist).
+    public var fields: [String: FieldValue]
+    /// Fields that had a value too large for the event to carry: readers must look the image up elsewhere.
+    public var omitted: [String]
+    /// The modification time of the previous state, in milliseconds.
+    public var modifiedAt: Int64
+
+    /// How many bytes of encoded values an event carries by default: enough for the small fields
+    /// predicates look at, small next to a record's 1 MB, so no write is refused for its event's size.
+    public static let defaultBudget = 16_384
+
+    /// Keeps `names`' values of `fields`, smallest first, within `budget` bytes.
+    public init(fields: [String: FieldValue], names: [String], modifiedAt: Int64, budget: Int) {
+        var kept: [String: FieldValue] = [:]
+        var omitted: [String] = []
+        var spent = 0
+        let sized = names.compactMap { name in fields[name].map { (name, $0, EventCoding.encode($0).count) } }
+        for (name, value, size) in sized.sorted(by: { ($0.2, $0.0) < ($1.2, $1.0) }) {
+            if spent + size <= budget {
+                kept[name] = value
+                spent += size
+            } else {
+                omitted.append(name)
+            }
+        }
+        self.fields = kept
+        self.omitted = omitted.sorted()
+        self.modifiedAt = modifiedAt
+    }
+}
+
+/// `record.deleted`: a record is gone; remembers the version at which it was created and, since
+/// schema version 2, the record's last fields (within a budget) so a worker can evaluate predicates
+/// against what was deleted.
 public struct RecordDeleted: EventPayload {
     public static let eventType: EventType = "record.deleted"
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
     public var database: DatabaseID
     public var zoneID: ZoneID
     public var zoneIncarnation: UUID?
@@ -273,9 +331,14 @@ public struct RecordDeleted: EventPayload {
     public var createdVersion: Int64?
     /// The record whose deletion cascaded to this one through a DELETE_SELF reference.
     public var cascadedFrom: String?
+    /// The record's fields when it was deleted (nil in events of schema version 1).
+    public var last: PreviousImage?
+    /// The record's creation time, in milliseconds (nil in events of schema version 1).
+    public var createdAt: Int64?
 
     /// Creates the payload.
-    public init(database: DatabaseID, zoneID: ZoneID, zoneIncarnation: UUID?, record: Record, cascadedFrom: String?) {
+    public init(database: DatabaseID, zoneID: ZoneID, zoneIncarnation: UUID?, record: Record, cascadedFrom: String?,
+                lastBudget: Int = PreviousImage.defaultBudget) {
         self.database = database
         self.zoneID = zoneID
         self.zoneIncarnation = zoneIncarnation
@@ -283,5 +346,19 @@ public struct RecordDeleted: EventPayload {
         self.recordType = record.recordType
         self.createdVersion = record.createdVersion
         self.cascadedFrom = cascadedFrom
+        self.last = PreviousImage(fields: record.fields, names: Array(record.fields.keys), modifiedAt: record.modified.timestamp, budget: lastBudget)
+        self.createdAt = record.created.timestamp
+    }
+
+    /// The deleted record as far as the event tells: its name, type, fields and times (stamps carry no
+    /// user or device). Nil when the event carries no image, or omits a field among `needed` (all
+    /// fields when `needed` is nil).
+    public func recordBefore(needing needed: Set<String>?) -> Record? {
+        guard let last, let createdAt else { return nil }
+        if !last.omitted.isEmpty, needed.map({ !$0.isDisjoint(with: last.omitted) }) ?? true { return nil }
+        return Record(
+            recordName: recordName, recordType: recordType, fields: last.fields, changeTag: "",
+            created: RecordStamp(timestamp: createdAt, userRecordName: "", deviceID: nil),
+            modified: RecordStamp(timestamp: last.modifiedAt, userRecordName: "", deviceID: nil))
     }
 }

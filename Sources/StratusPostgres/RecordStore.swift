@@ -287,9 +287,17 @@ struct ZoneWriter {
             let version = sequence.map { $0 + 1 }
             record.version = version
             if before == nil { record.createdVersion = version }
-            let event = NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
+            var event = NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
                 database: context.database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, before: before), causation: context.causation)
-            let eventBytes = EventCoding.envelopeSize(of: event)
+            var eventBytes = EventCoding.envelopeSize(of: event)
+            if eventBytes > context.limits.maxEventBytes, before != nil {
+                // The previous values are a convenience for workers (they can look them up): never a
+                // reason to refuse a write that fits without them.
+                event = NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
+                    database: context.database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, before: before,
+                    previousBudget: 0), causation: context.causation)
+                eventBytes = EventCoding.envelopeSize(of: event)
+            }
             guard eventBytes <= context.limits.maxEventBytes else {
                 throw RecordStore.Failure(error: StratusError(.limitExceeded,
                     "Record '\(record.recordName.prefix(255))' makes an event of \(eventBytes) bytes; the event limit is \(context.limits.maxEventBytes)"))
