@@ -12,6 +12,8 @@ public enum TokenKind: String, Sendable, CaseIterable {
     case databaseSync = "database-sync"
     /// A query's `continuationMarker`.
     case continuationMarker = "continuation-marker"
+    /// A user's position in the notification log (`notifications/changes`).
+    case notificationSync = "notification-sync"
 
     /// Whether tokens of this kind travel in URLs (query items): those keep the URL-safe text
     /// format 2; the others are written in format 3, standard base64 of bytes.
@@ -25,7 +27,7 @@ public enum TokenKind: String, Sendable, CaseIterable {
         switch self {
         case .zoneSync: (["z", "i", "v"], ["u", "b"])
         case .databaseSync: (["d", "z"], [])
-        case .webAuth, .continuationMarker: nil
+        case .webAuth, .continuationMarker, .notificationSync: nil
         }
     }
 }
@@ -146,4 +148,18 @@ extension ServerErrorCode {
     /// A sync token the server can no longer honour (zone re-created, tombstones collected past it):
     /// drop the local copy and sync from scratch.
     public static let changeTokenExpired = ServerErrorCode("CHANGE_TOKEN_EXPIRED", httpStatus: 410)
+}
+
+/// A position in a user's notification log, for `notifications/changes`; bound to the user.
+public struct NotificationSyncToken: Sendable, Hashable, Codable {
+    /// The user the position belongs to.
+    public var u: String
+    /// The last position handed out.
+    public var p: Int64
+
+    /// Creates a token value.
+    public init(subscriber: String, position: Int64) {
+        u = subscriber
+        p = position
+    }
 }
