@@ -150,3 +150,21 @@ extension EventLog {
         }
     }
 }
+
+extension EventLog {
+    /// The record as its last `record.saved` event before `eventID` left it, read inside a worker's
+    /// transaction: the image a worker falls back on when an event does not carry it (an event of
+    /// an older schema, or a value too large to carry). Walks the zone's events backwards.
+    public static func lastSavedRecord(zoneKey: ZoneKey, recordName: String, before eventID: Int64, in transaction: Transaction) async throws -> Record? {
+        let rows = try await transaction.connection.query("""
+            SELECT payload::text FROM events
+            WHERE zone_key = \(zoneKey.rawValue) AND id < \(eventID) AND type = \(RecordSaved.eventType.rawValue)
+              AND payload->'record'->>'recordName' = \(recordName)
+            ORDER BY id DESC LIMIT 1
+            """, logger: transaction.logger)
+        for try await payload in rows.decode(String.self) {
+            return try EventCoding.decoder.decode(RecordSaved.self, from: Data(payload.utf8)).record
+        }
+        return nil
+    }
+}

@@ -1,0 +1,254 @@
+import Crypto
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// The per-user notification log: appended by stratus-subscriptions, read by the web courier, the
+/// WebSocket push and `notifications/changes`.
+public struct NotificationStore: Sendable {
+    /// The channel a commit that logged notifications notifies, with `container/environment/subscriber`
+    /// as payload, so the API wakes the couriers waiting for that user.
+    public static let channel = "stratus_notifications"
+    /// The channel a commit that added deliveries notifies; the dispatcher listens on it.
+    public static let deliveryChannel = "stratus_deliveries"
+
+    let store: PostgresStore
+
+    /// Creates the notification store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// A logged notification.
+    public struct Logged: Sendable, Hashable {
+        public var position: Int64
+        public var notificationID: UUID
+        public var subscriptionID: String
+        public var type: String
+        public var reason: String?
+        public var zoneID: ZoneID
+        public var scope: String
+        public var recordName: String?
+        public var isRead: Bool
+        /// The push payload (`aps`, `ck`).
+        public var payload: JSONValue
+        /// When it was logged, in milliseconds.
+        public var createdAt: Int64
+    }
+
+    /// Logs drafts in the worker's transaction: each subscriber's next positions, the unread count, a
+    /// delivery row per webhook of the container and per registered device (when the container has
+    /// an APNs key), and a wake-up for waiting couriers. A draft logged before (same subscription and
+    /// dedupe key) is skipped. Returns the drafts that were new.
+    public static func log(_ drafts: [NotificationDraft], in transaction: Transaction) async throws -> [NotificationDraft] {
+        guard !drafts.isEmpty else { return [] }
+        let connection = transaction.connection
+        let logger = transaction.logger
+        var new: [NotificationDraft] = []
+        var woken = Set<String>()
+        for draft in drafts {
+            let database = draft.owner.database
+            let subscriber = draft.owner.subscriber
+            // Already logged? (Redelivery, replay.) Checked before taking a position, so positions stay gapless.
+            let seen = try await collect(connection.query("""
+                SELECT 1 FROM notifications
+                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND subscriber = \(subscriber)
+                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner)
+                  AND subscription_id = \(draft.owner.subscription.subscriptionID) AND dedupe_key = \(draft.dedupeKey)
+                """, logger: logger), as: Int.self)
+            guard seen.isEmpty else { continue }
+            let counters = try await collect(connection.query("""
+                INSERT INTO notification_positions AS p (container, environment, subscriber, last_position, unread)
+                VALUES (\(database.container), \(database.environment.rawValue), \(subscriber), 1, 1)
+                ON CONFLICT (container, environment, subscriber) DO UPDATE SET last_position = p.last_position + 1, unread = p.unread + 1
+                RETURNING last_position, unread
+                """, logger: logger), as: (Int64, Int64).self)
+            guard let (position, unread) = counters.first else { continue }
+            let notificationID = UUID()
+            let payload = String(decoding: draft.payload(notificationID: notificationID, badge: unread).serialized(), as: UTF8.self)
+            try await connection.query("""
+                INSERT INTO notifications (container, environment, subscriber, position, notification_id, scope, owner, subscription_id,
+                                           dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id, payload)
+                VALUES (\(database.container), \(database.environment.rawValue), \(subscriber), \(position), \(notificationID),
+                        \(database.scope.rawValue), \(database.owner), \(draft.owner.subscription.subscriptionID), \(draft.dedupeKey), \(draft.eventID),
+                        \(draft.type.rawValue), \(draft.reason?.rawValue), \(draft.zoneID.zoneName), \(draft.zoneID.ownerRecordName),
+                        \(draft.recordName), \(draft.collapseID), \(payload)::jsonb)
+                """, logger: logger)
+            try await connection.query("""
+                INSERT INTO notification_deliveries (notification_id, channel, target)
+                SELECT \(notificationID), 'webhook', webhook_id::text FROM webhooks WHERE container = \(database.container)
+                UNION ALL
+                SELECT \(notificationID), 'apns', d.apns_environment || ':' || d.device_token
+                FROM device_tokens d JOIN apns_credentials a ON a.container = d.container
+                WHERE d.container = \(database.container) AND d.environment = \(database.environment.rawValue) AND d.subscriber = \(subscriber)
+                """, logger: logger)
+            new.append(draft)
+            woken.insert("\(database.container)/\(database.environment.rawValue)/\(subscriber)")
+        }
+        for key in woken.sorted() {
+            try await connection.query("SELECT pg_notify(\(channel), \(key)), pg_notify(\(deliveryChannel), '')", logger: logger)
+        }
+        return new
+    }
+
+    /// The subscriber's notifications after `position`, oldest first, at most `limit`; and whether more follow.
+    public func changes(
+        container: String, environment: StratusCore.Environment, subscriber: String, after position: Int64, limit: Int, logger: Logger
+    ) async throws -> (notifications: [Logged], moreComing: Bool) {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT position, notification_id, subscription_id, notification_type, reason, zone_name, zone_owner, scope, record_name,
+                       is_read, payload::text, (extract(epoch FROM created_at) * 1000)::bigint
+                FROM notifications
+                WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber) AND position > \(position)
+                ORDER BY position LIMIT \(limit + 1)
+                """, logger: logger)
+            var logged: [Logged] = []
+            for try await row in rows.decode((Int64, UUID, String, String, String?, String, String, String, String?, Bool, String, Int64).self) {
+                let payload = (try? EventCoding.decoder.decode(JSONValue.self, from: Data(row.10.utf8))) ?? .object([:])
+                logged.append(Logged(
+                    position: row.0, notificationID: row.1, subscriptionID: row.2, type: row.3, reason: row.4,
+                    zoneID: ZoneID(zoneName: row.5, ownerRecordName: row.6), scope: row.7, recordName: row.8, isRead: row.9,
+                    payload: payload, createdAt: row.11))
+            }
+            let more = logged.count > limit
+            if more { logged.removeLast() }
+            return (logged, more)
+        }
+    }
+
+    /// The subscriber's last position (0 before the first notification).
+    public func lastPosition(container: String, environment: StratusCore.Environment, subscriber: String, logger: Logger) async throws -> Int64 {
+        try await store.withConnection { connection in
+            try await collect(connection.query("""
+                SELECT last_position FROM notification_positions
+                WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber)
+                """, logger: logger), as: Int64.self).first ?? Int64(0)
+        }
+    }
+
+    /// Marks the subscriber's notifications read; returns the ids that were unread and now are read.
+    public func markRead(
+        _ ids: [UUID], container: String, environment: StratusCore.Environment, subscriber: String, logger: Logger
+    ) async throws -> Set<UUID> {
+        try await store.serializable(logger: logger) { transaction in
+            let marked = try await collect(transaction.connection.query("""
+                UPDATE notifications SET is_read = true
+                WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber)
+                  AND notification_id = ANY(\(ids)) AND NOT is_read
+                RETURNING notification_id
+                """, logger: transaction.logger), as: UUID.self)
+            if !marked.isEmpty {
+                try await transaction.connection.query("""
+                    UPDATE notification_positions SET unread = greatest(0, unread - \(Int64(marked.count)))
+                    WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber)
+                    """, logger: transaction.logger)
+            }
+            return Set(marked)
+        }
+    }
+
+    // MARK: Web courier and device tokens
+
+    /// Who a courier token belongs to and what it has been handed.
+    public struct Courier: Sendable, Hashable {
+        public var container: String
+        public var environment: StratusCore.Environment
+        public var subscriber: String
+        public var apnsEnvironment: String
+        /// The last position handed to this courier.
+        public var delivered: Int64
+    }
+
+    /// Makes a courier token for the user; it starts at the user's current position (what was logged
+    /// before is fetched with `notifications/changes`). At most `maxPerSubscriber` tokens are kept
+    /// per user: the least recently used beyond that are dropped.
+    public func createCourier(
+        container: String, environment: StratusCore.Environment, subscriber: String, apnsEnvironment: String, maxPerSubscriber: Int, logger: Logger
+    ) async throws -> String {
+        let token = Self.newToken()
+        try await store.serializable(logger: logger) { transaction in
+            let connection = transaction.connection
+            try await connection.query("""
+                INSERT INTO courier_tokens (token_digest, container, environment, subscriber, apns_environment, delivered)
+                VALUES (\(Self.digest(token)), \(container), \(environment.rawValue), \(subscriber), \(apnsEnvironment),
+                        coalesce((SELECT last_position FROM notification_positions
+                                  WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber)), 0))
+                """, logger: transaction.logger)
+            try await connection.query("""
+                DELETE FROM courier_tokens WHERE token_digest IN (
+                    SELECT token_digest FROM courier_tokens
+                    WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber)
+                    ORDER BY last_seen_at DESC OFFSET \(maxPerSubscriber))
+                """, logger: transaction.logger)
+        }
+        return token
+    }
+
+    /// The courier a token names, or nil.
+    public func courier(token: String, logger: Logger) async throws -> Courier? {
+        guard token.utf8.count <= 128 else { return nil }
+        return try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                UPDATE courier_tokens SET last_seen_at = now() WHERE token_digest = \(Self.digest(token))
+                RETURNING container, environment, subscriber, apns_environment, delivered
+                """, logger: logger)
+            for try await (container, environment, subscriber, apns, delivered) in rows.decode((String, String, String, String, Int64).self) {
+                guard let environment = StratusCore.Environment(rawValue: environment) else { return nil }
+                return Courier(container: container, environment: environment, subscriber: subscriber, apnsEnvironment: apns, delivered: delivered)
+            }
+            return nil
+        }
+    }
+
+    /// Records that a courier was handed everything up to `position` (never moves back).
+    public func advanceCourier(token: String, to position: Int64, logger: Logger) async throws {
+        try await store.withConnection { connection in
+            try await connection.query("""
+                UPDATE courier_tokens SET delivered = greatest(delivered, \(position)), last_seen_at = now() WHERE token_digest = \(Self.digest(token))
+                """, logger: logger)
+        }
+    }
+
+    /// Registers an APNs device token for the user (taking it over from whoever registered it before).
+    public func registerDevice(
+        container: String, environment: StratusCore.Environment, subscriber: String, apnsEnvironment: String, deviceToken: String,
+        maxPerSubscriber: Int, logger: Logger
+    ) async throws {
+        try await store.serializable(logger: logger) { transaction in
+            try await transaction.connection.query("""
+                INSERT INTO device_tokens (container, environment, apns_environment, device_token, subscriber)
+                VALUES (\(container), \(environment.rawValue), \(apnsEnvironment), \(deviceToken), \(subscriber))
+                ON CONFLICT (container, environment, apns_environment, device_token) DO UPDATE SET subscriber = EXCLUDED.subscriber, created_at = now()
+                """, logger: transaction.logger)
+            try await transaction.connection.query("""
+                DELETE FROM device_tokens WHERE (container, environment, apns_environment, device_token) IN (
+                    SELECT container, environment, apns_environment, device_token FROM device_tokens
+                    WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber)
+                    ORDER BY created_at DESC OFFSET \(maxPerSubscriber))
+                """, logger: transaction.logger)
+        }
+    }
+
+    static func newToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func digest(_ token: String) -> Data { Data(SHA256.hash(data: Data(token.utf8))) }
+}
+
+extension NotificationStore {
+    /// Listens for logged notifications until cancelled, calling `onNotify` with each payload
+    /// (`container/environment/subscriber`); holds one pooled connection while it listens. Returns
+    /// when the connection ends (the caller listens again).
+    public func listen(logger: Logger, _ onNotify: @escaping @Sendable (String) -> Void) async throws {
+        try await store.withConnection { connection in
+            try await connection.listen(on: Self.channel) { notifications in
+                onNotify("")
+                for try await notification in notifications { onNotify(notification.payload) }
+            }
+        }
+    }
+}
