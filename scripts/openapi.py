@@ -442,6 +442,70 @@ for name in ("caller", "current"):
                           "users", None, CALLER, DATABASE_ERRORS, WRITE, "Apple documents GET only."),
     })
 
+SUBSCRIPTION = {"type": "object", "description": "CloudKit's subscription dictionary: `subscriptionID`, `subscriptionType` "
+                "(query, zone, database), `query`, `zoneID`, `zoneWide`, `firesOn`, `firesOnce`, `notificationInfo`."}
+SUBSCRIPTIONS_ANSWER = obj({"subscriptions": {"type": "array", "items": {"type": "object"}}})
+database_path("subscriptions/modify", {"post": operation(
+    "subscriptionsModify", "Create, replace and delete subscriptions", "At most 200 operations, one per subscription; "
+    "each answers the saved subscription, `{subscriptionID, deleted: true}`, or an error naming the subscriptionID. "
+    "`create` saves (creating or replacing), `update` needs an existing subscription.", "subscriptions",
+    obj({"operations": {"type": "array", "minItems": 1, "maxItems": 200, "items": obj(
+        {"operationType": {"type": "string", "enum": ["create", "update", "delete"]}, "subscription": SUBSCRIPTION})}}),
+    SUBSCRIPTIONS_ANSWER, DATABASE_ERRORS, WRITE,
+    example={"operations": [{"operationType": "create", "subscription": {
+        "subscriptionID": "big-notes", "subscriptionType": "query", "firesOn": ["create", "update"],
+        "query": {"recordType": "Note"}, "zoneWide": True}}]})})
+database_path("subscriptions/list", {
+    "get": operation("subscriptionsList", "The caller's subscriptions in the database", "By id.", "subscriptions", None,
+                     SUBSCRIPTIONS_ANSWER, DATABASE_ERRORS, WRITE),
+    "post": operation("subscriptionsListPost", "The caller's subscriptions (POST)", "As GET; the body is ignored.",
+                      "subscriptions", None, SUBSCRIPTIONS_ANSWER, DATABASE_ERRORS, WRITE),
+})
+database_path("subscriptions/lookup", {"post": operation(
+    "subscriptionsLookup", "Fetch subscriptions by id", "Each id once, at most 200; an unknown one answers a NOT_FOUND entry.",
+    "subscriptions", obj({"subscriptions": {"type": "array", "maxItems": 200, "items": obj({"subscriptionID": STRING})}}),
+    SUBSCRIPTIONS_ANSWER, DATABASE_ERRORS, WRITE, example={"subscriptions": [{"subscriptionID": "big-notes"}]})})
+
+USER_PATH_PARAMETERS = [{"$ref": "#/components/parameters/container"}, {"$ref": "#/components/parameters/environment"}]
+USER_ERRORS = [400, 401, 403, 421, 429, 500, 503]
+NOTIFICATION_LIST = {"type": "array", "items": {"type": "object"}}
+for root in ("/database/1/{container}/{environment}", "/device/1/{container}/{environment}"):
+    tag = "Device" if root.startswith("/device") else ""
+    PATHS[f"{root}/tokens/create"] = {"parameters": USER_PATH_PARAMETERS, "post": operation(
+        f"tokensCreate{tag}", "A web courier token for the caller", "Answers `apnsToken` and `webcourierURL` (long poll); the courier hands out the caller's notifications logged from now on.", "notifications",
+        obj(optional={"apnsEnvironment": {"type": "string", "enum": ["development", "production"]}}),
+        obj({"apnsEnvironment": STRING, "apnsToken": STRING, "webcourierURL": STRING}), USER_ERRORS, WRITE,
+        example={"apnsEnvironment": "development"})}
+    PATHS[f"{root}/tokens/register"] = {"parameters": USER_PATH_PARAMETERS, "post": operation(
+        f"tokensRegister{tag}", "Register an APNs device token for the caller", "The token in hexadecimal.",
+        "notifications", obj({"apnsToken": STRING}, {"apnsEnvironment": {"type": "string", "enum": ["development", "production"]}}),
+        obj({"apnsEnvironment": STRING, "apnsToken": STRING}), USER_ERRORS, WRITE,
+        example={"apnsEnvironment": "development", "apnsToken": "ab" * 32})}
+    PATHS[f"{root}/notifications/changes"] = {"parameters": USER_PATH_PARAMETERS, "post": operation(
+        f"notificationsChanges{tag}", "The caller's notifications since a token", "Oldest first, with `syncToken` and "
+        "`moreComing`; an empty body starts from the beginning.", "notifications",
+        obj(optional={"syncToken": STRING, "resultsLimit": {"type": "integer"}}),
+        obj({"notifications": NOTIFICATION_LIST, "syncToken": STRING, "moreComing": BOOL}), USER_ERRORS, WRITE,
+        "A Stratus extension.", example={"resultsLimit": 50})}
+    PATHS[f"{root}/notifications/read"] = {"parameters": USER_PATH_PARAMETERS, "post": operation(
+        f"notificationsRead{tag}", "Mark notifications read", "At most 200 ids; lowers the badge count.", "notifications",
+        obj({"notificationIDs": {"type": "array", "maxItems": 200, "items": STRING}}),
+        obj({"notifications": NOTIFICATION_LIST}), USER_ERRORS, WRITE, "A Stratus extension.",
+        example={"notificationIDs": ["00000000-0000-0000-0000-000000000000"]})}
+PATHS["/device/1/{container}/{environment}/courier/{token}"] = {"get": {
+    "operationId": "webCourier", "tags": ["notifications"], "summary": "The web courier's long poll",
+    "description": "Answers the notifications the token has not been handed yet, else waits up to `timeout` seconds "
+                   "(default 30) for one. The token (from tokens/create) is the credential.",
+    "parameters": USER_PATH_PARAMETERS + [
+        {"name": "token", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
+        {"name": "timeout", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0, "maximum": 1}}],
+    "security": [],
+    "responses": {
+        "200": ok(obj({"notifications": NOTIFICATION_LIST})),
+        **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 500, 503)},
+    },
+}}
+
 PATHS["/auth/1/{container}/signin"] = {"post": {
     "operationId": "signIn", "tags": ["auth"], EXT: True,
     "summary": "Sign in with the container's user directory",

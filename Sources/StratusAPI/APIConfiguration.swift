@@ -19,6 +19,12 @@ public struct APILimits: Sendable {
     public var maxResponseBytes: Int = 10 * 1024 * 1024
     /// Entries of a name list: `desiredKeys` and `desiredRecordTypes`.
     public var maxNames: Int = 1_000
+    /// Subscriptions one user may keep in one database.
+    public var maxSubscriptionsPerUser: Int = 1_000
+    /// Web courier tokens and APNs device tokens kept per user (the least recently used go first).
+    public var maxPushTokensPerUser: Int = 20
+    /// The longest a web courier long poll waits for a notification.
+    public var maxCourierWait: Duration = .seconds(60)
     /// What one `records/query` may ask for: filters, sorts, list values, search tokens and text.
     public var query = RecordQuery.Limits()
     /// `STRATUS_USER_QUOTA_BYTES`: bytes of records (their fields as stored) each user may keep per

@@ -13,12 +13,15 @@ public struct APIDependencies: Sendable {
     public var readiness: [ReadinessCheck]
     /// Renders the process's metrics in Prometheus text format for `/metrics`.
     public var metrics: @Sendable () -> String
+    /// Wakes web couriers when notifications are logged (a service of the application).
+    public var hub: NotificationHub
 
     /// Creates the dependencies.
-    public init(store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String) {
+    public init(store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String, hub: NotificationHub? = nil) {
         self.store = store
         self.readiness = readiness
         self.metrics = metrics
+        self.hub = hub ?? NotificationHub(store: store, logger: Logger(label: "stratus-api.notifications"))
     }
 }
 
@@ -46,6 +49,12 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         .register(on: router)
     QueryRoutes<APIRequestContext>(queries: QueryStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
         .register(on: router)
+    SubscriptionRoutes<APIRequestContext>(subscriptions: SubscriptionStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
+        .register(on: router)
+    NotificationRoutes<APIRequestContext>(
+        notifications: NotificationStore(store: dependencies.store), hub: dependencies.hub, authenticator: authenticator,
+        limits: configuration.limits, secretKey: configuration.secretKey
+    ).register(on: router)
     return router
 }
 
@@ -60,7 +69,7 @@ public func buildApplication(
         // half-way through a request) cannot hold the server's connections for ever.
         server: .http1(configuration: .init(idleTimeout: configuration.idleTimeout.map { .nanoseconds(nanoseconds($0)) })),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "stratus"),
-        services: services,
+        services: services + [dependencies.hub],
         logger: logger
     )
 }

@@ -12,9 +12,10 @@ struct DatabaseCall {
     var database: DatabaseID
 
     static func open(
-        _ request: Request, context: some StratusRequestContext, authenticator: Authenticator, limits: APILimits, access: DatabaseAccess
+        _ request: Request, context: some StratusRequestContext, authenticator: Authenticator, limits: APILimits, access: DatabaseAccess,
+        defaultScope: DatabaseScope? = nil
     ) async throws -> DatabaseCall {
-        let path = try DatabasePath.parse(context)
+        let path = try DatabasePath.parse(context, defaultScope: defaultScope)
         // The body is read only once the caller is known (or, for a signed request, its key and
         // date check out), so a client that cannot authenticate never makes the server buffer it.
         let identified = try await authenticator.identify(request, path: path, logger: context.logger)

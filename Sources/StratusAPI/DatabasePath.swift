@@ -7,7 +7,9 @@ struct DatabasePath: Sendable {
     var environment: StratusCore.Environment
     var scope: DatabaseScope
 
-    static func parse(_ context: some RequestContext) throws(StratusError) -> DatabasePath {
+    /// Parses the path; `defaultScope` stands for a `database` segment the route does not have
+    /// (the token and courier routes, which concern the user rather than one database).
+    static func parse(_ context: some RequestContext, defaultScope: DatabaseScope? = nil) throws(StratusError) -> DatabasePath {
         guard let container = context.parameters.get("container"), !container.isEmpty, container.utf8.count <= 255 else {
             throw StratusError(.badRequest, "The path must name a container")
         }
@@ -15,7 +17,7 @@ struct DatabasePath: Sendable {
         guard let environment = context.parameters.get("environment").flatMap(StratusCore.Environment.init(rawValue:)) else {
             throw StratusError(.badRequest, "environment must be 'development' or 'production'")
         }
-        guard let scope = context.parameters.get("database").flatMap(DatabaseScope.init(rawValue:)) else {
+        guard let scope = context.parameters.get("database").flatMap(DatabaseScope.init(rawValue:)) ?? defaultScope else {
             throw StratusError(.badRequest, "database must be 'public', 'private' or 'shared'")
         }
         return DatabasePath(container: container, environment: environment, scope: scope)

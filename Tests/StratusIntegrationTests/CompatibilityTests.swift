@@ -59,6 +59,9 @@ final class CompatibilityTests: XCTestCase {
     func testRecordsChanges() async throws { try await runFixture("records-changes") }
     func testChangesZone() async throws { try await runFixture("changes-zone") }
     func testUsersCaller() async throws { try await runFixture("users-caller") }
+    func testSubscriptionsModify() async throws { try await runFixture("subscriptions-modify") }
+    func testSubscriptionsList() async throws { try await runFixture("subscriptions-list") }
+    func testSubscriptionsLookup() async throws { try await runFixture("subscriptions-lookup") }
     func testUsersCurrent() async throws { try await runFixture("users-current") }
     func testErrors() async throws { try await runFixture("errors") }
 
