@@ -15,7 +15,8 @@ public enum StratusProcess {
     public static func projection(named name: String) -> (any Projection)? {
         switch name {
         case "stratus-indexer": IndexerProjection()
-        case "stratus-subscriptions", "stratus-gc", "stratus-shares": ObserverProjection(name: name)
+        case "stratus-subscriptions": SubscriptionsProjection()
+        case "stratus-gc", "stratus-shares": ObserverProjection(name: name)
         default: nil
         }
     }

@@ -1,0 +1,98 @@
+import Logging
+import Metrics
+import StratusCore
+import StratusPostgres
+
+/// stratus-subscriptions' projection: evaluates every subscription an event may fire and logs the
+/// notifications (with their push deliveries) in the worker's transaction, exactly once per
+/// subscription and change. A replay logs nothing twice (the log's keys) and never fires a
+/// subscription for events older than it (its save time), so the notification log is not reset
+/// by a replay: it is the users' record of what they were told.
+public struct SubscriptionsProjection: Projection {
+    public let name = "stratus-subscriptions"
+    let evaluated = Counter(label: "stratus_subscription_events_evaluated_total")
+    let notified = Counter(label: "stratus_notifications_logged_total")
+    let imageLookups = Counter(label: "stratus_subscription_image_lookups_total")
+
+    /// Creates the projection.
+    public init() {}
+
+    public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
+        let drafts: [NotificationDraft]
+        switch event.type {
+        case RecordSaved.eventType:
+            let saved = try event.decode(RecordSaved.self)
+            let candidates = try await SubscriptionStore.candidates(
+                database: saved.database, zoneName: saved.zoneID.zoneName, recordType: saved.record.recordType, in: transaction)
+            guard !candidates.isEmpty else { return evaluated.increment() }
+            let created = saved.previousChangeTag == nil
+            var before: Record?
+            let queries = candidates.filter { $0.subscription.type == .query && $0.createdAt <= event.createdAt }
+            if !created, !queries.isEmpty {
+                let needed = Self.fieldsRead(by: queries)
+                before = saved.recordBefore(needing: needed)
+                if before == nil {
+                    imageLookups.increment()
+                    before = try await EventLog.lastSavedRecord(
+                        zoneKey: event.zoneKey, recordName: saved.record.recordName, before: event.id, in: transaction)
+                }
+            }
+            drafts = SubscriptionEvaluation.drafts(
+                for: .saved(after: saved.record, before: before, created: created), zoneID: saved.zoneID, eventID: event.id,
+                eventCreatedAt: event.createdAt, requestID: event.causation.requestID, subscriptions: candidates)
+        case RecordDeleted.eventType:
+            let deleted = try event.decode(RecordDeleted.self)
+            let candidates = try await SubscriptionStore.candidates(
+                database: deleted.database, zoneName: deleted.zoneID.zoneName, recordType: deleted.recordType, in: transaction)
+            guard !candidates.isEmpty else { return evaluated.increment() }
+            var last: Record?
+            let queries = candidates.filter { $0.subscription.type == .query && $0.createdAt <= event.createdAt }
+            if !queries.isEmpty {
+                last = deleted.recordBefore(needing: Self.fieldsRead(by: queries))
+                if last == nil {
+                    imageLookups.increment()
+                    last = try await EventLog.lastSavedRecord(zoneKey: event.zoneKey, recordName: deleted.recordName, before: event.id, in: transaction)
+                }
+            }
+            drafts = SubscriptionEvaluation.drafts(
+                for: .deleted(recordName: deleted.recordName, recordType: deleted.recordType, last: last), zoneID: deleted.zoneID,
+                eventID: event.id, eventCreatedAt: event.createdAt, requestID: event.causation.requestID, subscriptions: candidates)
+        case .zoneCreated, .zoneDeleted:
+            let zone = event.type == .zoneCreated
+                ? try event.decode(ZoneCreated.self).identity : try event.decode(ZoneDeleted.self).identity
+            let candidates = try await SubscriptionStore.candidates(database: zone.database, zoneName: zone.zoneID.zoneName, recordType: nil, in: transaction)
+            drafts = SubscriptionEvaluation.drafts(
+                for: .zone, zoneID: zone.zoneID, eventID: event.id, eventCreatedAt: event.createdAt,
+                requestID: event.causation.requestID, subscriptions: candidates)
+        default:
+            return
+        }
+        evaluated.increment()
+        let logged = try await NotificationStore.log(drafts, in: transaction)
+        notified.increment(by: logged.count)
+        for draft in logged where draft.owner.subscription.firesOnce {
+            try await SubscriptionStore.deleteFired(draft.owner, in: transaction)
+        }
+    }
+
+    /// The log is kept across replays (see the type's comment): nothing to forget.
+    public func reset(in transaction: Transaction, logger: Logger) async throws {}
+
+    /// The fields the query subscriptions read from a before-image; nil: all of them.
+    static func fieldsRead(by subscriptions: [OwnedSubscription]) -> Set<String>? {
+        var union = Set<String>()
+        for owned in subscriptions {
+            guard let fields = SubscriptionEvaluation.fieldsRead(by: owned.subscription) else { return nil }
+            union.formUnion(fields)
+        }
+        return union
+    }
+}
+
+extension ZoneCreated {
+    var identity: (database: DatabaseID, zoneID: ZoneID) { (database, zoneID) }
+}
+
+extension ZoneDeleted {
+    var identity: (database: DatabaseID, zoneID: ZoneID) { (database, zoneID) }
+}
