@@ -94,7 +94,7 @@ let package = Package(
         .target(
             name: "StratusWorkers",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusKafka",
+                "StratusCore", "StratusPostgres", "StratusKafka", "StratusPush",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -114,7 +114,7 @@ let package = Package(
         .target(
             name: "StratusRuntime",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers", "StratusAPI",
+                "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers", "StratusAPI", "StratusPush",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -6,6 +6,7 @@ import StratusAPI
 import StratusCore
 import StratusKafka
 import StratusPostgres
+import StratusPush
 import StratusRelay
 import StratusWorkers
 
@@ -108,6 +109,16 @@ public enum StratusProcess {
         var services: [any Service] = [
             store, Worker(projection: projection, store: store, kafka: configuration.kafka, configuration: worker, logger: logger),
         ]
+        if name == "stratus-subscriptions" {
+            let webhooks = WebhookSender(logger: logger)
+            let apns = APNsChannel(store: store, logger: logger)
+            services.append(DeliveryDispatcher(
+                store: store, channels: [WebhookChannel(sender: webhooks, store: store, logger: logger), apns], logger: logger
+            ) {
+                try? await webhooks.shutdown()
+                await apns.shutdown()
+            })
+        }
         if name == "stratus-gc" {
             services.append(TombstoneCollector(store: store, retention: configuration.tombstoneRetention, logger: logger))
         }

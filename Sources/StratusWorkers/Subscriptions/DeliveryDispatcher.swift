@@ -1,0 +1,123 @@
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import StratusCore
+import StratusPostgres
+import StratusPush
+
+/// Sends one claimed delivery over its channel (webhook, APNs) and says what became of it.
+public protocol PushChannel: Sendable {
+    /// The channel name in `notification_deliveries.channel`.
+    var name: String { get }
+    /// One attempt; never throws: every failure is an outcome.
+    func send(_ delivery: DeliveryStore.Due) async -> DeliveryStore.Result
+}
+
+/// How the dispatcher sends.
+public struct DeliveryConfiguration: Sendable {
+    /// Deliveries in flight at once.
+    public var concurrency = 32
+    /// Deliveries in flight for one target (a webhook, a device), so a slow receiver holds only a few slots.
+    public var perTarget = 4
+    /// Attempts before a delivery is dead-lettered.
+    public var maxAttempts = 8
+    /// The first retry's delay; each further one doubles, with full jitter.
+    public var backoffBase: Duration = .seconds(1)
+    /// The longest delay between attempts.
+    public var backoffMaximum: Duration = .seconds(300)
+    /// How long a claimed delivery is reserved for its sender.
+    public var lease: Duration = .seconds(60)
+    /// The longest the dispatcher sleeps without looking for due deliveries.
+    public var idleWake: Duration = .seconds(30)
+
+    /// The defaults.
+    public init() {}
+}
+
+/// Sends the notification log's pending deliveries: claims the due ones, sends them concurrently,
+/// records each outcome (retries with exponential backoff and jitter, dead-lettering after
+/// `maxAttempts`). Evaluation never waits for it, and one slow receiver never holds up others.
+public final class DeliveryDispatcher: Service, Sendable {
+    let deliveries: DeliveryStore
+    let store: PostgresStore
+    let channels: [String: any PushChannel]
+    let configuration: DeliveryConfiguration
+    let logger: Logger
+    let closing: @Sendable () async -> Void
+
+    /// Creates a dispatcher over the channels it can send on (deliveries of other channels wait);
+    /// `closing` runs when it stops (to close the channels' clients).
+    public init(store: PostgresStore, channels: [any PushChannel], configuration: DeliveryConfiguration = .init(), logger: Logger,
+                closing: @escaping @Sendable () async -> Void = {}) {
+        self.closing = closing
+        self.store = store
+        self.deliveries = DeliveryStore(store: store)
+        self.channels = Dictionary(channels.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        defer { Task { [closing] in await closing() } }
+        try await cancelWhenGracefulShutdown { [self] in
+            while !Task.isCancelled {
+                do {
+                    let sent = try await dispatchOnce()
+                    if sent == 0 { try await idle() }
+                } catch where !Task.isCancelled {
+                    logger.warning("delivery dispatch failed; trying again", metadata: ["error": "\(PostgresStore.describe(error))"])
+                    try await Task.sleep(for: .seconds(1))
+                }
+            }
+        }
+    }
+
+    /// Claims and sends one round of due deliveries; returns how many it sent.
+    @discardableResult
+    public func dispatchOnce() async throws -> Int {
+        let due = try await deliveries.claim(limit: configuration.concurrency, perTarget: configuration.perTarget, lease: configuration.lease, logger: logger)
+        guard !due.isEmpty else { return 0 }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for delivery in due {
+                group.addTask { [self] in try await attempt(delivery) }
+            }
+            try await group.waitForAll()
+        }
+        return due.count
+    }
+
+    func attempt(_ delivery: DeliveryStore.Due) async throws {
+        guard let channel = channels[delivery.channel] else {
+            try await deliveries.complete(delivery, .retry(reason: "no \(delivery.channel) sender in this process", delay: configuration.backoffMaximum), logger: logger)
+            return
+        }
+        var result = await channel.send(delivery)
+        let attempts = delivery.attempts + 1
+        if case .retry(let reason, let delay) = result {
+            if attempts >= configuration.maxAttempts {
+                result = .dead(reason: "gave up after \(attempts) attempts: \(reason)")
+            } else {
+                result = .retry(reason: reason, delay: max(delay, WebhookBackoff.delay(afterAttempt: attempts, base: configuration.backoffBase, maximum: configuration.backoffMaximum)))
+            }
+        }
+        let dimensions = [("channel", delivery.channel)]
+        switch result {
+        case .delivered:
+            Counter(label: "stratus_notification_deliveries_total", dimensions: dimensions + [("outcome", "delivered")]).increment()
+        case .retry:
+            Counter(label: "stratus_notification_deliveries_total", dimensions: dimensions + [("outcome", "retry")]).increment()
+        case .dead(let reason), .unregistered(let reason):
+            Counter(label: "stratus_notification_deliveries_total", dimensions: dimensions + [("outcome", "dead")]).increment()
+            logger.warning("delivery given up", metadata: [
+                "channel": "\(delivery.channel)", "notification": "\(delivery.notificationID)", "reason": "\(reason)",
+            ])
+        }
+        try await deliveries.complete(delivery, result, logger: logger)
+    }
+
+    /// Waits for a commit that added deliveries, the next due retry, or `idleWake`.
+    func idle() async throws {
+        try await deliveries.waitForDeliveries(upTo: configuration.idleWake, logger: logger)
+    }
+}
