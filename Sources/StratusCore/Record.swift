@@ -272,12 +272,10 @@ public struct RecordSaved: EventPayload {
     /// creation, and nil when the event names an omitted field among `needed` (or carries no previous
     /// image at all, as events of schema version 1 do).
     public func recordBefore(needing needed: Set<String>?) -> Record? {
-        guard previousChangeTag != nil, let previous else { return nil }
-        if let needed, !previous.omitted.isEmpty, !needed.isDisjoint(with: previous.omitted) { return nil }
-        if needed == nil, !previous.omitted.isEmpty { return nil }
+        guard let previousChangeTag, let previous, previous.covers(needed) else { return nil }
         var before = record
         for name in changedFields { before.fields[name] = previous.fields[name] }
-        before.changeTag = previousChangeTag!
+        before.changeTag = previousChangeTag
         before.modified.timestamp = previous.modifiedAt
         return before
     }
@@ -291,6 +289,11 @@ public struct PreviousImage: Sendable, Hashable, Codable {
     public var omitted: [String]
     /// The modification time of the previous state, in milliseconds.
     public var modifiedAt: Int64
+
+    /// Whether it holds every field of `needed` that it had (all of them when nil).
+    func covers(_ needed: Set<String>?) -> Bool {
+        omitted.isEmpty || needed.map { $0.isDisjoint(with: omitted) } ?? false
+    }
 
     /// How many bytes of encoded values an event carries by default: enough for the small fields
     /// predicates look at, small next to a record's 1 MB, so no write is refused for its event's size.
@@ -354,8 +357,7 @@ public struct RecordDeleted: EventPayload {
     /// user or device). Nil when the event carries no image, or omits a field among `needed` (all
     /// fields when `needed` is nil).
     public func recordBefore(needing needed: Set<String>?) -> Record? {
-        guard let last, let createdAt else { return nil }
-        if !last.omitted.isEmpty, needed.map({ !$0.isDisjoint(with: last.omitted) }) ?? true { return nil }
+        guard let last, let createdAt, last.covers(needed) else { return nil }
         return Record(
             recordName: recordName, recordType: recordType, fields: last.fields, changeTag: "",
             created: RecordStamp(timestamp: createdAt, userRecordName: "", deviceID: nil),

@@ -13,15 +13,7 @@ public enum QueryIndexStore {
         let database = saved.database
         let record = saved.record
         let recordJSON = String(decoding: EventCoding.encode(record), as: UTF8.self)
-        let searchable = record.fields.filter { policy.isSearchable(recordType: record.recordType, field: $0.key) }
-        let text = searchable.sorted { $0.key < $1.key }.map(\.value).compactMap { value -> String? in
-            switch value {
-            case .string(let string): string
-            case .list(.string, let values): values.compactMap { if case .string(let s) = $0 { s } else { nil } }.joined(separator: " ")
-            default: nil
-            }
-        }.joined(separator: " ")
-        let document = searchDocument(text)
+        let document = SearchDocument.text(of: record, policy: policy)
         try await transaction.connection.query("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
                 version, deleted, created_at, modified_at, record, search)
@@ -37,18 +29,8 @@ public enum QueryIndexStore {
             """, logger: transaction.logger)
     }
 
-    /// The most text of one record that full-text search indexes, in UTF-8 bytes. PostgreSQL refuses a
-    /// text search document over 1 MB; this many bytes of the shortest distinct words stay well
-    /// below it, so no record can make the indexer fail.
-    public static let maxSearchBytes = 128 * 1024
-
-    /// A record's searchable text cut to `maxSearchBytes` at a character boundary.
-    static func searchDocument(_ text: String) -> String {
-        guard text.utf8.count > maxSearchBytes else { return text }
-        var end = text.utf8.index(text.utf8.startIndex, offsetBy: maxSearchBytes)
-        while end > text.startIndex, String.Index(end, within: text) == nil { end = text.utf8.index(before: end) }
-        return String(text[..<end])
-    }
+    /// The most text of one record that full-text search indexes, in UTF-8 bytes (`SearchDocument.maxBytes`).
+    public static let maxSearchBytes = SearchDocument.maxBytes
 
     /// Applies `record.deleted`: the row becomes a deletion marker (so an older event arriving late cannot bring it back).
     public static func apply(_ deleted: RecordDeleted, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {

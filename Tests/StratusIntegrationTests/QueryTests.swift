@@ -18,30 +18,7 @@ final class QueryTests: XCTestCase {
     /// The API plus the relay and the indexer, on a topic of the test's own. Without `indexer`,
     /// only the API runs: events stay in the log until the test applies them.
     static func withStack(indexer: Bool = true, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
-        let brokers = try TestSupport.kafkaBrokers()
-        try await TestSupport.withMigratedStore { store, _ in
-            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            let configuration = APIConfiguration(secretKey: SecretKey.generate())
-            let fixture = Fixture(store: store, configuration: configuration, apiToken: token)
-            let topic = "query-test-" + UUID().uuidString.prefix(8).lowercased()
-            var relayConfiguration = RelayConfiguration()
-            relayConfiguration.topic = topic
-            relayConfiguration.partitions = 2
-            var workerConfiguration = WorkerConfiguration()
-            workerConfiguration.topic = topic
-            let kafka = KafkaClientConfiguration(brokers: brokers)
-            let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
-            let worker = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
-            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                if indexer {
-                    group.addTask { try await relay.run() }
-                    group.addTask { try await worker.run() }
-                }
-                defer { group.cancelAll() }
-                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client) }
-            }
-        }
+        try await APIPipelineFixture.withStack(projection: IndexerProjection(), pipeline: indexer) { fixture, client, _ in try await body(fixture, client) }
     }
 
     static func query(_ client: any TestClientProtocol, _ fixture: Fixture, _ query: Body, zone: String? = "Q", extra: Body = [:], user: String = "_alice") async throws -> (Int, Body) {

@@ -18,31 +18,8 @@ final class SubscriptionTests: XCTestCase {
 
     /// The API plus the relay and stratus-subscriptions' worker (and the notification hub), on a topic of the test's own.
     static func withStack(pipeline: Bool = true, _ body: @Sendable (Fixture, any TestClientProtocol, NotificationHub) async throws -> Void) async throws {
-        let brokers = try TestSupport.kafkaBrokers()
-        try await TestSupport.withMigratedStore { store, _ in
-            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            let configuration = APIConfiguration(secretKey: SecretKey.generate())
-            let fixture = Fixture(store: store, configuration: configuration, apiToken: token)
-            let topic = "subscription-test-" + UUID().uuidString.prefix(8).lowercased()
-            var relayConfiguration = RelayConfiguration()
-            relayConfiguration.topic = topic
-            relayConfiguration.partitions = 2
-            var workerConfiguration = WorkerConfiguration()
-            workerConfiguration.topic = topic
-            let kafka = KafkaClientConfiguration(brokers: brokers)
-            let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
-            let worker = Worker(projection: SubscriptionsProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
-            let dependencies = APIDependencies(store: store, readiness: [], metrics: { "" })
-            let router = buildRouter(dependencies, configuration: configuration)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await dependencies.hub.run() }
-                if pipeline {
-                    group.addTask { try await relay.run() }
-                    group.addTask { try await worker.run() }
-                }
-                defer { group.cancelAll() }
-                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client, dependencies.hub) }
-            }
+        try await APIPipelineFixture.withStack(projection: SubscriptionsProjection(), pipeline: pipeline) { fixture, client, dependencies in
+            try await body(fixture, client, dependencies.hub)
         }
     }
 
@@ -177,7 +154,7 @@ final class SubscriptionTests: XCTestCase {
                 (["subscriptionID": "a", "subscriptionType": "zone", "zoneID": ["zoneName": "Q", "ownerRecordName": "_bob"]], "ZONE_NOT_FOUND", "Q"),
                 (["subscriptionID": "a", "subscriptionType": "zone", "zoneID": ["zoneName": "Q"], "firesOn": ["create"]], "BAD_REQUEST", "only to query"),
                 (["subscriptionID": "a", "subscriptionType": "database", "zoneID": ["zoneName": "Q"]], "BAD_REQUEST", "no zoneID"),
-                (["subscriptionID": "a\u{0}b", "subscriptionType": "database"], "BAD_REQUEST", "subscriptionID"),
+                (["subscriptionID": "a\u{0}b", "subscriptionType": "database"], "BAD_REQUEST", "NUL"),
                 (["subscriptionID": long, "subscriptionType": "database"], "BAD_REQUEST", "1 to 255"),
                 (["subscriptionID": "a", "subscriptionType": "database", "colour": "red"], "BAD_REQUEST", "unknown key"),
                 (Self.querySubscription("a", extra: ["notificationInfo": ["desiredKeys": Array(repeating: "f", count: 65)]]), "BAD_REQUEST", "desiredKeys"),
@@ -185,6 +162,8 @@ final class SubscriptionTests: XCTestCase {
                 (Self.querySubscription("a", extra: ["notificationInfo": ["desiredKeys": ["9bad"]]]), "BAD_REQUEST", "desiredKeys"),
                 (Self.querySubscription("a", extra: ["notificationInfo": ["shouldBadge": "yes"]]), "BAD_REQUEST", "shouldBadge"),
                 (Self.querySubscription("a", extra: ["zoneWide": true]), "BAD_REQUEST", "zoneWide"),
+                (Self.querySubscription("a", extra: ["query": ["recordType": "Item", "note": "hidden\u{0}nul"]]), "BAD_REQUEST", "NUL"),
+                (Self.querySubscription("a", extra: ["notificationInfo": ["alertBody": "a\u{0}b"]]), "BAD_REQUEST", "NUL"),
             ]
             let (status, results) = try await Self.modify(client, fixture, cases.map { Self.create($0.0) })
             XCTAssertEqual(status, 200)

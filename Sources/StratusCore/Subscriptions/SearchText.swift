@@ -10,9 +10,8 @@
 /// `example` matches that text here but not in the index; `docs/query-index.md` lists the
 /// differences.
 enum SearchText {
-    /// The most text of one record that full-text search indexes, in UTF-8 bytes: the indexer's
-    /// `QueryIndexStore.maxSearchBytes`, which the integration tests check is the same.
-    static let maxSearchBytes = 128 * 1024
+    /// The most text of one record that full-text search indexes, in UTF-8 bytes (the indexer's too).
+    static let maxSearchBytes = SearchDocument.maxBytes
 
     /// PostgreSQL ignores words of this many bytes or more (`MAXSTRLEN`).
     static let maxTokenBytes = 2_047
@@ -22,27 +21,9 @@ enum SearchText {
         Set(RecordQuery.tokens(text).lazy.filter { $0.utf8.count < maxTokenBytes })
     }
 
-    /// The tokens of a record's search document (what `___all` searches): the searchable STRING
-    /// fields and STRING_LIST members, in field-name order, joined by spaces and cut to
-    /// `maxSearchBytes` at a character boundary, as the indexer builds it.
+    /// The tokens of a record's search document (what `___all` searches), as the indexer builds it.
     static func documentTokens(_ record: Record, policy: IndexPolicy) -> Set<String> {
-        let searchable = record.fields.filter { policy.isSearchable(recordType: record.recordType, field: $0.key) }
-        let text = searchable.sorted { $0.key < $1.key }.map(\.value).compactMap { value -> String? in
-            switch value {
-            case .string(let string): string
-            case .list(.string, let values): values.compactMap { if case .string(let s) = $0 { s } else { nil } }.joined(separator: " ")
-            default: nil
-            }
-        }.joined(separator: " ")
-        return tokens(cut(text))
-    }
-
-    /// `text` cut to `maxSearchBytes` at a character boundary.
-    static func cut(_ text: String) -> String {
-        guard text.utf8.count > maxSearchBytes else { return text }
-        var end = text.utf8.index(text.utf8.startIndex, offsetBy: maxSearchBytes)
-        while end > text.startIndex, String.Index(end, within: text) == nil { end = text.utf8.index(before: end) }
-        return String(text[..<end])
+        tokens(SearchDocument.text(of: record, policy: policy))
     }
 
     /// Whether a token set satisfies the query's tokens: all of them, or any.

@@ -117,6 +117,8 @@ public struct Subscription: Sendable, Hashable {
         _ json: JSONValue, scope: DatabaseScope, databaseOwner: String, limits: Limits = Limits(), newID: () -> String = { UUID().uuidString }
     ) throws(StratusError) -> Subscription {
         guard case .object(let members) = json else { throw StratusError(.badRequest, "subscription must be a dictionary") }
+        // The definition is stored as sent (jsonb holds no NUL): refused whole, wherever it hides.
+        try ClientText.check(json, "subscription")
         let known: Set<String> = ["subscriptionID", "subscriptionType", "query", "zoneID", "zoneWide", "firesOn", "firesOnce", "notificationInfo"]
         if let unknown = members.keys.filter({ !known.contains($0) }).sorted().first {
             throw StratusError(.badRequest, "subscription: unknown key '\(unknown.prefix(64))'")
@@ -177,10 +179,9 @@ public struct Subscription: Sendable, Hashable {
             } catch {
                 throw StratusError(error.code, "\(place): \(error.reason)")
             }
-            if case .object(var members) = queryValue {
-                // Order is meaningless for a notification; what is kept is what is evaluated.
-                members["sortBy"] = nil
-                queryJSON = .object(members)
+            if case .object(let members) = queryValue {
+                // What is kept is what is evaluated: order is meaningless for a notification.
+                queryJSON = .object(members.filter { $0.key == "recordType" || $0.key == "filterBy" })
             }
             guard !firesOn.isEmpty else {
                 throw StratusError(.badRequest, "\(place): firesOn must name at least one of create, update and delete")
@@ -217,9 +218,8 @@ public struct Subscription: Sendable, Hashable {
         guard !subscriptionID.isEmpty, subscriptionID.utf8.count <= 255 else {
             throw StratusError(.badRequest, "subscriptionID must be 1 to 255 bytes, got \(subscriptionID.utf8.count)")
         }
-        try ClientText.check(subscriptionID, "subscriptionID")
         guard !subscriptionID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw StratusError(.badRequest, "subscriptionID must not contain control characters")
+            throw StratusError(.badRequest, "subscriptionID must not contain control characters (NUL included)")
         }
     }
 

@@ -75,6 +75,18 @@ public struct DeliveryStore: Sendable {
         }
     }
 
+    /// One webhook, by id.
+    public func webhook(_ id: UUID, logger: Logger) async throws -> Webhook? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT webhook_id, container, url, secret FROM webhooks WHERE webhook_id = \(id)", logger: logger)
+            for try await (id, container, url, secret) in rows.decode((UUID, String, String, Data).self) {
+                return Webhook(webhookID: id, container: container, url: url, secret: Array(secret))
+            }
+            return nil
+        }
+    }
+
     /// Removes a webhook and its pending deliveries; false when there was none.
     public func deleteWebhook(_ id: UUID, logger: Logger) async throws -> Bool {
         try await store.serializable(logger: logger) { transaction in

@@ -116,16 +116,6 @@ public struct NotificationStore: Sendable {
         }
     }
 
-    /// The subscriber's last position (0 before the first notification).
-    public func lastPosition(container: String, environment: StratusCore.Environment, subscriber: String, logger: Logger) async throws -> Int64 {
-        try await store.withConnection { connection in
-            try await collect(connection.query("""
-                SELECT last_position FROM notification_positions
-                WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber)
-                """, logger: logger), as: Int64.self).first ?? Int64(0)
-        }
-    }
-
     /// Marks the subscriber's notifications read; returns the ids that were unread and now are read.
     public func markRead(
         _ ids: [UUID], container: String, environment: StratusCore.Environment, subscriber: String, logger: Logger

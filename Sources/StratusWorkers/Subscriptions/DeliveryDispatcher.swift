@@ -59,18 +59,23 @@ public final class DeliveryDispatcher: Service, Sendable {
     }
 
     public func run() async throws {
-        defer { Task { [closing] in await closing() } }
-        try await cancelWhenGracefulShutdown { [self] in
-            while !Task.isCancelled {
-                do {
-                    let sent = try await dispatchOnce()
-                    if sent == 0 { try await idle() }
-                } catch where !Task.isCancelled {
-                    logger.warning("delivery dispatch failed; trying again", metadata: ["error": "\(PostgresStore.describe(error))"])
-                    try await Task.sleep(for: .seconds(1))
+        do {
+            try await cancelWhenGracefulShutdown { [self] in
+                while !Task.isCancelled {
+                    do {
+                        let sent = try await dispatchOnce()
+                        if sent == 0 { try await idle() }
+                    } catch where !Task.isCancelled {
+                        logger.warning("delivery dispatch failed; trying again", metadata: ["error": "\(PostgresStore.describe(error))"])
+                        try await Task.sleep(for: .seconds(1))
+                    }
                 }
             }
+        } catch {
+            await closing()
+            throw error
         }
+        await closing()
     }
 
     /// Claims and sends one round of due deliveries; returns how many it sent.

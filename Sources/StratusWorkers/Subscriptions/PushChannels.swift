@@ -20,10 +20,10 @@ public struct WebhookChannel: PushChannel {
     }
 
     public func send(_ delivery: DeliveryStore.Due) async -> DeliveryStore.Result {
+        guard let id = UUID(uuidString: delivery.target) else { return .dead(reason: "not a webhook target") }
         let webhook: DeliveryStore.Webhook?
         do {
-            webhook = try await deliveries.webhooks(container: delivery.container, logger: logger)
-                .first { $0.webhookID.uuidString.lowercased() == delivery.target.lowercased() }
+            webhook = try await deliveries.webhook(id, logger: logger)
         } catch {
             return .retry(reason: "the webhook could not be read: \(PostgresStore.describe(error))", delay: .zero)
         }

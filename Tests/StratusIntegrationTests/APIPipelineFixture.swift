@@ -1,0 +1,42 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StratusAPI
+import StratusCore
+import StratusKafka
+import StratusPostgres
+import StratusRelay
+import StratusWorkers
+
+/// The API over a fresh migrated database with one container, its notification hub, and — when
+/// `pipeline` — the relay and one worker of `projection` on a topic of the test's own (without it,
+/// events stay in the log until the test applies them).
+enum APIPipelineFixture {
+    static func withStack(
+        projection: any Projection, pipeline: Bool,
+        _ body: @Sendable (RecordAPITests.Fixture, any TestClientProtocol, APIDependencies) async throws -> Void
+    ) async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        try await TestSupport.withMigratedStore { store, _ in
+            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
+            let configuration = APIConfiguration(secretKey: SecretKey.generate())
+            let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
+            let pipelineFixture = PipelineFixture()
+            let (relayConfiguration, workerConfiguration) = pipelineFixture.configurations(topic: pipelineFixture.uniqueTopic(), partitions: 2)
+            let kafka = pipelineFixture.kafka(brokers)
+            let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
+            let worker = Worker(projection: projection, store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            let dependencies = APIDependencies(store: store, readiness: [], metrics: { "" })
+            let router = buildRouter(dependencies, configuration: configuration)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await dependencies.hub.run() }
+                if pipeline {
+                    group.addTask { try await relay.run() }
+                    group.addTask { try await worker.run() }
+                }
+                defer { group.cancelAll() }
+                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client, dependencies) }
+            }
+        }
+    }
+}
