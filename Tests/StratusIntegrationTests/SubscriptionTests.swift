@@ -112,6 +112,8 @@ final class SubscriptionTests: XCTestCase {
 
             let (_, list) = try await RecordAPITests.post(client, fixture.path("subscriptions/list"), [String: Any]())
             XCTAssertEqual(Set((list["subscriptions"] as? [Body] ?? []).compactMap { $0["subscriptionID"] as? String }), ["big", "zone", "db", generated])
+            let counts = try await SubscriptionStore(store: fixture.store).counts(logger: TestSupport.logger)
+            XCTAssertEqual(counts, ["query": 2, "zone": 1, "database": 1], "the operations' count of subscriptions by type")
             let (_, otherList) = try await RecordAPITests.post(client, fixture.path("subscriptions/list", user: "_bob"), [String: Any]())
             XCTAssertEqual((otherList["subscriptions"] as? [Body])?.count, 0, "subscriptions belong to their user")
 

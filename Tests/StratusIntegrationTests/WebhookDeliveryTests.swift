@@ -73,6 +73,8 @@ final class WebhookDeliveryTests: XCTestCase {
                 XCTAssertEqual(body["queryNotificationReason"] as? String, "recordCreated")
                 XCTAssertEqual(body["notificationID"] as? String, requests[3].key)
                 XCTAssertNotNil((body["payload"] as? Body)?["ck"])
+                let counts = try await DeliveryStore(store: fixture.store).counts(logger: TestSupport.logger)
+                XCTAssertEqual(counts, ["webhook": ["delivered": 1]], "the operations' count of deliveries by channel and state")
             }
         }
     }

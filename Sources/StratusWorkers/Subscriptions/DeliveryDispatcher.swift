@@ -5,6 +5,7 @@ import ServiceLifecycle
 import StratusCore
 import StratusPostgres
 import StratusPush
+import Synchronization
 
 /// Sends one claimed delivery over its channel (webhook, APNs) and says what became of it.
 public protocol PushChannel: Sendable {
@@ -45,6 +46,7 @@ public final class DeliveryDispatcher: Service, Sendable {
     let configuration: DeliveryConfiguration
     let logger: Logger
     let closing: @Sendable () async -> Void
+    private let lastCounts = Mutex<ContinuousClock.Instant?>(nil)
 
     /// Creates a dispatcher over the channels it can send on (deliveries of other channels wait);
     /// `closing` runs when it stops (to close the channels' clients).
@@ -110,6 +112,9 @@ public final class DeliveryDispatcher: Service, Sendable {
         switch result {
         case .delivered:
             Counter(label: "stratus_notification_deliveries_total", dimensions: dimensions + [("outcome", "delivered")]).increment()
+            // From the notification's logging to its acknowledgement: what a receiver waited.
+            Gauge(label: "stratus_notification_delivery_lag_seconds", dimensions: dimensions)
+                .record(max(0, Date().timeIntervalSince1970 - Double(delivery.loggedAt) / 1000))
         case .retry:
             Counter(label: "stratus_notification_deliveries_total", dimensions: dimensions + [("outcome", "retry")]).increment()
         case .dead(let reason), .unregistered(let reason):
@@ -121,8 +126,25 @@ public final class DeliveryDispatcher: Service, Sendable {
         try await deliveries.complete(delivery, result, logger: logger)
     }
 
+    /// Publishes the subscription and pending-delivery counts (at most once per `idleWake`).
+    func recordCounts() async throws {
+        let now = ContinuousClock.now
+        guard lastCounts.withLock({ last in
+            if let previous = last, now - previous < configuration.idleWake { return false }
+            last = now
+            return true
+        }) else { return }
+        for (type, count) in try await SubscriptionStore(store: store).counts(logger: logger) {
+            Gauge(label: "stratus_subscriptions", dimensions: [("type", type)]).record(count)
+        }
+        for (channel, states) in try await deliveries.counts(logger: logger) {
+            Gauge(label: "stratus_notification_deliveries_pending", dimensions: [("channel", channel)]).record(states["pending"] ?? 0)
+        }
+    }
+
     /// Waits for a commit that added deliveries, the next due retry, or `idleWake`.
     func idle() async throws {
+        try await recordCounts()
         try await deliveries.waitForDeliveries(upTo: configuration.idleWake, logger: logger)
     }
 }
