@@ -79,6 +79,62 @@ final class WebhookDeliveryTests: XCTestCase {
         }
     }
 
+    /// A receiver that holds its answers never holds up another receiver's deliveries.
+    func testASlowReceiverDoesNotHoldUpAnother() async throws {
+        try await SubscriptionTests.withStack { fixture, client, _ in
+            let slowCount = Mutex(0)
+            let slowAnswered = Mutex(0)
+            let fastNames = Mutex<[String]>([])
+            let (release, releaser) = AsyncStream<Void>.makeStream()
+            let router = Router()
+            router.post("/slow") { _, _ -> Response in
+                slowCount.withLock { $0 += 1 }
+                for await _ in release { break }
+                slowAnswered.withLock { $0 += 1 }
+                return Response(status: .ok)
+            }
+            router.post("/fast") { request, _ -> Response in
+                let body = Data(buffer: try await request.body.collect(upTo: 1 << 20))
+                let name = (try? JSONSerialization.jsonObject(with: body) as? Body)?["recordName"] as? String ?? "?"
+                fastNames.withLock { $0.append(name) }
+                return Response(status: .ok)
+            }
+            let receiver = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: TestSupport.logger)
+            try await receiver.test(.live) { receiverClient in
+                let port = try XCTUnwrap(receiverClient.port)
+                let deliveries = DeliveryStore(store: fixture.store)
+                _ = try await deliveries.createWebhook(container: fixture.container, url: "http://127.0.0.1:\(port)/slow", logger: TestSupport.logger)
+                _ = try await deliveries.createWebhook(container: fixture.container, url: "http://127.0.0.1:\(port)/fast", logger: TestSupport.logger)
+                try await RecordAPITests.createZone(client, fixture, "Q")
+                _ = try await SubscriptionTests.modify(client, fixture, [SubscriptionTests.create(SubscriptionTests.querySubscription("all"))])
+
+                var senderConfiguration = WebhookSenderConfiguration()
+                senderConfiguration.allowInsecureLoopback = true
+                let sender = WebhookSender(configuration: senderConfiguration, logger: TestSupport.logger)
+                let dispatcher = DeliveryDispatcher(
+                    store: fixture.store, channels: [WebhookChannel(sender: sender, store: fixture.store, logger: TestSupport.logger)],
+                    logger: TestSupport.logger)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await dispatcher.run() }
+                    defer { group.cancelAll() }
+                    try await SubscriptionTests.save(client, fixture, "first", count: 1, operation: "create")
+                    try await TestSupport.eventually(timeout: .seconds(20), "both receivers to get the first notification") {
+                        slowCount.withLock { $0 } == 1 && fastNames.withLock { $0 } == ["first"]
+                    }
+                    // The slow receiver still holds its answer (the sender waits up to 10 s for it).
+                    try await SubscriptionTests.save(client, fixture, "second", count: 2, operation: "create")
+                    try await TestSupport.eventually(timeout: .seconds(8), "the fast receiver to get the second notification while the slow one holds") {
+                        fastNames.withLock { $0 } == ["first", "second"]
+                    }
+                    XCTAssertEqual(slowAnswered.withLock { $0 }, 0, "the slow receiver has answered nothing yet")
+                    XCTAssertGreaterThanOrEqual(slowCount.withLock { $0 }, 1)
+                    releaser.finish()
+                }
+                try await sender.shutdown()
+            }
+        }
+    }
+
     static func states(_ store: PostgresStore) async throws -> [String] {
         try await store.withConnection { connection in
             let rows = try await connection.query("SELECT state || ':' || attempts FROM notification_deliveries", logger: TestSupport.logger)

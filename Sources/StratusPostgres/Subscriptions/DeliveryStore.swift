@@ -127,7 +127,8 @@ public struct DeliveryStore: Sendable {
     /// Claims due deliveries: at most `limit`, and at most `perTarget` for any one target, so a slow
     /// receiver holds only a few of the dispatcher's slots. A claimed delivery is not due again
     /// until `lease` passes (a dispatcher that dies mid-send leaves it to be sent again).
-    public func claim(limit: Int, perTarget: Int, lease: Duration, logger: Logger) async throws -> [Due] {
+    /// Targets in `excluding` (those with `perTarget` deliveries already in flight) are left alone.
+    public func claim(limit: Int, perTarget: Int, excluding: [String] = [], lease: Duration, logger: Logger) async throws -> [Due] {
         let leaseMilliseconds = Int64(lease / .milliseconds(1))
         return try await store.withConnection { connection in
             let rows = try await connection.query("""
@@ -135,7 +136,7 @@ public struct DeliveryStore: Sendable {
                     SELECT delivery_id FROM (
                         SELECT delivery_id, row_number() OVER (PARTITION BY target ORDER BY next_attempt_at) AS rank
                         FROM (SELECT delivery_id, target, next_attempt_at FROM notification_deliveries
-                              WHERE state = 'pending' AND next_attempt_at <= now()
+                              WHERE state = 'pending' AND next_attempt_at <= now() AND NOT (target = ANY(\(excluding)::text[]))
                               ORDER BY next_attempt_at LIMIT \(limit * 4)
                               FOR UPDATE SKIP LOCKED) AS candidates) AS ranked
                     WHERE rank <= \(perTarget) LIMIT \(limit)),

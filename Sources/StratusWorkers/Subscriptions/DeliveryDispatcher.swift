@@ -31,6 +31,8 @@ public struct DeliveryConfiguration: Sendable {
     public var lease: Duration = .seconds(60)
     /// The longest the dispatcher sleeps without looking for due deliveries.
     public var idleWake: Duration = .seconds(30)
+    /// How often it looks for new deliveries while others are in flight.
+    public var busyPoll: Duration = .milliseconds(250)
 
     /// The defaults.
     public init() {}
@@ -65,8 +67,7 @@ public final class DeliveryDispatcher: Service, Sendable {
             try await cancelWhenGracefulShutdown { [self] in
                 while !Task.isCancelled {
                     do {
-                        let sent = try await dispatchOnce()
-                        if sent == 0 { try await idle() }
+                        try await dispatch()
                     } catch where !Task.isCancelled {
                         logger.warning("delivery dispatch failed; trying again", metadata: ["error": "\(PostgresStore.describe(error))"])
                         try await Task.sleep(for: .seconds(1))
@@ -80,18 +81,52 @@ public final class DeliveryDispatcher: Service, Sendable {
         await closing()
     }
 
-    /// Claims and sends one round of due deliveries; returns how many it sent.
-    @discardableResult
-    public func dispatchOnce() async throws -> Int {
-        let due = try await deliveries.claim(limit: configuration.concurrency, perTarget: configuration.perTarget, lease: configuration.lease, logger: logger)
-        guard !due.isEmpty else { return 0 }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for delivery in due {
-                group.addTask { [self] in try await attempt(delivery) }
+    /// Keeps up to `concurrency` deliveries in flight, claiming more as soon as slots free up, and
+    /// never more than `perTarget` for one target: a receiver that answers slowly (or never, until
+    /// the sender's timeout) holds only its own slots while everybody else's deliveries go on.
+    func dispatch() async throws {
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            var inFlight: [String: Int] = [:]
+            var total = 0
+            var ticking = false
+            while !Task.isCancelled {
+                let free = configuration.concurrency - total
+                if free > 0 {
+                    let saturated = inFlight.filter { $0.value >= configuration.perTarget }.map(\.key)
+                    let due = try await deliveries.claim(
+                        limit: free, perTarget: configuration.perTarget, excluding: saturated, lease: configuration.lease, logger: logger)
+                    for delivery in due {
+                        inFlight[delivery.target, default: 0] += 1
+                        total += 1
+                        group.addTask { [self] in
+                            try await attempt(delivery)
+                            return delivery.target
+                        }
+                    }
+                    if !due.isEmpty { continue }
+                }
+                if total == 0 {
+                    try await idle()
+                    continue
+                }
+                // Something is in flight: go on when one finishes, or look for new deliveries shortly.
+                if !ticking {
+                    ticking = true
+                    group.addTask { [interval = configuration.busyPoll] in
+                        try await Task.sleep(for: interval)
+                        return nil
+                    }
+                }
+                guard let finished = try await group.next() else { continue }
+                if let target = finished {
+                    total -= 1
+                    inFlight[target, default: 1] -= 1
+                    if inFlight[target] == 0 { inFlight[target] = nil }
+                } else {
+                    ticking = false
+                }
             }
-            try await group.waitForAll()
         }
-        return due.count
     }
 
     func attempt(_ delivery: DeliveryStore.Due) async throws {
