@@ -362,6 +362,22 @@ final class SubscriptionTests: XCTestCase {
             XCTAssertEqual(badDevice, 400)
             let (badEnvironment, _) = try await RecordAPITests.post(client, Self.notificationsPath(fixture, "tokens/create"), ["apnsEnvironment": "staging"])
             XCTAssertEqual(badEnvironment, 400)
+            // Hostile notification calls: each a clear 400.
+            let hostile: [(String, Any)] = [
+                ("notifications/read", ["notificationIDs": (0..<201).map { _ in UUID().uuidString }]),
+                ("notifications/read", ["notificationIDs": ["not-an-id\u{0}"]]),
+                ("notifications/read", ["notificationIDs": "one"]),
+                ("notifications/changes", ["syncToken": "AAAA"]),
+                ("notifications/changes", ["syncToken": String(repeating: "A", count: 100_000)]),
+                ("notifications/changes", ["resultsLimit": 1e30]),
+                ("tokens/register", ["apnsToken": String(repeating: "a", count: 10_000)]),
+            ]
+            for (operation, body) in hostile {
+                let (status, json) = try await RecordAPITests.post(client, Self.notificationsPath(fixture, operation), body)
+                XCTAssertEqual(status, 400, "\(operation) \(String(describing: body).prefix(80)): \(json)")
+            }
+            let (limited, limitedJSON) = try await RecordAPITests.post(client, Self.notificationsPath(fixture, "notifications/changes"), ["resultsLimit": -5])
+            XCTAssertEqual(limited, 200, "a limit below 1 is read as 1: \(limitedJSON)")
         }
     }
 
