@@ -65,9 +65,14 @@ public final class DeliveryDispatcher: Service, Sendable {
                     do {
                         let sent = try await dispatchOnce()
                         if sent == 0 { try await idle() }
-                    } catch where !Task.isCancelled {
+                    } catch where Task.isCancelled {
+                        // Graceful shutdown cancels the loop wherever it waits: that is its end, not a
+                        // failure (a service that throws makes the whole process exit with one). A
+                        // delivery cut off mid-send is claimed again when its lease runs out.
+                        break
+                    } catch {
                         logger.warning("delivery dispatch failed; trying again", metadata: ["error": "\(PostgresStore.describe(error))"])
-                        try await Task.sleep(for: .seconds(1))
+                        try? await Task.sleep(for: .seconds(1))
                     }
                 }
             }
