@@ -71,7 +71,7 @@ final class StratusExecutable: @unchecked Sendable {
     }
 
     /// Runs `name` with `body`, and kills it (SIGKILL) when `body` ends, whether it succeeded or not;
-    /// its log is attached to a failure.
+    /// its log is printed and kept when `body` fails, else removed.
     static func with<T: Sendable>(
         _ name: String, _ arguments: [String] = [], settings: [String: String], _ body: (StratusExecutable) async throws -> T
     ) async throws -> T {
@@ -79,6 +79,7 @@ final class StratusExecutable: @unchecked Sendable {
         do {
             let result = try await body(child)
             await child.stop(signal: SIGKILL)
+            try? FileManager.default.removeItem(at: child.log)
             return result
         } catch {
             await child.stop(signal: SIGKILL)
