@@ -159,13 +159,12 @@ let package = Package(
             name: "StratusCoreTests",
             dependencies: ["StratusCore", .product(name: "Crypto", package: "swift-crypto")]
         ),
-        // The push senders against real loopback servers the tests start: an HTTP/1.1 receiver and
-        // an HTTP/2-over-TLS server with a certificate made at test time.
-        .testTarget(
-            name: "StratusPushTests",
+        // Real loopback servers the push tests send to: an HTTP/1.1 webhook receiver and an
+        // HTTP/2-over-TLS server that checks requests as APNs would, with a certificate made at test
+        // time. Test code only; knows nothing of Stratus.
+        .target(
+            name: "StratusPushTestSupport",
             dependencies: [
-                "StratusPush",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -173,14 +172,27 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
+            ],
+            path: "Tests/StratusPushTestSupport"
+        ),
+        // The push senders against the test servers.
+        .testTarget(
+            name: "StratusPushTests",
+            dependencies: [
+                "StratusPush", "StratusPushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .testTarget(
             name: "StratusIntegrationTests",
             dependencies: [
                 "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
-                "StratusAPI", "StratusRuntime", "StratusBench",
+                "StratusAPI", "StratusRuntime", "StratusBench", "StratusPush", "StratusPushTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),

@@ -498,6 +498,62 @@ def drill_worker_group(stack, client, failures):
                                           "take-over and catch-up s": round(caught_up, 1), "applied by the first after the kill": int(gained),
                                           "differs from replay": differs, "duplicate effects": duplicate_effects()}, failures)
 
+DRILL_SUBSCRIPTION = "drill-subscriptions-kill"
+
+
+def notification_check(zone_prefix):
+    """(logged, missing, extra) for the drill's database subscription over the zones named
+    `zone_prefix`…: it must fire exactly once per write request and zone (zone creations included),
+    so every such pair of the event log is one notification, and no notification is anything else."""
+    expected = f"""SELECT 'zone/' || split_part(zone_key, '/', 5) || '/request/' || (causation->>'requestID') FROM events
+                   WHERE split_part(zone_key, '/', 5) LIKE '{zone_prefix}%' GROUP BY 1"""
+    logged = f"SELECT dedupe_key FROM notifications WHERE subscription_id = '{DRILL_SUBSCRIPTION}'"
+    return (int(psql(f"SELECT count(*) FROM ({logged}) l") or 0),
+            int(psql(f"SELECT count(*) FROM ({expected} EXCEPT ALL {logged}) m") or 0),
+            int(psql(f"SELECT count(*) FROM ({logged} EXCEPT ALL {expected}) e") or 0))
+
+
+def notification_log():
+    return psql(f"""SELECT md5(string_agg(concat_ws('|', notification_id, position, dedupe_key, payload::text), ',' ORDER BY position))
+                    FROM notifications WHERE subscription_id = '{DRILL_SUBSCRIPTION}'""")
+
+
+def drill_subscriptions_kill(stack, client, failures):
+    """SIGKILL stratus-subscriptions mid-load; restart, then replay it: every notification logged exactly once."""
+    status, body, _ = client.post("subscriptions/modify", {"operations": [
+        {"operationType": "create", "subscription": {"subscriptionID": DRILL_SUBSCRIPTION, "subscriptionType": "database"}}]})
+    if status != 200 or any("serverErrorCode" in entry for entry in body.get("subscriptions", [])):
+        raise RuntimeError(f"the drill's subscription was refused: {status} {body}")
+    load = start_load(client, "SubsKill")
+    tally, _, batches, _ = load
+    # Killed while it applies the load: once it has logged some of it.
+    wait_until("stratus-subscriptions to log notifications", lambda: notification_check("SubsKill")[0] > 0, 60)
+    stack.kill("stratus-subscriptions")
+    at_kill = notification_check("SubsKill")[0]
+    time.sleep(1)  # events pile up while the worker is down
+    stack.start("stratus-subscriptions")
+    time.sleep(1.5)
+    finish(load)
+    started = time.monotonic()
+    wait_until("stratus-subscriptions to catch up", lambda: workers_caught_up(["stratus-subscriptions"]), 120)
+    caught_up = time.monotonic() - started
+    logged, missing, extra = notification_check("SubsKill")
+    before = notification_log()
+    stack.kill("stratus-subscriptions", signal.SIGTERM)
+    stack.cli("replay", "stratus-subscriptions")
+    stack.start("stratus-subscriptions")
+    _, missing_after, extra_after = notification_check("SubsKill")
+    changed = int(notification_log() != before)
+    for figure, count in (("missing notifications", missing + missing_after), ("extra or repeated notifications", extra + extra_after),
+                          ("notification logs changed by the replay", changed)):
+        if count:
+            failures.append(f"subscriptions-kill: {count} {figure}")
+    lost, partial = check_batches(client, batches)
+    return report("subscriptions-kill", tally, {"lost": lost, "partial": partial, "logged at the kill": at_kill, "notifications": logged,
+                                                "missing": missing + missing_after, "extra": extra + extra_after,
+                                                "changed by replay": changed, "catch-up s": round(caught_up, 1)}, failures)
+
+
 DRILLS = {
     "api-kill": drill_api_kill,
     "worker-kill": drill_worker_kill,
@@ -506,6 +562,7 @@ DRILLS = {
     "pool-exhausted": drill_pool_exhausted,
     "relay-takeover": drill_relay_takeover,
     "worker-group": drill_worker_group,
+    "subscriptions-kill": drill_subscriptions_kill,
 }
 
 

@@ -64,6 +64,15 @@ public struct ContainerStore: Sendable {
         }
     }
 
+    /// Whether the container exists.
+    public func exists(container: String, logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT 1 FROM containers WHERE container = \(container)", logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
     /// The container an API token belongs to, or nil when the token is unknown.
     public func container(forAPIToken token: String, logger: Logger) async throws -> String? {
         try await store.withConnection { connection in

@@ -3,6 +3,7 @@ import Logging
 import StratusCore
 import StratusKafka
 import StratusPostgres
+import StratusPush
 import StratusWorkers
 
 /// What the admin CLI does, as functions tests can call too.
@@ -116,6 +117,65 @@ public enum Admin {
     ) async throws {
         try await withMigratedStore(configuration, logger: logger) { store in
             try await UserStore(store: store).setPassword(container: container, login: login, password: password, logger: logger)
+        }
+    }
+
+    /// Registers a webhook for an existing container after checking its URL (`WebhookURLPolicy`:
+    /// https, or plain http to a loopback host when `allowInsecureLoopback`); returns it with its
+    /// new secret, which is shown only here.
+    public static func createWebhook(
+        container: String, url: String, allowInsecureLoopback: Bool, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> DeliveryStore.Webhook {
+        do {
+            _ = try WebhookURLPolicy.check(url, allowInsecureLoopback: allowInsecureLoopback)
+        } catch {
+            throw ConfigurationProblem("refused webhook URL: \(error.message)")
+        }
+        return try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await ContainerStore(store: store).exists(container: container, logger: logger) else {
+                throw ConfigurationProblem("no container '\(container)'")
+            }
+            return try await DeliveryStore(store: store).createWebhook(container: container, url: url, logger: logger)
+        }
+    }
+
+    /// The webhooks of a container, or of every container when nil.
+    public static func webhooks(container: String?, _ configuration: StratusConfiguration, logger: Logger) async throws -> [DeliveryStore.Webhook] {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await DeliveryStore(store: store).webhooks(container: container, logger: logger)
+        }
+    }
+
+    /// Removes a webhook and its pending deliveries.
+    public static func deleteWebhook(_ id: String, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        guard let webhookID = UUID(uuidString: id) else { throw ConfigurationProblem("'\(id)' is not a webhook id") }
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await DeliveryStore(store: store).deleteWebhook(webhookID, logger: logger) else {
+                throw ConfigurationProblem("no webhook '\(id)'")
+            }
+        }
+    }
+
+    /// Sets (or replaces) an existing container's APNs provider key after parsing it, so a key
+    /// APNs would refuse is refused here rather than at the first push.
+    public static func setAPNsKey(
+        container: String, teamID: String, keyID: String, privateKeyPEM: String, topic: String,
+        _ configuration: StratusConfiguration, logger: Logger
+    ) async throws {
+        for (name, value) in [("team id", teamID), ("key id", keyID), ("topic", topic)] where value.isEmpty || value.contains(where: \.isWhitespace) {
+            throw ConfigurationProblem("the \(name) must be non-empty and without spaces, got '\(value)'")
+        }
+        do {
+            _ = try APNsCredentials(teamID: teamID, keyID: keyID, privateKeyPEM: privateKeyPEM, topic: topic, environment: .production)
+        } catch {
+            throw ConfigurationProblem("refused APNs key: \(error.message)")
+        }
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await ContainerStore(store: store).exists(container: container, logger: logger) else {
+                throw ConfigurationProblem("no container '\(container)'")
+            }
+            try await DeliveryStore(store: store).setAPNsKey(
+                .init(container: container, teamID: teamID, keyID: keyID, privateKey: privateKeyPEM, topic: topic), logger: logger)
         }
     }
 

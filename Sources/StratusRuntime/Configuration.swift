@@ -48,6 +48,9 @@ public struct StratusConfiguration: Sendable {
     public var deployment: Deployment
     /// Where the token-signing key (`api.secretKey`) came from.
     public var secretKeySource: SecretKeySource
+    /// `STRATUS_WEBHOOK_ALLOW_LOOPBACK`: whether the dispatcher may call webhooks over plain http on
+    /// a loopback host (tests and local stacks; `stratus webhook create --allow-insecure-loopback`).
+    public var webhookAllowInsecureLoopback = false
 
     /// What kind of deployment a process belongs to; decides whether a missing secret key may be
     /// generated.
@@ -138,6 +141,11 @@ public struct StratusConfiguration: Sendable {
         configuration.databaseTimeouts.idleInTransaction = try milliseconds(
             "STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS", configuration.databaseTimeouts.idleInTransaction)
         configuration.databaseTimeouts.lease = try milliseconds("STRATUS_DATABASE_LEASE_TIMEOUT_MS", configuration.databaseTimeouts.lease)
+        switch environment["STRATUS_WEBHOOK_ALLOW_LOOPBACK"] ?? "false" {
+        case "true", "1": configuration.webhookAllowInsecureLoopback = true
+        case "false", "0": configuration.webhookAllowInsecureLoopback = false
+        case let text: throw ConfigurationProblem("STRATUS_WEBHOOK_ALLOW_LOOPBACK must be true or false, got '\(text)'")
+        }
         return configuration
     }
 

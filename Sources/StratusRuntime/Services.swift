@@ -110,7 +110,9 @@ public enum StratusProcess {
             store, Worker(projection: projection, store: store, kafka: configuration.kafka, configuration: worker, logger: logger),
         ]
         if name == "stratus-subscriptions" {
-            let webhooks = WebhookSender(logger: logger)
+            var webhookConfiguration = WebhookSenderConfiguration()
+            webhookConfiguration.allowInsecureLoopback = configuration.webhookAllowInsecureLoopback
+            let webhooks = WebhookSender(configuration: webhookConfiguration, logger: logger)
             let apns = APNsChannel(store: store, logger: logger)
             services.append(DeliveryDispatcher(
                 store: store, channels: [WebhookChannel(sender: webhooks, store: store, logger: logger), apns], logger: logger

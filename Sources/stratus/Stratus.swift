@@ -3,13 +3,14 @@ import Foundation
 import Logging
 import StratusRuntime
 
-/// The admin CLI: migrate, run the relay, re-publish, replay workers, manage containers.
+/// The admin CLI: migrate, run the relay, re-publish, replay workers, manage containers, webhooks and APNs keys.
 @main
 struct Stratus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
-        subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self]
+        subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self,
+                      WebhookCommand.self, APNsCommand.self]
     )
 }
 
@@ -250,6 +251,88 @@ struct UserCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-user")
             configuration.logSecretKeySource(logger)
             print(try await Admin.webAuthToken(container: container, user: user, days: days, configuration, logger: logger))
+        }
+    }
+}
+
+struct WebhookCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webhook", abstract: "Manage the webhooks every notification of a container is sent to.",
+        subcommands: [Create.self, List.self, Delete.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register a webhook; prints its id and its signing secret (hex), the secret only this once.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Argument(help: "The endpoint: https, or http to a loopback host with --allow-insecure-loopback.")
+        var url: String
+        @Flag(help: "Allow plain http to a loopback host (tests and local stacks; stratus-subscriptions needs STRATUS_WEBHOOK_ALLOW_LOOPBACK=true too).")
+        var allowInsecureLoopback = false
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-webhook")
+            let webhook = try await Admin.createWebhook(
+                container: container, url: url, allowInsecureLoopback: allowInsecureLoopback, configuration, logger: logger)
+            print("id: \(webhook.webhookID.uuidString.lowercased())")
+            print("secret: \(webhook.secret.map { String(format: "%02x", $0) }.joined())")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List webhooks (id, container, URL), of one container or of all.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier (default: every container).")
+        var container: String?
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-webhook")
+            for webhook in try await Admin.webhooks(container: container, configuration, logger: logger) {
+                print("\(webhook.webhookID.uuidString.lowercased())\t\(webhook.container)\t\(webhook.url)")
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a webhook and its pending deliveries.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The webhook id.")
+        var id: String
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-webhook")
+            try await Admin.deleteWebhook(id, configuration, logger: logger)
+            print("deleted \(id)")
+        }
+    }
+}
+
+struct APNsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns", abstract: "Manage the APNs provider key a container's pushes are sent with.", subcommands: [Set.self])
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Set (or replace) a container's APNs key (token-based authentication, a .p8 file).")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The Apple Developer team id.")
+        var teamID: String
+        @Option(help: "The key id of the .p8 key.")
+        var keyID: String
+        @Option(help: "The .p8 key file (PEM).")
+        var keyFile: String
+        @Option(help: "The app's bundle id (apns-topic).")
+        var topic: String
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-apns")
+            guard let data = FileManager.default.contents(atPath: keyFile) else { throw ValidationError("cannot read \(keyFile)") }
+            try await Admin.setAPNsKey(
+                container: container, teamID: teamID, keyID: keyID, privateKeyPEM: String(decoding: data, as: UTF8.self), topic: topic,
+                configuration, logger: logger)
+            print("\(container): APNs key \(keyID) of team \(teamID) for \(topic)")
         }
     }
 }

@@ -12,17 +12,44 @@ import StratusWorkers
 /// `pipeline` — the relay and one worker of `projection` on a topic of the test's own (without it,
 /// events stay in the log until the test applies them).
 enum APIPipelineFixture {
+    /// Where the stack is, for processes the test starts besides it.
+    struct Location: Sendable {
+        /// The test database's URL.
+        var databaseURL: String
+        var brokers: String
+        /// The test's own topic.
+        var topic: String
+        var partitions: Int
+
+        /// The environment a Stratus executable needs to join this stack.
+        var settings: [String: String] {
+            ["STRATUS_DATABASE_URL": databaseURL, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_TOPIC_PARTITIONS": "\(partitions)"]
+        }
+    }
+
     static func withStack(
         projection: any Projection, pipeline: Bool,
         _ body: @Sendable (RecordAPITests.Fixture, any TestClientProtocol, APIDependencies) async throws -> Void
     ) async throws {
+        try await withStack(projection: projection, relay: pipeline, worker: pipeline) { fixture, client, dependencies, _ in
+            try await body(fixture, client, dependencies)
+        }
+    }
+
+    /// The same, with the relay and the in-process worker each on or off (a test that runs the
+    /// worker's executable itself runs only the relay here).
+    static func withStack(
+        projection: any Projection, relay runsRelay: Bool, worker runsWorker: Bool,
+        _ body: @Sendable (RecordAPITests.Fixture, any TestClientProtocol, APIDependencies, Location) async throws -> Void
+    ) async throws {
         let brokers = try TestSupport.kafkaBrokers()
-        try await TestSupport.withMigratedStore { store, _ in
+        try await TestSupport.withMigratedStore { store, url in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             let configuration = APIConfiguration(secretKey: SecretKey.generate())
             let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
             let pipelineFixture = PipelineFixture()
-            let (relayConfiguration, workerConfiguration) = pipelineFixture.configurations(topic: pipelineFixture.uniqueTopic(), partitions: 2)
+            let location = Location(databaseURL: url, brokers: brokers, topic: pipelineFixture.uniqueTopic(), partitions: 2)
+            let (relayConfiguration, workerConfiguration) = pipelineFixture.configurations(topic: location.topic, partitions: location.partitions)
             let kafka = pipelineFixture.kafka(brokers)
             let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
             let worker = Worker(projection: projection, store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
@@ -30,12 +57,12 @@ enum APIPipelineFixture {
             let router = buildRouter(dependencies, configuration: configuration)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await dependencies.hub.run() }
-                if pipeline {
-                    group.addTask { try await relay.run() }
-                    group.addTask { try await worker.run() }
-                }
+                if runsRelay { group.addTask { try await relay.run() } }
+                if runsWorker { group.addTask { try await worker.run() } }
                 defer { group.cancelAll() }
-                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client, dependencies) }
+                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
+                    try await body(fixture, client, dependencies, location)
+                }
             }
         }
     }

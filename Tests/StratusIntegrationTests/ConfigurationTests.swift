@@ -97,4 +97,17 @@ final class ConfigurationTests: XCTestCase {
             XCTAssertNil(set.worker.idleAfter, "0: an idle worker keeps fetching")
         }
     }
+
+    func testLoopbackWebhooksOverHTTPAreAllowedOnlyWhenConfigured() throws {
+        try withDataDirectory { directory in
+            XCTAssertFalse(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).webhookAllowInsecureLoopback)
+            for (text, allowed) in [("true", true), ("1", true), ("false", false), ("0", false)] {
+                let configuration = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_WEBHOOK_ALLOW_LOOPBACK": text])
+                XCTAssertEqual(configuration.webhookAllowInsecureLoopback, allowed, text)
+            }
+            XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_WEBHOOK_ALLOW_LOOPBACK": "yes"])) { error in
+                XCTAssertTrue(String(describing: error).contains("STRATUS_WEBHOOK_ALLOW_LOOPBACK must be true or false"), "\(error)")
+            }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 @testable import StratusPush
+import StratusPushTestSupport
 import Synchronization
 import XCTest
 

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import NIOHTTP1
 import StratusPush
+import StratusPushTestSupport
 import XCTest
 
 /// The APNs sender against a real HTTP/2-over-TLS server on a loopback port (`APNsTestServer`),

@@ -1,5 +1,6 @@
 import Foundation
 import StratusPush
+import StratusPushTestSupport
 import XCTest
 
 /// The webhook sender against a real HTTP/1.1 receiver on a loopback port (`WebhookReceiver`).

@@ -26,6 +26,15 @@ public struct DeliveryStore: Sendable {
         /// The `.p8` key's PEM text.
         public var privateKey: String
         public var topic: String
+
+        /// Creates a key record.
+        public init(container: String, teamID: String, keyID: String, privateKey: String, topic: String) {
+            self.container = container
+            self.teamID = teamID
+            self.keyID = keyID
+            self.privateKey = privateKey
+            self.topic = topic
+        }
     }
 
     /// A delivery claimed for sending: what to send where, and how often it was tried.

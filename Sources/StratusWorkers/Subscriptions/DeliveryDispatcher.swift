@@ -63,20 +63,20 @@ public final class DeliveryDispatcher: Service, Sendable {
     }
 
     public func run() async throws {
-        do {
-            try await cancelWhenGracefulShutdown { [self] in
-                while !Task.isCancelled {
-                    do {
-                        try await dispatch()
-                    } catch where !Task.isCancelled {
-                        logger.warning("delivery dispatch failed; trying again", metadata: ["error": "\(PostgresStore.describe(error))"])
-                        try await Task.sleep(for: .seconds(1))
-                    }
+        try await cancelWhenGracefulShutdown { [self] in
+            while !Task.isCancelled {
+                do {
+                    try await dispatch()
+                } catch where Task.isCancelled {
+                    // Graceful shutdown cancels the loop wherever it waits: that is its end, not a
+                    // failure (a service that throws makes the whole process exit with one). A
+                    // delivery cut off mid-send is claimed again when its lease runs out.
+                    break
+                } catch {
+                    logger.warning("delivery dispatch failed; trying again", metadata: ["error": "\(PostgresStore.describe(error))"])
+                    try? await Task.sleep(for: .seconds(1))
                 }
             }
-        } catch {
-            await closing()
-            throw error
         }
         await closing()
     }

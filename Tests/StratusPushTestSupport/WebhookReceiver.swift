@@ -5,32 +5,32 @@ import NIOPosix
 import Synchronization
 
 /// One request as the receiver saw it.
-struct ReceivedRequest: Sendable {
-    var method: HTTPMethod
-    var uri: String
-    var version: HTTPVersion
-    var headers: HTTPHeaders
-    var body: Data
+public struct ReceivedRequest: Sendable {
+    public var method: HTTPMethod
+    public var uri: String
+    public var version: HTTPVersion
+    public var headers: HTTPHeaders
+    public var body: Data
 }
 
 /// How the receiver answers a request.
-enum ReceiverReply: Sendable {
+public enum ReceiverReply: Sendable {
     case answer(status: Int, headers: [(String, String)] = [], body: String = "")
     /// Keeps the connection open and never answers (for timeouts).
     case never
 }
 
 /// A real HTTP/1.1 server on a free loopback port that records every request and answers as told.
-final class WebhookReceiver: Sendable {
-    let port: Int
+public final class WebhookReceiver: Sendable {
+    public let port: Int
     private let server: any Channel
     private let state = Mutex<(requests: [ReceivedRequest], connections: [any Channel])>(([], []))
 
-    var requests: [ReceivedRequest] { state.withLock { $0.requests } }
-    func url(_ path: String = "/hook") -> String { "http://127.0.0.1:\(port)\(path)" }
+    public var requests: [ReceivedRequest] { state.withLock { $0.requests } }
+    public func url(_ path: String = "/hook") -> String { "http://127.0.0.1:\(port)\(path)" }
 
     /// Starts a receiver, runs `body` with it, and stops it whether `body` succeeded or not.
-    static func with<T>(
+    public static func with<T>(
         reply: @escaping @Sendable (ReceivedRequest) -> ReceiverReply,
         _ body: (WebhookReceiver) async throws -> T
     ) async throws -> T {
@@ -65,14 +65,14 @@ final class WebhookReceiver: Sendable {
     }
 
     /// Closes the listening socket and every connection still open.
-    func stop() async {
+    public func stop() async {
         let connections = state.withLock { $0.connections }
         for connection in connections { try? await connection.close() }
         try? await server.close()
     }
 
     /// A free port nothing listens on: bound once, then released.
-    static func closedPort() async throws -> Int {
+    public static func closedPort() async throws -> Int {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
         let port = channel.localAddress!.port!
         try await channel.close()

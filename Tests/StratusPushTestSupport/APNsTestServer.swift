@@ -8,6 +8,8 @@ import NIOSSL
 import Synchronization
 import X509
 
+// Shared by the push senders' tests and the integration tests that send through the dispatcher.
+
 /// A certificate authority and a `localhost` server certificate it signed, made afresh for each test.
 struct TestPKI {
     let caPEM: String
@@ -47,51 +49,51 @@ struct TestPKI {
 }
 
 /// What the server expects of every request: the provider token's key, team and key id, and the topic.
-struct APNsExpectation: Sendable {
+public struct APNsExpectation: Sendable {
     // The key's X9.63 bytes: the key type itself is not `Sendable`.
-    var publicKeyBytes: Data
-    var teamID: String
-    var keyID: String
-    var topic: String
+    public var publicKeyBytes: Data
+    public var teamID: String
+    public var keyID: String
+    public var topic: String
 
-    init(publicKey: P256.Signing.PublicKey, teamID: String, keyID: String, topic: String) {
+    public init(publicKey: P256.Signing.PublicKey, teamID: String, keyID: String, topic: String) {
         publicKeyBytes = publicKey.x963Representation
         self.teamID = teamID
         self.keyID = keyID
         self.topic = topic
     }
 
-    var publicKey: P256.Signing.PublicKey? { try? P256.Signing.PublicKey(x963Representation: publicKeyBytes) }
+    public var publicKey: P256.Signing.PublicKey? { try? P256.Signing.PublicKey(x963Representation: publicKeyBytes) }
 }
 
 /// One request as the server saw it, with every way it differs from what APNs requires.
-struct APNsReceivedRequest: Sendable {
-    var version: HTTPVersion
-    var method: HTTPMethod
-    var path: String
-    var headers: HTTPHeaders
-    var body: Data
-    var jwtHeader: [String: String]
-    var jwtClaims: [String: Any & Sendable]
-    var problems: [String]
+public struct APNsReceivedRequest: Sendable {
+    public var version: HTTPVersion
+    public var method: HTTPMethod
+    public var path: String
+    public var headers: HTTPHeaders
+    public var body: Data
+    public var jwtHeader: [String: String]
+    public var jwtClaims: [String: Any & Sendable]
+    public var problems: [String]
 
-    var deviceToken: String { String(path.dropFirst("/3/device/".count)) }
-    var authorization: String? { headers.first(name: "authorization") }
+    public var deviceToken: String { String(path.dropFirst("/3/device/".count)) }
+    public var authorization: String? { headers.first(name: "authorization") }
 }
 
 /// A real HTTP/2-over-TLS server on a free loopback port that checks each request as APNs would
 /// (HTTP/2, method, path, headers, the ES256 provider token, the payload) and answers as told:
 /// `reply` gets the request and its index, and returns the status and the `reason`, if any.
-final class APNsTestServer: Sendable {
-    let port: Int
-    let caPEM: String
+public final class APNsTestServer: Sendable {
+    public let port: Int
+    public let caPEM: String
     private let server: any Channel
     private let state = Mutex<(requests: [APNsReceivedRequest], connections: [any Channel])>(([], []))
 
-    var requests: [APNsReceivedRequest] { state.withLock { $0.requests } }
-    var baseURL: String { "https://localhost:\(port)" }
+    public var requests: [APNsReceivedRequest] { state.withLock { $0.requests } }
+    public var baseURL: String { "https://localhost:\(port)" }
 
-    static func with<T>(
+    public static func with<T>(
         expecting expectation: APNsExpectation,
         reply: @escaping @Sendable (APNsReceivedRequest, Int) -> (status: Int, reason: String?),
         _ body: (APNsTestServer) async throws -> T
@@ -146,7 +148,7 @@ final class APNsTestServer: Sendable {
         box.set(self)
     }
 
-    func stop() async {
+    public func stop() async {
         let connections = state.withLock { $0.connections }
         for connection in connections { try? await connection.close() }
         try? await server.close()
@@ -189,8 +191,8 @@ private final class APNsStreamHandler: ChannelInboundHandler {
 }
 
 /// APNs's rules for a request, as its documentation states them.
-enum APNsCheck {
-    static func inspect(head: HTTPRequestHead, body: Data, expectation: APNsExpectation) -> APNsReceivedRequest {
+public enum APNsCheck {
+    public static func inspect(head: HTTPRequestHead, body: Data, expectation: APNsExpectation) -> APNsReceivedRequest {
         var problems = [String]()
         let headers = head.headers
         if head.version != .http2 { problems.append("HTTP version \(head.version), not HTTP/2") }
@@ -256,7 +258,7 @@ enum APNsCheck {
             jwtHeader: jwtHeader, jwtClaims: jwtClaims, problems: problems)
     }
 
-    static func base64URLDecode(_ text: String) -> Data? {
+    public static func base64URLDecode(_ text: String) -> Data? {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         return Data(base64Encoded: base64)

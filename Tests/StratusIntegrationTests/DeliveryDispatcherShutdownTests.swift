@@ -1,0 +1,55 @@
+import Foundation
+import ServiceLifecycle
+@testable import StratusPostgres
+import StratusWorkers
+import XCTest
+
+/// The dispatcher ends cleanly on graceful shutdown (SIGTERM): a service that throws then makes its
+/// whole process exit with a failure, so a stopped stratus-subscriptions would look like a crash.
+final class DeliveryDispatcherShutdownTests: XCTestCase {
+    func testGracefulShutdownWhileIdleEndsTheDispatcherWithoutAnError() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            for round in 1...5 {
+                let since = try await Self.clock(store)
+                let dispatcher = DeliveryDispatcher(store: store, channels: [], logger: TestSupport.logger)
+                let group = ServiceGroup(configuration: .init(services: [dispatcher], logger: TestSupport.logger))
+                try await withThrowingTaskGroup(of: Void.self) { tasks in
+                    tasks.addTask { try await group.run() }
+                    // Idle: waiting for a commit that adds deliveries, as it is most of its life.
+                    try await TestSupport.eventually(timeout: .seconds(30), "the dispatcher to wait for deliveries (round \(round))") {
+                        try await Self.waiting(store, since: since) == 1
+                    }
+                    await group.triggerGracefulShutdown()
+                    do {
+                        try await tasks.waitForAll()
+                    } catch {
+                        XCTFail("round \(round): the dispatcher threw on graceful shutdown: \(error)")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The database's clock, in microseconds since 1970.
+    static func clock(_ store: PostgresStore) async throws -> Int64 {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8", logger: TestSupport.logger)
+            for try await now in rows.decode(Int64.self) { return now }
+            return 0
+        }
+    }
+
+    /// Connections of this database that went idle after `since` having run the dispatcher's last
+    /// statement before it waits (it listens first, then asks when the next delivery is due).
+    static func waiting(_ store: PostgresStore, since: Int64) async throws -> Int64 {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT count(*) FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle' AND query LIKE '%min(next_attempt_at)%'
+                  AND state_change > to_timestamp(\(since)::float8 / 1000000)
+                """, logger: TestSupport.logger)
+            for try await count in rows.decode(Int64.self) { return count }
+            return 0
+        }
+    }
+}
