@@ -51,6 +51,9 @@ public struct StratusConfiguration: Sendable {
     /// `STRATUS_WEBHOOK_ALLOW_LOOPBACK`: whether the dispatcher may call webhooks over plain http on
     /// a loopback host (tests and local stacks; `stratus webhook create --allow-insecure-loopback`).
     public var webhookAllowInsecureLoopback = false
+    /// How stratus-subscriptions sends pushes: `STRATUS_DELIVERY_MAX_ATTEMPTS` (8, then a delivery is
+    /// dead) and `STRATUS_DELIVERY_CONCURRENCY` (32 in flight).
+    public var delivery = DeliveryConfiguration()
 
     /// What kind of deployment a process belongs to; decides whether a missing secret key may be
     /// generated.
@@ -141,6 +144,14 @@ public struct StratusConfiguration: Sendable {
         configuration.databaseTimeouts.idleInTransaction = try milliseconds(
             "STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS", configuration.databaseTimeouts.idleInTransaction)
         configuration.databaseTimeouts.lease = try milliseconds("STRATUS_DATABASE_LEASE_TIMEOUT_MS", configuration.databaseTimeouts.lease)
+        configuration.delivery.maxAttempts = try int("STRATUS_DELIVERY_MAX_ATTEMPTS", configuration.delivery.maxAttempts)
+        guard (1...100).contains(configuration.delivery.maxAttempts) else {
+            throw ConfigurationProblem("STRATUS_DELIVERY_MAX_ATTEMPTS must be 1 to 100, got \(configuration.delivery.maxAttempts)")
+        }
+        configuration.delivery.concurrency = try int("STRATUS_DELIVERY_CONCURRENCY", configuration.delivery.concurrency)
+        guard (1...1_000).contains(configuration.delivery.concurrency) else {
+            throw ConfigurationProblem("STRATUS_DELIVERY_CONCURRENCY must be 1 to 1000, got \(configuration.delivery.concurrency)")
+        }
         switch environment["STRATUS_WEBHOOK_ALLOW_LOOPBACK"] ?? "false" {
         case "true", "1": configuration.webhookAllowInsecureLoopback = true
         case "false", "0": configuration.webhookAllowInsecureLoopback = false

@@ -115,7 +115,8 @@ public enum StratusProcess {
             let webhooks = WebhookSender(configuration: webhookConfiguration, logger: logger)
             let apns = APNsChannel(store: store, logger: logger)
             services.append(DeliveryDispatcher(
-                store: store, channels: [WebhookChannel(sender: webhooks, store: store, logger: logger), apns], logger: logger
+                store: store, channels: [WebhookChannel(sender: webhooks, store: store, logger: logger), apns],
+                configuration: configuration.delivery, logger: logger
             ) {
                 try? await webhooks.shutdown()
                 await apns.shutdown()

@@ -110,4 +110,22 @@ final class ConfigurationTests: XCTestCase {
             }
         }
     }
+
+    func testDeliveryAttemptsAndConcurrencyAreReadAndBounded() throws {
+        try withDataDirectory { directory in
+            let defaults = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).delivery
+            XCTAssertEqual(defaults.maxAttempts, 8)
+            XCTAssertEqual(defaults.concurrency, 32)
+            let set = try StratusConfiguration.fromEnvironment([
+                "STRATUS_DATA_DIR": directory, "STRATUS_DELIVERY_MAX_ATTEMPTS": "3", "STRATUS_DELIVERY_CONCURRENCY": "4",
+            ]).delivery
+            XCTAssertEqual(set.maxAttempts, 3)
+            XCTAssertEqual(set.concurrency, 4)
+            for (name, value) in [("STRATUS_DELIVERY_MAX_ATTEMPTS", "0"), ("STRATUS_DELIVERY_MAX_ATTEMPTS", "many"), ("STRATUS_DELIVERY_CONCURRENCY", "100000")] {
+                XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, name: value])) { error in
+                    XCTAssertTrue(String(describing: error).contains(name), "\(error)")
+                }
+            }
+        }
+    }
 }

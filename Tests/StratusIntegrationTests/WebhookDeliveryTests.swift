@@ -60,7 +60,7 @@ final class WebhookDeliveryTests: XCTestCase {
                     group.addTask { try await dispatcher.run() }
                     defer { group.cancelAll() }
                     try await TestSupport.eventually(timeout: .seconds(30), "the delivery to be acknowledged") {
-                        try await Self.states(fixture.store) == ["delivered"]
+                        try await Self.states(fixture.store) == ["delivered:4"]
                     }
                 }
                 try await sender.shutdown()
@@ -75,6 +75,46 @@ final class WebhookDeliveryTests: XCTestCase {
                 XCTAssertNotNil((body["payload"] as? Body)?["ck"])
                 let counts = try await DeliveryStore(store: fixture.store).counts(logger: TestSupport.logger)
                 XCTAssertEqual(counts, ["webhook": ["delivered": 1]], "the operations' count of deliveries by channel and state")
+            }
+        }
+    }
+
+    /// A receiver that always fails is given up after the configured number of attempts.
+    func testADeliveryIsGivenUpAfterTheConfiguredAttempts() async throws {
+        try await SubscriptionTests.withStack { fixture, client, _ in
+            let attempts = Mutex(0)
+            let router = Router()
+            router.post("/down") { _, _ -> Response in
+                attempts.withLock { $0 += 1 }
+                return Response(status: .serviceUnavailable)
+            }
+            let receiver = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: TestSupport.logger)
+            try await receiver.test(.live) { receiverClient in
+                let port = try XCTUnwrap(receiverClient.port)
+                _ = try await DeliveryStore(store: fixture.store).createWebhook(
+                    container: fixture.container, url: "http://127.0.0.1:\(port)/down", logger: TestSupport.logger)
+                try await RecordAPITests.createZone(client, fixture, "Q")
+                _ = try await SubscriptionTests.modify(client, fixture, [SubscriptionTests.create(SubscriptionTests.querySubscription("all"))])
+                try await SubscriptionTests.save(client, fixture, "doomed", count: 1, operation: "create")
+                var senderConfiguration = WebhookSenderConfiguration()
+                senderConfiguration.allowInsecureLoopback = true
+                let sender = WebhookSender(configuration: senderConfiguration, logger: TestSupport.logger)
+                var configuration = DeliveryConfiguration()
+                configuration.maxAttempts = 3
+                configuration.backoffBase = .milliseconds(20)
+                configuration.backoffMaximum = .milliseconds(50)
+                let dispatcher = DeliveryDispatcher(
+                    store: fixture.store, channels: [WebhookChannel(sender: sender, store: fixture.store, logger: TestSupport.logger)],
+                    configuration: configuration, logger: TestSupport.logger)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await dispatcher.run() }
+                    defer { group.cancelAll() }
+                    try await TestSupport.eventually(timeout: .seconds(30), "the delivery to be given up") {
+                        try await Self.states(fixture.store) == ["dead:3"]
+                    }
+                }
+                try await sender.shutdown()
+                XCTAssertEqual(attempts.withLock { $0 }, 3, "three attempts, then none")
             }
         }
     }
@@ -139,7 +179,7 @@ final class WebhookDeliveryTests: XCTestCase {
         try await store.withConnection { connection in
             let rows = try await connection.query("SELECT state || ':' || attempts FROM notification_deliveries", logger: TestSupport.logger)
             var states: [String] = []
-            for try await state in rows.decode(String.self) { states.append(state.hasPrefix("delivered:4") ? "delivered" : state) }
+            for try await state in rows.decode(String.self) { states.append(state) }
             return states
         }
     }
