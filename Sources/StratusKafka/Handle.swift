@@ -1,5 +1,8 @@
 import CRdkafka
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// A serial queue for one client's blocking calls.
@@ -9,21 +12,43 @@ final class DispatchQueueBox: Sendable {
     static let shared = DispatchQueueBox(label: "stratus.kafka.admin")
 }
 
-/// An `rd_kafka_t` that is destroyed exactly once. librdkafka handles are thread-safe for the calls used here.
+/// An `rd_kafka_t` that is destroyed exactly once, and never while a call made through
+/// `withPointer` is using it. librdkafka handles are thread-safe for the calls used here, but not
+/// against their own destruction.
 final class ClientHandle: @unchecked Sendable {
-    private let state: Mutex<TopicRef?>
+    private struct State {
+        var reference: TopicRef?
+        var users = 0
+    }
+    private let state: Mutex<State>
 
-    init(_ pointer: OpaquePointer) { state = Mutex(TopicRef(pointer: pointer)) }
+    init(_ pointer: OpaquePointer) { state = Mutex(State(reference: TopicRef(pointer: pointer))) }
 
-    /// The live handle, or nil after `take()`.
-    var pointer: OpaquePointer? { state.withLock { $0 }?.pointer }
+    /// The live handle, or nil after `take()`: only for the thread that will destroy it.
+    var pointer: OpaquePointer? { state.withLock { $0.reference?.pointer } }
 
-    /// Takes the handle for destruction; later calls get nil.
+    /// Runs `body` with the live handle, which `take()` does not hand out for destruction until
+    /// `body` returns; nil (and `body` not run) once it was taken. `body` must not block.
+    func withPointer<T>(_ body: (OpaquePointer) -> T) -> T? {
+        let pointer = state.withLock { state -> OpaquePointer? in
+            guard let reference = state.reference else { return nil }
+            state.users += 1
+            return reference.pointer
+        }
+        guard let pointer else { return nil }
+        defer { state.withLock { $0.users -= 1 } }
+        return body(pointer)
+    }
+
+    /// Takes the handle for destruction; later calls get nil. Waits until no `withPointer` call
+    /// uses it (calls that never block): only on a thread of the client's own, never a task's.
     func take() -> OpaquePointer? {
-        state.withLock { reference in
-            defer { reference = nil }
-            return reference
-        }?.pointer
+        guard let pointer = state.withLock({ state -> OpaquePointer? in
+            defer { state.reference = nil }
+            return state.reference?.pointer
+        }) else { return nil }
+        while state.withLock({ $0.users }) > 0 { usleep(50) }
+        return pointer
     }
 }
 

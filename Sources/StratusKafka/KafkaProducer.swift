@@ -66,11 +66,10 @@ public final class KafkaProducer: Sendable {
 
     /// The fatal error the producer is in, if any: then it must be closed and recreated.
     public var fatalError: KafkaError? {
-        guard let pointer = handle.pointer else {
+        var errorText = [CChar](repeating: 0, count: 512)
+        guard let error = handle.withPointer({ rd_kafka_fatal_error($0, &errorText, errorText.count) }) else {
             return KafkaError(code: -1, message: "the producer is closed", isFatal: true, isRetriable: false)
         }
-        var errorText = [CChar](repeating: 0, count: 512)
-        let error = rd_kafka_fatal_error(pointer, &errorText, errorText.count)
         guard error != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
         return KafkaError(code: error.rawValue, message: "fatal producer error: \(CText.string(errorText))", isFatal: true, isRetriable: false)
     }
@@ -96,30 +95,37 @@ public final class KafkaProducer: Sendable {
     }
 
     private func produce(_ message: KafkaOutgoingMessage, index: Int, batch: DeliveryBatch) async {
-        guard let pointer = handle.pointer, let topic = topicHandle(message.topic, pointer) else {
-            batch.complete(index, .failure(KafkaError(code: -1, message: "the producer is closed", isFatal: true, isRetriable: false)))
-            return
-        }
         let token = Unmanaged.passRetained(DeliveryToken(batch: batch, index: index)).toOpaque()
         while true {
-            let status = message.value.withUnsafeBytes { value in
-                message.key.withUnsafeBytes { key in
-                    rd_kafka_produce(
-                        topic, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY,
-                        UnsafeMutableRawPointer(mutating: value.baseAddress), value.count,
-                        key.baseAddress, key.count, token)
+            // The topic handle and the produce call run while the poll thread cannot tear the
+            // producer down (rd_kafka_produce with RD_KAFKA_MSG_F_COPY never blocks).
+            let outcome = handle.withPointer { pointer -> (status: Int32, error: rd_kafka_resp_err_t)? in
+                guard let topic = topicHandle(message.topic, pointer) else { return nil }
+                let status = message.value.withUnsafeBytes { value in
+                    message.key.withUnsafeBytes { key in
+                        rd_kafka_produce(
+                            topic, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY,
+                            UnsafeMutableRawPointer(mutating: value.baseAddress), value.count,
+                            key.baseAddress, key.count, token)
+                    }
                 }
+                // The error is the calling thread's: read it before anything else runs here.
+                return (status, status == 0 ? RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_last_error())
             }
-            if status == 0 { return }
-            let error = rd_kafka_last_error()
-            if error == RD_KAFKA_RESP_ERR__QUEUE_FULL, !closed.isSet {
+            guard let attempt = outcome ?? nil else {
+                Unmanaged<DeliveryToken>.fromOpaque(token).release()
+                batch.complete(index, .failure(KafkaError(code: -1, message: "the producer is closed", isFatal: true, isRetriable: false)))
+                return
+            }
+            if attempt.status == 0 { return }
+            if attempt.error == RD_KAFKA_RESP_ERR__QUEUE_FULL, !closed.isSet {
                 // The local queue drains as the poll thread serves delivery reports; wait without
                 // holding a thread.
                 try? await Task.sleep(for: .milliseconds(5))
                 continue
             }
             Unmanaged<DeliveryToken>.fromOpaque(token).release()
-            batch.complete(index, .failure(KafkaError(error, context: "produce to \(message.topic)")))
+            batch.complete(index, .failure(KafkaError(attempt.error, context: "produce to \(message.topic)")))
             return
         }
     }
@@ -144,7 +150,8 @@ public final class KafkaProducer: Sendable {
 
     /// The blocking part of closing, on the poll thread.
     private static func tearDown(_ handle: ClientHandle, topics: TopicCache) {
-        guard let pointer = handle.pointer else { return }
+        // From here no send reaches librdkafka (it fails as closed), and none is still inside it.
+        guard let pointer = handle.take() else { return }
         rd_kafka_flush(pointer, 2000)
         rd_kafka_purge(pointer, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
         rd_kafka_poll(pointer, 0)
@@ -153,7 +160,7 @@ public final class KafkaProducer: Sendable {
             return Array(topics.values)
         }
         for topic in topicHandles { rd_kafka_topic_destroy(topic.pointer) }
-        if let pointer = handle.take() { rd_kafka_destroy(pointer) }
+        rd_kafka_destroy(pointer)
     }
 }
 

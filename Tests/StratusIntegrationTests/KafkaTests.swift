@@ -1,5 +1,6 @@
 import Foundation
 import StratusKafka
+import Synchronization
 import XCTest
 
 /// The Kafka adapter against the real broker the test script starts.
@@ -67,4 +68,49 @@ final class KafkaTests: XCTestCase {
         }
         return received
     }
+
+    /// Sends racing a producer's close: senders send again as soon as a send returns (the purge at
+    /// the end of closing answers them all at once, right before the producer is destroyed), so some
+    /// send always races the destruction. Every send returns or throws, and none reaches librdkafka
+    /// while the poll thread destroys the producer (which corrupted the heap, now and then).
+    func testSendsRacingCloseNeverTouchADestroyedProducer() async throws {
+        var configuration = KafkaClientConfiguration(brokers: "127.0.0.1:9")
+        configuration.messageTimeoutMilliseconds = 3_000
+        for _ in 0..<3 {
+            let producer = try KafkaProducer(configuration: configuration, logger: TestSupport.logger)
+            let closed = Box()
+            let answered = await withTaskGroup(of: Int.self) { group in
+                for index in 0..<64 {
+                    group.addTask {
+                        var answered = 0
+                        while !closed.value.load(ordering: .acquiring) {
+                            let message = KafkaOutgoingMessage(topic: "race-\(index % 4)", key: [UInt8(index)], value: [1, 2, 3])
+                            if let results = try? await producer.send([message], timeout: .seconds(10)) {
+                                XCTAssertEqual(results.count, 1)
+                            }
+                            answered += 1
+                            // A refused send returns at once: let the closing task have a thread too.
+                            try? await Task.sleep(for: .milliseconds(1))
+                        }
+                        return answered
+                    }
+                }
+                group.addTask {
+                    await producer.close()
+                    closed.value.store(true, ordering: .releasing)
+                    return 0
+                }
+                var total = 0
+                for await count in group { total += count }
+                return total
+            }
+            XCTAssertGreaterThanOrEqual(answered, 64, "every sender was answered at least once")
+            XCTAssertEqual(producer.fatalError?.message, "the producer is closed")
+        }
+    }
+}
+
+/// A flag the senders of a test read while another task sets it.
+private final class Box: Sendable {
+    let value = Atomic<Bool>(false)
 }
