@@ -10,16 +10,18 @@ import StratusWorkers
 
 /// The API over a fresh migrated database with one container, its notification hub, and — when
 /// `pipeline` — the relay and one worker of `projection` on a topic of the test's own (without it,
-/// events stay in the log until the test applies them).
+/// events stay in the log until the test applies them). `live`: the application `stratus-api` runs
+/// (buildApplication, the hub among its services) on a real port, instead of the router in-process.
 enum APIPipelineFixture {
     static func withStack(
-        projection: any Projection, pipeline: Bool,
+        projection: any Projection, pipeline: Bool, live: Bool = false,
         _ body: @Sendable (RecordAPITests.Fixture, any TestClientProtocol, APIDependencies) async throws -> Void
     ) async throws {
         let brokers = try TestSupport.kafkaBrokers()
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            let configuration = APIConfiguration(secretKey: SecretKey.generate())
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            configuration.port = 0
             let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
             let pipelineFixture = PipelineFixture()
             let (relayConfiguration, workerConfiguration) = pipelineFixture.configurations(topic: pipelineFixture.uniqueTopic(), partitions: 2)
@@ -27,15 +29,20 @@ enum APIPipelineFixture {
             let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
             let worker = Worker(projection: projection, store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
             let dependencies = APIDependencies(store: store, readiness: [], metrics: { "" })
-            let router = buildRouter(dependencies, configuration: configuration)
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await dependencies.hub.run() }
+                if !live { group.addTask { try await dependencies.hub.run() } }
                 if pipeline {
                     group.addTask { try await relay.run() }
                     group.addTask { try await worker.run() }
                 }
                 defer { group.cancelAll() }
-                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client, dependencies) }
+                if live {
+                    let app = buildApplication(dependencies, configuration: configuration, services: [], logger: TestSupport.logger)
+                    try await app.test(.live) { client in try await body(fixture, client, dependencies) }
+                } else {
+                    let router = buildRouter(dependencies, configuration: configuration)
+                    try await Application(router: router, logger: TestSupport.logger).test(.router) { client in try await body(fixture, client, dependencies) }
+                }
             }
         }
     }
