@@ -472,9 +472,11 @@ NOTIFICATION_LIST = {"type": "array", "items": {"type": "object"}}
 for root in ("/database/1/{container}/{environment}", "/device/1/{container}/{environment}"):
     tag = "Device" if root.startswith("/device") else ""
     PATHS[f"{root}/tokens/create"] = {"parameters": USER_PATH_PARAMETERS, "post": operation(
-        f"tokensCreate{tag}", "A web courier token for the caller", "Answers `apnsToken` and `webcourierURL` (long poll); the courier hands out the caller's notifications logged from now on.", "notifications",
+        f"tokensCreate{tag}", "A web courier token for the caller", "Answers `apnsToken`, `webcourierURL` (long poll) and `webSocketURL` (the same courier as a WebSocket on this port, "
+        "`GET …/courier/{token}/websocket` with an upgrade: each notification pushed as a text message as it is logged); "
+        "the courier hands out the caller's notifications logged from now on.", "notifications",
         obj(optional={"apnsEnvironment": {"type": "string", "enum": ["development", "production"]}}),
-        obj({"apnsEnvironment": STRING, "apnsToken": STRING, "webcourierURL": STRING}), USER_ERRORS, WRITE,
+        obj({"apnsEnvironment": STRING, "apnsToken": STRING, "webcourierURL": STRING, "webSocketURL": STRING}), USER_ERRORS, WRITE,
         example={"apnsEnvironment": "development"})}
     PATHS[f"{root}/tokens/register"] = {"parameters": USER_PATH_PARAMETERS, "post": operation(
         f"tokensRegister{tag}", "Register an APNs device token for the caller", "The token in hexadecimal.",

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
 import StratusCore
@@ -63,11 +64,15 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
 public func buildApplication(
     _ dependencies: APIDependencies, configuration: APIConfiguration, services: [any Service], logger: Logger
 ) -> some ApplicationProtocol {
-    Application(
+    let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
+    CourierWebSocket(notifications: NotificationStore(store: dependencies.store), hub: dependencies.hub, limits: configuration.limits)
+        .register(on: webSocketRouter)
+    return Application(
         router: buildRouter(dependencies, configuration: configuration),
         // An idle connection is closed, so clients that open connections and send nothing (or stop
-        // half-way through a request) cannot hold the server's connections for ever.
-        server: .http1(configuration: .init(idleTimeout: configuration.idleTimeout.map { .nanoseconds(nanoseconds($0)) })),
+        // half-way through a request) cannot hold the server's connections for ever. The WebSocket
+        // courier upgrades on the same port (APIServerChannel: how both go together).
+        server: .http1WithWebSocket(webSocketRouter: webSocketRouter, idleTimeout: configuration.idleTimeout.map { .nanoseconds(nanoseconds($0)) }),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "stratus"),
         services: services + [dependencies.hub],
         logger: logger

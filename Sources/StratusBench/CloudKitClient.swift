@@ -73,8 +73,26 @@ struct CloudKitClient: Sendable {
 
     /// POSTs `body` to `operation` of the user's private database.
     func post(_ operation: String, _ body: JSONObject) async throws -> Reply {
+        try await post(path: "private/\(operation)", body)
+    }
+
+    /// POSTs `body` to an operation about the user rather than a database (`tokens/create`).
+    func postUser(_ operation: String, _ body: JSONObject) async throws -> Reply {
+        try await post(path: operation, body)
+    }
+
+    /// The signed-in user's record name (`users/caller`).
+    func userRecordName() async throws -> String {
+        let reply = try await post("users/caller", [:])
+        guard reply.status == 200, let name = reply.body["userRecordName"] as? String else {
+            throw BenchFailure(description: "users/caller: HTTP \(reply.status)")
+        }
+        return name
+    }
+
+    private func post(path: String, _ body: JSONObject) async throws -> Reply {
         let data = try JSONSerialization.data(withJSONObject: body)
-        let url = "\(target.apiURL)/database/1/\(target.container)/development/private/\(operation)"
+        let url = "\(target.apiURL)/database/1/\(target.container)/development/\(path)"
             + "?ckAPIToken=\(target.apiToken)&ckWebAuthToken=\(target.webAuthToken)"
         var request = HTTPClientRequest(url: url)
         request.method = .POST

@@ -29,7 +29,15 @@ public struct BenchSettings: Codable, Sendable {
     public var idleSeconds: Double = 30
     /// Seconds the stack is left alone before the idle measurement starts.
     public var idleQuietSeconds: Double = 5
-    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag, rebuild); nil: all.
+    /// Record-saved → notification-received samples over the WebSocket courier.
+    public var notifySamples: Int = 100
+    /// Query subscriptions of the fanout scenario, spread over `fanoutUsers` users' private databases.
+    public var fanoutSubscriptions: Int = 10_000
+    /// The users (private databases) the fanout subscriptions are spread over.
+    public var fanoutUsers: Int = 500
+    /// Saves the fanout scenario has stratus-subscriptions evaluate.
+    public var fanoutEvents: Int = 1_000
+    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, rebuild); nil: all.
     public var groups: [String]?
 
     /// The full run's defaults.

@@ -140,6 +140,11 @@ public struct BenchSuite: Sendable {
                 record(try await lag(client, afterIdle: true))
             }
         }
+        if settings.runs("notify") {
+            try await settle(client)
+            record(try await notifyLag(client))
+            record(try await notifyFanout(client, store: store))
+        }
         if settings.runs("rebuild") {
             record(try await rebuild(store))
         }

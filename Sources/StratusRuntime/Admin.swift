@@ -39,7 +39,9 @@ public enum Admin {
                 return try await IndexerReplay(store: store, kafka: configuration.kafka, topic: configuration.relay.topic)
                     .run(logger: logger, progress: progress)
             }
-            return try await Rebuild(projection: projection, store: store, kafka: configuration.kafka, topic: configuration.relay.topic)
+            return try await Rebuild(
+                projection: projection, store: store, kafka: configuration.kafka, topic: configuration.relay.topic,
+                consumerGroupSuffix: configuration.worker.consumerGroupSuffix)
                 .run(logger: logger, progress: progress)
         }
     }

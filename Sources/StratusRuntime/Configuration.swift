@@ -94,6 +94,7 @@ public struct StratusConfiguration: Sendable {
         relay.partitions = try int("STRATUS_TOPIC_PARTITIONS", relay.partitions)
         var worker = WorkerConfiguration()
         worker.topic = relay.topic
+        worker.consumerGroupSuffix = environment["STRATUS_CONSUMER_GROUP_SUFFIX"].flatMap { $0.isEmpty ? nil : $0 }
         let idleAfter = try int("STRATUS_WORKER_IDLE_AFTER_MS", 1000)
         worker.idleAfter = idleAfter > 0 ? .milliseconds(idleAfter) : nil
         let deploymentText = environment["STRATUS_DEPLOYMENT"] ?? Deployment.development.rawValue

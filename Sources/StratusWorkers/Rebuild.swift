@@ -12,6 +12,7 @@ public struct Rebuild: Sendable {
     let store: PostgresStore
     let kafka: KafkaClientConfiguration?
     let topic: String
+    let consumerGroup: String
 
     /// Progress of a rebuild.
     public struct Progress: Sendable {
@@ -26,8 +27,11 @@ public struct Rebuild: Sendable {
     }
 
     /// Creates a rebuild of a projection; without Kafka configuration the consumer group is left alone.
-    public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration?, topic: String) {
+    public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration?, topic: String, consumerGroupSuffix: String? = nil) {
         self.applier = Applier(projection: projection, store: store)
+        var worker = WorkerConfiguration()
+        worker.consumerGroupSuffix = consumerGroupSuffix
+        self.consumerGroup = worker.consumerGroup(for: projection.name)
         self.store = store
         self.kafka = kafka
         self.topic = topic
@@ -57,7 +61,7 @@ public struct Rebuild: Sendable {
         if let kafka, !ends.isEmpty {
             let admin = KafkaAdmin(configuration: kafka, logger: logger)
             do {
-                try await admin.setCommittedOffsets(groupID: applier.projection.name, ends, timeout: .seconds(30))
+                try await admin.setCommittedOffsets(groupID: consumerGroup, ends, timeout: .seconds(30))
             } catch {
                 // A running worker keeps its own position; its checkpoints make that position safe.
                 logger.warning("could not move the consumer group (is the worker running?); it keeps its position",

@@ -37,8 +37,17 @@ public struct WorkerConfiguration: Sendable {
     /// reach the broker without one, e.g. published again after a broker restart, wait this long).
     public var idleWakeInterval: Duration = .seconds(10)
 
+    /// Appended to the consumer group's name (`<worker>.<suffix>`) when set: for several independent
+    /// stacks sharing one broker (the tests, one per topic). Checkpoints keep the worker's name.
+    public var consumerGroupSuffix: String?
+
     /// The defaults.
     public init() {}
+
+    /// The consumer group of a worker of this name.
+    public func consumerGroup(for worker: String) -> String {
+        consumerGroupSuffix.map { "\(worker).\($0)" } ?? worker
+    }
 }
 
 /// A worker: one consumer group reading zone events from Kafka and applying them to a projection.
@@ -78,8 +87,11 @@ public final class Worker: Service, Sendable {
         self.idleGauge = Gauge(label: "stratus_worker_idle", dimensions: dimensions)
     }
 
-    /// The consumer group id of this worker.
+    /// The worker's name: its checkpoints' owner and, unless a suffix is configured, its consumer group.
     public var groupID: String { applier.projection.name }
+
+    /// The consumer group it reads in.
+    public var consumerGroup: String { configuration.consumerGroup(for: groupID) }
 
     /// Consumes until graceful shutdown; reconnects with backoff when the broker is away.
     public func run() async throws {
@@ -102,12 +114,13 @@ public final class Worker: Service, Sendable {
     private func consume() async throws {
         var kafka = kafka
         if let fetchWait = configuration.fetchWait { kafka.fetchWaitMilliseconds = Int(fetchWait / .milliseconds(1)) }
-        let consumer = try KafkaConsumer(configuration: kafka, groupID: groupID, topics: [configuration.topic], logger: logger)
+        let group = consumerGroup
+        let consumer = try KafkaConsumer(configuration: kafka, groupID: group, topics: [configuration.topic], logger: logger)
         // Leaving the group waits on librdkafka: on the consumer's own queue, not here. (A thrown
         // error or a cancellation releases the consumer, which leaves the same way.)
         defer { Task { await consumer.close() } }
         logger.info("worker consuming", metadata: [
-            "topic": "\(configuration.topic)", "group": "\(groupID)", "fetchWaitMs": "\(kafka.fetchWaitMilliseconds)",
+            "topic": "\(configuration.topic)", "group": "\(group)", "fetchWaitMs": "\(kafka.fetchWaitMilliseconds)",
         ])
         var lastReconcile = ContinuousClock.now
         var lastMessage = ContinuousClock.now

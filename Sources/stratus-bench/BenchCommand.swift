@@ -33,11 +33,19 @@ struct BenchCommand: AsyncParsableCommand {
     var lagSamples = 100
     @Option(help: "Commit-to-visible samples after a quiet spell each (lag.after-idle; 0 leaves it out).")
     var lagAfterIdleSamples = 10
+    @Option(help: "Record-saved → notification-received samples over the WebSocket courier (notify.lag).")
+    var notifySamples = 100
+    @Option(help: "Query subscriptions of notify.fanout, spread over --fanout-users users' private databases.")
+    var fanoutSubscriptions = 10_000
+    @Option(help: "Users (private databases) of notify.fanout.")
+    var fanoutUsers = 500
+    @Option(help: "Saves stratus-subscriptions evaluates in notify.fanout.")
+    var fanoutEvents = 1_000
     @Option(help: "Seconds the idle measurement samples the stack's CPU.")
     var idleSeconds: Double = 30
     @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
     var process: [String] = []
-    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, rebuild.")
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, rebuild.")
     var only: String?
     @Option(help: "Where to write the JSON report.")
     var output: String?
@@ -61,6 +69,10 @@ struct BenchCommand: AsyncParsableCommand {
         settings.queryRecords = queryRecords
         settings.syncRecords = syncRecords
         settings.lagSamples = lagSamples
+        settings.notifySamples = notifySamples
+        settings.fanoutSubscriptions = fanoutSubscriptions
+        settings.fanoutUsers = fanoutUsers
+        settings.fanoutEvents = fanoutEvents
         settings.lagAfterIdleSamples = lagAfterIdleSamples
         settings.idleSeconds = idleSeconds
         settings.groups = only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }

@@ -10,7 +10,8 @@ import StratusWorkers
 
 /// The API over a fresh migrated database with one container, its notification hub, and — when
 /// `pipeline` — the relay and one worker of `projection` on a topic of the test's own (without it,
-/// events stay in the log until the test applies them).
+/// events stay in the log until the test applies them). `live`: the application `stratus-api` runs
+/// (buildApplication, the hub among its services) on a real port, instead of the router in-process.
 enum APIPipelineFixture {
     /// Where the stack is, for processes the test starts besides it.
     struct Location: Sendable {
@@ -23,15 +24,16 @@ enum APIPipelineFixture {
 
         /// The environment a Stratus executable needs to join this stack.
         var settings: [String: String] {
-            ["STRATUS_DATABASE_URL": databaseURL, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_TOPIC_PARTITIONS": "\(partitions)"]
+            ["STRATUS_DATABASE_URL": databaseURL, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_TOPIC_PARTITIONS": "\(partitions)",
+             "STRATUS_CONSUMER_GROUP_SUFFIX": topic]
         }
     }
 
     static func withStack(
-        projection: any Projection, pipeline: Bool,
+        projection: any Projection, pipeline: Bool, live: Bool = false,
         _ body: @Sendable (RecordAPITests.Fixture, any TestClientProtocol, APIDependencies) async throws -> Void
     ) async throws {
-        try await withStack(projection: projection, relay: pipeline, worker: pipeline) { fixture, client, dependencies, _ in
+        try await withStack(projection: projection, relay: pipeline, worker: pipeline, live: live) { fixture, client, dependencies, _ in
             try await body(fixture, client, dependencies)
         }
     }
@@ -39,13 +41,14 @@ enum APIPipelineFixture {
     /// The same, with the relay and the in-process worker each on or off (a test that runs the
     /// worker's executable itself runs only the relay here).
     static func withStack(
-        projection: any Projection, relay runsRelay: Bool, worker runsWorker: Bool,
+        projection: any Projection, relay runsRelay: Bool, worker runsWorker: Bool, live: Bool = false,
         _ body: @Sendable (RecordAPITests.Fixture, any TestClientProtocol, APIDependencies, Location) async throws -> Void
     ) async throws {
         let brokers = try TestSupport.kafkaBrokers()
         try await TestSupport.withMigratedStore { store, url in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            let configuration = APIConfiguration(secretKey: SecretKey.generate())
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            configuration.port = 0
             let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
             let pipelineFixture = PipelineFixture()
             let location = Location(databaseURL: url, brokers: brokers, topic: pipelineFixture.uniqueTopic(), partitions: 2)
@@ -54,14 +57,19 @@ enum APIPipelineFixture {
             let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
             let worker = Worker(projection: projection, store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
             let dependencies = APIDependencies(store: store, readiness: [], metrics: { "" })
-            let router = buildRouter(dependencies, configuration: configuration)
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await dependencies.hub.run() }
+                if !live { group.addTask { try await dependencies.hub.run() } }
                 if runsRelay { group.addTask { try await relay.run() } }
                 if runsWorker { group.addTask { try await worker.run() } }
                 defer { group.cancelAll() }
-                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
-                    try await body(fixture, client, dependencies, location)
+                if live {
+                    let app = buildApplication(dependencies, configuration: configuration, services: [], logger: TestSupport.logger)
+                    try await app.test(.live) { client in try await body(fixture, client, dependencies, location) }
+                } else {
+                    let router = buildRouter(dependencies, configuration: configuration)
+                    try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
+                        try await body(fixture, client, dependencies, location)
+                    }
                 }
             }
         }

@@ -36,12 +36,18 @@ final class BenchTests: XCTestCase {
             let kafka = KafkaClientConfiguration(brokers: brokers)
             let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
             let indexer = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
-            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
-            let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: TestSupport.logger)
+            let subscriptions = Worker(
+                projection: SubscriptionsProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            // stratus-api's own application (the WebSocket courier and the notification hub with it).
+            var apiConfiguration = configuration
+            apiConfiguration.host = "127.0.0.1"
+            apiConfiguration.port = 0
+            let app = buildApplication(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: apiConfiguration, services: [], logger: TestSupport.logger)
             let watched = try await processes(store)
             let report = try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await relay.run() }
                 group.addTask { try await indexer.run() }
+                group.addTask { try await subscriptions.run() }
                 defer { group.cancelAll() }
                 return try await app.test(.live) { client in
                     let port = try XCTUnwrap(client.port)
@@ -68,11 +74,15 @@ final class BenchTests: XCTestCase {
         settings.indexTimeout = 120
         settings.idleSeconds = 1
         settings.idleQuietSeconds = 0
+        settings.notifySamples = 3
+        settings.fanoutSubscriptions = 200
+        settings.fanoutUsers = 10
+        settings.fanoutEvents = 100
         try await runSuite(settings, processes: { _ in [WatchedProcess(name: "tests", pid: getpid())] }) { report, store in
             let expected = [
                 "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
                 "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450", "limit.sync.450",
-                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "rebuild.index",
+                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout", "rebuild.index",
             ]
             XCTAssertEqual(report.scenarios.map(\.name), expected)
             for scenario in report.scenarios {
@@ -88,6 +98,13 @@ final class BenchTests: XCTestCase {
             XCTAssertEqual(report.scenario("batch200.c1")?.figures["records"], 600)
             XCTAssertEqual(report.scenario("query.equality")?.figures["emptyAnswers"], 0, "every category has records")
             XCTAssertGreaterThan(report.scenario("rebuild.index")?.figures["events"] ?? 0, 600 + 450)
+            // The fanout: every save evaluated against the 200 subscriptions; saves i with i % 8 < 4
+            // match one of the user's (categories c0…c3 of each type): 52 of 100.
+            let fanout = try XCTUnwrap(report.scenario("notify.fanout"))
+            XCTAssertEqual(fanout.figures["events"], 100)
+            XCTAssertEqual(fanout.figures["subscriptions"], 200)
+            XCTAssertEqual(fanout.figures["notifications"], 52)
+            XCTAssertGreaterThan(fanout.figures["eventsPerSecond"] ?? 0, 0)
             XCTAssertEqual(report.ratios.map(\.scenario), ["create.c1", "create.c4", "batch200.c1", "sync.450"])
             for ratio in report.ratios { XCTAssertGreaterThan(ratio.ratio, 0, ratio.scenario) }
 

@@ -202,7 +202,7 @@ final class PipelineGapTests: XCTestCase {
                 // The broker numbers offsets its own way, so only "the commit moved past the poison" is checked.
                 try await TestSupport.eventually("the worker to commit past the dead letters") {
                     let committed = try await KafkaAdmin(configuration: kafka, logger: logger)
-                        .committedOffsets(groupID: worker.groupID, topic: topic, timeout: .seconds(5))
+                        .committedOffsets(groupID: worker.consumerGroup, topic: topic, timeout: .seconds(5))
                     return (committed[0] ?? -1) > (offsets.max() ?? .max)
                 }
                 return offsets

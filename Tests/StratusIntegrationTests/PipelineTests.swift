@@ -25,6 +25,8 @@ struct PipelineFixture: Sendable {
         relay.partitions = partitions
         var worker = WorkerConfiguration()
         worker.topic = topic
+        // A group of the test's own: a member another test left behind (or killed) never holds up its rebalance.
+        worker.consumerGroupSuffix = topic
         return (relay, worker)
     }
 
@@ -185,7 +187,7 @@ final class PipelineTests: XCTestCase {
                 let admin = KafkaAdmin(configuration: kafka, logger: TestSupport.logger)
                 try await TestSupport.eventually("the worker to consume the redelivered events") {
                     let ends = try await admin.watermarks(topic: topic, timeout: .seconds(5))
-                    let committed = try await admin.committedOffsets(groupID: worker.groupID, topic: topic, timeout: .seconds(5))
+                    let committed = try await admin.committedOffsets(groupID: worker.consumerGroup, topic: topic, timeout: .seconds(5))
                     return !ends.isEmpty && ends.allSatisfy { partition, marks in committed[partition] ?? 0 >= marks.high }
                 }
                 let after = try await fixture.directory(store)

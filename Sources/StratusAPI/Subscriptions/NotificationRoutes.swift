@@ -63,12 +63,15 @@ struct NotificationRoutes<Context: StratusRequestContext>: Sendable {
         let container = path.container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? path.container
         let courierPath = "/device/1/\(container)/\(path.environment.rawValue)/courier/\(token)"
         var url = courierPath
+        var webSocketURL = courierPath + "/websocket"
         if let host = request.head.authority, !host.isEmpty, host.utf8.count <= 255 {
-            let scheme = request.headers[.init("X-Forwarded-Proto")!] == "https" ? "https" : "http"
-            url = "\(scheme)://\(host)\(courierPath)"
+            let secure = request.headers[.init("X-Forwarded-Proto")!] == "https"
+            url = "\(secure ? "https" : "http")://\(host)\(courierPath)"
+            webSocketURL = "\(secure ? "wss" : "ws")://\(host)\(courierPath)/websocket"
         }
         return json(JSONValue.object([
             "apnsEnvironment": .string(apns), "apnsToken": .string(token), "webcourierURL": .string(url),
+            "webSocketURL": .string(webSocketURL),
         ]))
     }
 
