@@ -28,11 +28,7 @@ final class BenchTests: XCTestCase {
             let webAuthToken = WebAuthToken(userRecordName: "_bencher", container: container, expiresAt: Int64(Date().timeIntervalSince1970) + 3600)
                 .signed(with: configuration.secretKey)
             let topic = "bench-test-" + UUID().uuidString.prefix(8).lowercased()
-            var relayConfiguration = RelayConfiguration()
-            relayConfiguration.topic = topic
-            relayConfiguration.partitions = 2
-            var workerConfiguration = WorkerConfiguration()
-            workerConfiguration.topic = topic
+            let (relayConfiguration, workerConfiguration) = PipelineFixture().configurations(topic: topic, partitions: 2)
             let kafka = KafkaClientConfiguration(brokers: brokers)
             let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)
             let indexer = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)

@@ -167,6 +167,8 @@ final class PipelineGapTests: XCTestCase {
 
             var configuration = WorkerConfiguration()
             configuration.topic = topic
+
+            configuration.consumerGroupSuffix = topic
             configuration.maxApplyAttempts = 3
             configuration.maxBackoff = .milliseconds(200)
             // Only Kafka may deliver: the reconciler would apply Alpha and Beta from the event log and

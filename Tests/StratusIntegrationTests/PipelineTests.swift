@@ -205,7 +205,8 @@ final class PipelineTests: XCTestCase {
                 XCTAssertEqual(counts.filter { $0.value != 1 }, [:], "no event was applied twice")
             }
             let live = try await IndexZoneStore.all(store: store, logger: TestSupport.logger)
-            let count = try await Rebuild(projection: IndexerProjection(), store: store, kafka: kafka, topic: topic).run(logger: TestSupport.logger)
+            let count = try await Rebuild(projection: IndexerProjection(), store: store, kafka: kafka, topic: topic, consumerGroupSuffix: topic)
+                .run(logger: TestSupport.logger)
             let lastID = try await EventLog(store: store).lastID(logger: TestSupport.logger)
             XCTAssertEqual(count, Int(lastID))
             let rebuilt = try await IndexZoneStore.all(store: store, logger: TestSupport.logger)
@@ -230,6 +231,7 @@ final class PipelineTests: XCTestCase {
             relayConfiguration.sendTimeout = .seconds(5)
             var workerConfiguration = WorkerConfiguration()
             workerConfiguration.topic = topic
+            workerConfiguration.consumerGroupSuffix = topic
             workerConfiguration.maxBackoff = .seconds(1)
             workerConfiguration.reconcileInterval = .seconds(3)
             workerConfiguration.reconcileGrace = .seconds(2)

@@ -164,6 +164,7 @@ final class PoisonEventTests: XCTestCase {
             relayConfiguration.batchSize = relayBatch
             var workerConfiguration = WorkerConfiguration()
             workerConfiguration.topic = topic
+            workerConfiguration.consumerGroupSuffix = topic
             let relay = Relay(store: store, kafka: relayKafka, configuration: relayConfiguration, logger: TestSupport.logger)
             let indexer = Worker(projection: IndexerProjection(), store: store, kafka: KafkaClientConfiguration(brokers: brokers),
                                  configuration: workerConfiguration, logger: TestSupport.logger)

@@ -46,6 +46,7 @@ final class QueryIndexScaleTests: XCTestCase {
             relayConfiguration.batchSize = 2000
             var workerConfiguration = WorkerConfiguration()
             workerConfiguration.topic = topic
+            workerConfiguration.consumerGroupSuffix = topic
             workerConfiguration.batchSize = 2000
             let kafka = KafkaClientConfiguration(brokers: brokers)
             let relay = Relay(store: store, kafka: kafka, configuration: relayConfiguration, logger: TestSupport.logger)

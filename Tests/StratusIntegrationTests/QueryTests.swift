@@ -299,6 +299,7 @@ extension QueryTests {
             relayConfiguration.partitions = 2
             var workerConfiguration = WorkerConfiguration()
             workerConfiguration.topic = topic
+            workerConfiguration.consumerGroupSuffix = topic
             workerConfiguration.batchSize = 50
             let workerSettings = workerConfiguration
             let kafka = KafkaClientConfiguration(brokers: brokers)
