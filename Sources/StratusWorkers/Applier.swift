@@ -94,11 +94,12 @@ public struct Applier: Sendable {
         return try await store.serializable(logger: logger) { transaction in
             var positions: [ZoneKey: Int64] = [:]
             var latest: [ZoneKey: EventEnvelope] = [:]
-            var applied = 0
+            // What takes effect, in order (gap fills before the event that revealed them), handed to
+            // the projection at once.
+            var effective: [EventEnvelope] = []
             for event in events {
                 guard let sequence = event.zoneSequence else {
-                    try await projection.apply(event, in: transaction, logger: logger)
-                    applied += 1
+                    effective.append(event)
                     continue
                 }
                 var last: Int64
@@ -116,19 +117,18 @@ public struct Applier: Sendable {
                     guard missing.count == Int(sequence - last - 1) else {
                         throw EventDecodingError(reason: "zone \(event.zoneKey) is missing sequences \(last + 1)..<\(sequence) in the event log")
                     }
-                    for earlier in missing { try await projection.apply(earlier, in: transaction, logger: logger) }
-                    applied += missing.count
+                    effective += missing
                 }
-                try await projection.apply(event, in: transaction, logger: logger)
-                applied += 1
+                effective.append(event)
                 last = sequence
                 positions[event.zoneKey] = last
                 latest[event.zoneKey] = event
             }
+            try await projection.apply(effective, in: transaction, logger: logger)
             for (_, event) in latest {
                 try await CheckpointStore.advance(worker: worker, event: event, sequence: event.zoneSequence!, in: transaction)
             }
-            return applied
+            return effective.count
         }
     }
 

@@ -10,6 +10,10 @@ public protocol Projection: Sendable {
     /// Applies one event. Called at most once per sequenced event; unsequenced events may come again,
     /// so their effects must be idempotent.
     func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws
+    /// Applies events, in order, in one transaction: a worker's batch, each event once (same rules as
+    /// one at a time). A projection whose statements can serve many events at once (sets, caches
+    /// within the transaction) does so here; the default applies them one by one.
+    func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws
     /// Deletes everything the projection owns, before a rebuild.
     func reset(in transaction: Transaction, logger: Logger) async throws
     /// Whether somebody waits for the projection's effects after a commit; decides how often its
@@ -30,4 +34,9 @@ public enum ProjectionUrgency: Sendable {
 extension Projection {
     /// Interactive unless a projection says otherwise.
     public var urgency: ProjectionUrgency { .interactive }
+
+    /// One by one.
+    public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
+        for event in events { try await apply(event, in: transaction, logger: logger) }
+    }
 }

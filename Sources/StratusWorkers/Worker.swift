@@ -63,6 +63,9 @@ public final class Worker: Service, Sendable {
     let appliedCounter: Counter
     let deadLetterCounter: Counter
     let reconciledCounter: Counter
+    /// Polled batches handled, and those whose one-transaction apply failed and went message by message.
+    let batchCounter: Counter
+    let fallbackCounter: Counter
     let lagSecondsGauge: Gauge
     /// How often the worker has paused fetching for want of events.
     let idlePauses = Atomic<Int>(0)
@@ -83,6 +86,8 @@ public final class Worker: Service, Sendable {
         self.appliedCounter = Counter(label: "stratus_worker_applied_total", dimensions: dimensions)
         self.deadLetterCounter = Counter(label: "stratus_worker_dead_letters_total", dimensions: dimensions)
         self.reconciledCounter = Counter(label: "stratus_worker_reconciled_total", dimensions: dimensions)
+        self.batchCounter = Counter(label: "stratus_worker_batches_total", dimensions: dimensions)
+        self.fallbackCounter = Counter(label: "stratus_worker_batch_fallbacks_total", dimensions: dimensions)
         self.lagSecondsGauge = Gauge(label: "stratus_consumer_lag_seconds", dimensions: dimensions)
         self.idleGauge = Gauge(label: "stratus_worker_idle", dimensions: dimensions)
     }
@@ -171,9 +176,13 @@ public final class Worker: Service, Sendable {
                     appliedCounter.increment(by: try await applier.apply(batch: events, logger: logger))
                     batched = true
                 } catch where !Task.isCancelled {
-                    logger.debug("batch apply failed; applying one by one", metadata: ["error": "\(error)"])
+                    fallbackCounter.increment()
+                    logger.notice("batch apply failed; applying one by one", metadata: [
+                        "events": "\(events.count)", "error": "\(PostgresStore.describe(error))",
+                    ])
                 }
             }
+            batchCounter.increment()
             if !batched {
                 // One by one, within a time budget well inside the broker's poll interval: past it,
                 // what is done is committed and the consumer rejoins, so a slow batch is never

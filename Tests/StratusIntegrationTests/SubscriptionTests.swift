@@ -409,4 +409,71 @@ final class SubscriptionTests: XCTestCase {
             XCTAssertEqual(after.compactMap { $0["notificationID"] as? String }, before.compactMap { $0["notificationID"] as? String })
         }
     }
+
+    /// A worker's batch evaluates many events at once and logs their notifications with a few
+    /// statements: each user's positions stay gapless and in event order, badges count up, a zone
+    /// subscription fires once per write, a `firesOnce` subscription once in all, and applying the
+    /// batch again (redelivery) or replaying it logs nothing twice.
+    func testABatchOfEventsLogsGaplessPositionsOncePerChangeForEverySubscriber() async throws {
+        try await Self.withStack(pipeline: false) { fixture, client, hub in
+            try await RecordAPITests.createZone(client, fixture, "Q")
+            _ = try await Self.modify(client, fixture, [
+                Self.create(Self.querySubscription("all", extra: ["notificationInfo": ["shouldBadge": true]])),
+                Self.create(["subscriptionID": "zone", "subscriptionType": "zone", "zoneID": ["zoneName": "Q"]]),
+                Self.create(Self.querySubscription("once", firesOn: ["create"], extra: ["firesOnce": true])),
+            ])
+            _ = try await Self.modify(client, fixture, database: "public", user: "_bob", [Self.create(Self.querySubscription("public", zone: nil))])
+            _ = try await Self.modify(client, fixture, database: "public", user: "_carol", [Self.create(Self.querySubscription("public", zone: nil))])
+            // One write of three records, two single saves, an update; two public records.
+            let (status, _) = try await RecordAPITests.modify(client, fixture, zone: "Q", (1...3).map { index in
+                ["operationType": "create", "record": RecordAPITests.note("r\(index)", ["count": ["value": index]], type: "Item")]
+            })
+            XCTAssertEqual(status, 200)
+            try await Self.save(client, fixture, "r4", count: 4, operation: "create")
+            try await Self.save(client, fixture, "r1", count: 10)
+            for name in ["p1", "p2"] {
+                let (saved, _) = try await RecordAPITests.modify(client, fixture, zone: nil, database: "public", [
+                    ["operationType": "create", "record": RecordAPITests.note(name, ["count": ["value": 1]], type: "Item")],
+                ])
+                XCTAssertEqual(saved, 200)
+            }
+            let applier = Applier(projection: SubscriptionsProjection(), store: fixture.store)
+            let events = try await EventLog(store: fixture.store).events(after: 0, limit: 10_000, logger: TestSupport.logger)
+            let applied = try await applier.apply(batch: events, logger: TestSupport.logger)
+            XCTAssertEqual(applied, events.count)
+
+            let alice = try await Self.notifications(client, fixture)
+            XCTAssertEqual(Self.reasons(alice, subscription: "all"), ["r1:recordCreated", "r2:recordCreated", "r3:recordCreated", "r4:recordCreated", "r1:recordUpdated"])
+            XCTAssertEqual(alice.filter { $0["subscriptionID"] as? String == "zone" }.count, 3, "one per write in Q")
+            XCTAssertEqual(Self.reasons(alice, subscription: "once"), ["r1:recordCreated"], "firesOnce fires for the first change only")
+            let badges = alice.filter { $0["subscriptionID"] as? String == "all" }.compactMap { (($0["payload"] as? Body)?["aps"] as? Body)?["badge"] as? Int }
+            let places = alice.enumerated().filter { $0.element["subscriptionID"] as? String == "all" }.map { $0.offset + 1 }
+            XCTAssertEqual(badges, places, "each badge is the unread count when it was logged")
+            for user in ["_bob", "_carol"] {
+                let theirs = try await Self.notifications(client, fixture, user: user)
+                XCTAssertEqual(Self.reasons(theirs, subscription: "public"), ["p1:recordCreated", "p2:recordCreated"])
+            }
+            let positions = try await fixture.store.withConnection { connection in
+                var positions: [String: [Int64]] = [:]
+                for try await (subscriber, position) in try await connection.query(
+                    "SELECT subscriber, position FROM notifications ORDER BY subscriber, position", logger: TestSupport.logger
+                ).decode((String, Int64).self) { positions[subscriber, default: []].append(position) }
+                return positions
+            }
+            XCTAssertEqual(positions["_alice"], Array(1...Int64(alice.count)), "gapless")
+            XCTAssertEqual(positions["_bob"], [1, 2])
+            XCTAssertEqual(positions["_carol"], [1, 2])
+
+            // The same batch again (a redelivery), then a replay from the beginning: nothing new.
+            let redelivered = try await applier.apply(batch: events, logger: TestSupport.logger)
+            XCTAssertEqual(redelivered, events.filter { $0.zoneSequence == nil }.count, "only unsequenced events come again")
+            try await applier.reset(logger: TestSupport.logger)
+            let replayed = try await applier.apply(batch: events, logger: TestSupport.logger)
+            XCTAssertEqual(replayed, events.count)
+            let again = try await Self.notifications(client, fixture)
+            XCTAssertEqual(again.compactMap { $0["notificationID"] as? String }, alice.compactMap { $0["notificationID"] as? String })
+            let bobs = try await Self.notifications(client, fixture, user: "_bob")
+            XCTAssertEqual(bobs.count, 2)
+        }
+    }
 }

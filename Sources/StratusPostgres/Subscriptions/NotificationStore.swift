@@ -40,54 +40,137 @@ public struct NotificationStore: Sendable {
     /// an APNs key), and a wake-up for waiting couriers. A draft logged before (same subscription and
     /// dedupe key) is skipped. Returns the drafts that were new.
     public static func log(_ drafts: [NotificationDraft], in transaction: Transaction) async throws -> [NotificationDraft] {
-        guard !drafts.isEmpty else { return [] }
+        // A batch's statements are few whatever its size: which drafts are new, the subscribers'
+        // positions, the notifications with their deliveries, the wake-ups.
+        var keys = Set<DraftKey>()
+        let unique = drafts.filter { keys.insert(DraftKey($0)).inserted }
+        guard !unique.isEmpty else { return [] }
         let connection = transaction.connection
         let logger = transaction.logger
-        var new: [NotificationDraft] = []
-        var woken = Set<String>()
-        for draft in drafts {
-            let database = draft.owner.database
-            let subscriber = draft.owner.subscriber
-            // Already logged? (Redelivery, replay.) Checked before taking a position, so positions stay gapless.
-            let seen = try await collect(connection.query("""
-                SELECT 1 FROM notifications
-                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND subscriber = \(subscriber)
-                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner)
-                  AND subscription_id = \(draft.owner.subscription.subscriptionID) AND dedupe_key = \(draft.dedupeKey)
-                """, logger: logger), as: Int.self)
-            guard seen.isEmpty else { continue }
-            let counters = try await collect(connection.query("""
-                INSERT INTO notification_positions AS p (container, environment, subscriber, last_position, unread)
-                VALUES (\(database.container), \(database.environment.rawValue), \(subscriber), 1, 1)
-                ON CONFLICT (container, environment, subscriber) DO UPDATE SET last_position = p.last_position + 1, unread = p.unread + 1
-                RETURNING last_position, unread
-                """, logger: logger), as: (Int64, Int64).self)
-            guard let (position, unread) = counters.first else { continue }
+
+        // Already logged? (Redelivery, replay.) Checked before taking positions, so positions stay gapless.
+        let identities = JSONValue.array(unique.enumerated().map { index, draft in
+            var object = draft.identity
+            object["i"] = .int(Int64(index))
+            return .object(object)
+        })
+        var seen = Set<Int>()
+        for try await index in try await connection.query("""
+            SELECT d.i FROM jsonb_to_recordset(\(identities.text)::jsonb) AS d(
+                i int, container text, environment text, subscriber text, scope text, owner text, subscription_id text, dedupe_key text)
+            WHERE EXISTS (
+                SELECT 1 FROM notifications n
+                WHERE n.container = d.container AND n.environment = d.environment AND n.subscriber = d.subscriber
+                  AND n.scope = d.scope AND n.owner = d.owner AND n.subscription_id = d.subscription_id AND n.dedupe_key = d.dedupe_key)
+            """, logger: logger).decode(Int.self) {
+            seen.insert(index)
+        }
+        let new = unique.enumerated().filter { !seen.contains($0.offset) }.map(\.element)
+        guard !new.isEmpty else { return [] }
+
+        // Each subscriber's next positions and unread counts, in draft order.
+        var added: [SubscriberKey: Int64] = [:]
+        for draft in new { added[SubscriberKey(draft), default: 0] += 1 }
+        let counts = JSONValue.array(added.map { key, count in
+            .object(["container": .string(key.container), "environment": .string(key.environment), "subscriber": .string(key.subscriber), "added": .int(count)])
+        })
+        var next: [SubscriberKey: (position: Int64, unread: Int64)] = [:]
+        for (container, environment, subscriber, last, unread) in try await collect(connection.query("""
+            INSERT INTO notification_positions AS p (container, environment, subscriber, last_position, unread)
+            SELECT container, environment, subscriber, added, added
+            FROM jsonb_to_recordset(\(counts.text)::jsonb) AS c(container text, environment text, subscriber text, added bigint)
+            ORDER BY container, environment, subscriber
+            ON CONFLICT (container, environment, subscriber)
+            DO UPDATE SET last_position = p.last_position + excluded.last_position, unread = p.unread + excluded.unread
+            RETURNING container, environment, subscriber, last_position, unread
+            """, logger: logger), as: (String, String, String, Int64, Int64).self) {
+            let key = SubscriberKey(container: container, environment: environment, subscriber: subscriber)
+            let count = added[key] ?? 0
+            next[key] = (last - count + 1, unread - count + 1)
+        }
+
+        var rows: [JSONValue] = []
+        rows.reserveCapacity(new.count)
+        for draft in new {
+            let key = SubscriberKey(draft)
+            guard let (position, unread) = next[key] else { continue }
+            next[key] = (position + 1, unread + 1)
             let notificationID = UUID()
-            let payload = String(decoding: draft.payload(notificationID: notificationID, badge: unread).serialized(), as: UTF8.self)
-            try await connection.query("""
+            var row = draft.identity
+            row["position"] = .int(position)
+            row["notification_id"] = .string(notificationID.uuidString)
+            row["event_id"] = .int(draft.eventID)
+            row["notification_type"] = .string(draft.type.rawValue)
+            row["reason"] = draft.reason.map { .string($0.rawValue) } ?? .null
+            row["zone_name"] = .string(draft.zoneID.zoneName)
+            row["zone_owner"] = .string(draft.zoneID.ownerRecordName)
+            row["record_name"] = draft.recordName.map(JSONValue.string) ?? .null
+            row["collapse_id"] = draft.collapseID.map(JSONValue.string) ?? .null
+            row["payload"] = draft.payload(notificationID: notificationID, badge: unread)
+            rows.append(.object(row))
+        }
+        // The notifications, and a delivery per webhook of the container and per registered device
+        // (when the container has an APNs key).
+        try await connection.query("""
+            WITH logged AS (
                 INSERT INTO notifications (container, environment, subscriber, position, notification_id, scope, owner, subscription_id,
                                            dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id, payload)
-                VALUES (\(database.container), \(database.environment.rawValue), \(subscriber), \(position), \(notificationID),
-                        \(database.scope.rawValue), \(database.owner), \(draft.owner.subscription.subscriptionID), \(draft.dedupeKey), \(draft.eventID),
-                        \(draft.type.rawValue), \(draft.reason?.rawValue), \(draft.zoneID.zoneName), \(draft.zoneID.ownerRecordName),
-                        \(draft.recordName), \(draft.collapseID), \(payload)::jsonb)
-                """, logger: logger)
-            try await connection.query("""
-                INSERT INTO notification_deliveries (notification_id, channel, target)
-                SELECT \(notificationID), 'webhook', webhook_id::text FROM webhooks WHERE container = \(database.container)
-                UNION ALL
-                SELECT \(notificationID), 'apns', d.apns_environment || ':' || d.device_token
-                FROM device_tokens d JOIN apns_credentials a ON a.container = d.container
-                WHERE d.container = \(database.container) AND d.environment = \(database.environment.rawValue) AND d.subscriber = \(subscriber)
-                """, logger: logger)
-            new.append(draft)
-            woken.insert("\(database.container)/\(database.environment.rawValue)/\(subscriber)")
-        }
-        for key in woken.sorted() {
-            try await connection.query("SELECT pg_notify(\(channel), \(key)), pg_notify(\(deliveryChannel), '')", logger: logger)
-        }
+                SELECT container, environment, subscriber, position, notification_id, scope, owner, subscription_id,
+                       dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id, payload
+                FROM jsonb_to_recordset(\(JSONValue.array(rows).text)::jsonb) AS n(
+                    container text, environment text, subscriber text, position bigint, notification_id uuid, scope text, owner text,
+                    subscription_id text, dedupe_key text, event_id bigint, notification_type text, reason text, zone_name text,
+                    zone_owner text, record_name text, collapse_id text, payload jsonb)
+                RETURNING notification_id, container, environment, subscriber)
+            INSERT INTO notification_deliveries (notification_id, channel, target)
+            SELECT l.notification_id, 'webhook', w.webhook_id::text FROM logged l JOIN webhooks w ON w.container = l.container
+            UNION ALL
+            SELECT l.notification_id, 'apns', d.apns_environment || ':' || d.device_token
+            FROM logged l
+            JOIN device_tokens d ON d.container = l.container AND d.environment = l.environment AND d.subscriber = l.subscriber
+            JOIN apns_credentials a ON a.container = d.container
+            """, logger: logger)
+        // Wakes the couriers waiting for these subscribers, and the dispatcher.
+        let woken = added.keys.map { "\($0.container)/\($0.environment)/\($0.subscriber)" }.sorted()
+        try await connection.query("""
+            SELECT pg_notify(\(channel), key) FROM unnest(\(woken)::text[]) AS key
+            UNION ALL SELECT pg_notify(\(deliveryChannel), '')
+            """, logger: logger)
         return new
+    }
+
+    /// A draft's place in the log's uniqueness: the same subscription and change.
+    private struct DraftKey: Hashable {
+        var subscriber: SubscriberKey
+        var scope: String
+        var owner: String
+        var subscriptionID: String
+        var dedupeKey: String
+
+        init(_ draft: NotificationDraft) {
+            subscriber = SubscriberKey(draft)
+            scope = draft.owner.database.scope.rawValue
+            owner = draft.owner.database.owner
+            subscriptionID = draft.owner.subscription.subscriptionID
+            dedupeKey = draft.dedupeKey
+        }
+    }
+
+    /// Whose log a draft goes to.
+    private struct SubscriberKey: Hashable {
+        var container: String
+        var environment: String
+        var subscriber: String
+
+        init(container: String, environment: String, subscriber: String) {
+            self.container = container
+            self.environment = environment
+            self.subscriber = subscriber
+        }
+
+        init(_ draft: NotificationDraft) {
+            self.init(container: draft.owner.database.container, environment: draft.owner.database.environment.rawValue, subscriber: draft.owner.subscriber)
+        }
     }
 
     /// The subscriber's notifications after `position`, oldest first, at most `limit`; and whether more follow.
@@ -241,4 +324,21 @@ extension NotificationStore {
             }
         }
     }
+}
+
+extension NotificationDraft {
+    /// The columns that make a notification unique, as a JSON object for a statement's record set.
+    fileprivate var identity: [String: JSONValue] {
+        let database = owner.database
+        return [
+            "container": .string(database.container), "environment": .string(database.environment.rawValue), "subscriber": .string(owner.subscriber),
+            "scope": .string(database.scope.rawValue), "owner": .string(database.owner),
+            "subscription_id": .string(owner.subscription.subscriptionID), "dedupe_key": .string(dedupeKey),
+        ]
+    }
+}
+
+extension JSONValue {
+    /// The JSON text, for a statement parameter.
+    fileprivate var text: String { String(decoding: serialized(), as: UTF8.self) }
 }

@@ -18,13 +18,65 @@ public struct SubscriptionsProjection: Projection {
     public init() {}
 
     public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
-        let drafts: [NotificationDraft]
+        try await apply([event], in: transaction, logger: logger)
+    }
+
+    /// Evaluates a batch in one pass: each (database, zone, record type)'s candidates are read once
+    /// (the transaction sees one snapshot of the subscriptions; a `firesOnce` subscription that fires
+    /// is left out of the later events), and all the drafts are logged with a handful of statements.
+    public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
+        var batch = Evaluation(transaction: transaction)
+        var drafts: [NotificationDraft] = []
+        for event in events {
+            guard let made = try await self.drafts(for: event, in: &batch) else { continue }
+            evaluated.increment()
+            for draft in made where draft.owner.subscription.firesOnce { batch.fired.insert(draft.owner) }
+            drafts += made
+        }
+        let logged = try await NotificationStore.log(drafts, in: transaction)
+        notified.increment(by: logged.count)
+        var deleted = Set<OwnedSubscription>()
+        for draft in logged where draft.owner.subscription.firesOnce && deleted.insert(draft.owner).inserted {
+            try await SubscriptionStore.deleteFired(draft.owner, in: transaction)
+        }
+    }
+
+    /// What one batch's evaluation remembers.
+    struct Evaluation {
+        struct Key: Hashable {
+            var database: DatabaseID
+            var zoneName: String
+            var recordType: String?
+        }
+        let transaction: Transaction
+        var candidates: [Key: [OwnedSubscription]] = [:]
+        /// `firesOnce` subscriptions that fired earlier in the batch.
+        var fired = Set<OwnedSubscription>()
+
+        init(transaction: Transaction) { self.transaction = transaction }
+
+        /// The subscriptions an event in this zone (of this record type; nil: a zone event) may fire.
+        mutating func candidates(database: DatabaseID, zoneName: String, recordType: String?) async throws -> [OwnedSubscription] {
+            let key = Key(database: database, zoneName: zoneName, recordType: recordType)
+            let all: [OwnedSubscription]
+            if let known = candidates[key] {
+                all = known
+            } else {
+                all = try await SubscriptionStore.candidates(database: database, zoneName: zoneName, recordType: recordType, in: transaction)
+                candidates[key] = all
+            }
+            return fired.isEmpty ? all : all.filter { !fired.contains($0) }
+        }
+    }
+
+    /// The notifications one event makes; nil for an event subscriptions do not watch.
+    func drafts(for event: EventEnvelope, in batch: inout Evaluation) async throws -> [NotificationDraft]? {
+        let transaction = batch.transaction
         switch event.type {
         case RecordSaved.eventType:
             let saved = try event.decode(RecordSaved.self)
-            let candidates = try await SubscriptionStore.candidates(
-                database: saved.database, zoneName: saved.zoneID.zoneName, recordType: saved.record.recordType, in: transaction)
-            guard !candidates.isEmpty else { return evaluated.increment() }
+            let candidates = try await batch.candidates(database: saved.database, zoneName: saved.zoneID.zoneName, recordType: saved.record.recordType)
+            guard !candidates.isEmpty else { return [] }
             let created = saved.previousChangeTag == nil
             var before: Record?
             let queries = candidates.filter { $0.subscription.type == .query && $0.createdAt <= event.createdAt }
@@ -37,14 +89,13 @@ public struct SubscriptionsProjection: Projection {
                         zoneKey: event.zoneKey, recordName: saved.record.recordName, before: event.id, in: transaction)
                 }
             }
-            drafts = SubscriptionEvaluation.drafts(
+            return SubscriptionEvaluation.drafts(
                 for: .saved(after: saved.record, before: before, created: created), zoneID: saved.zoneID, eventID: event.id,
                 eventCreatedAt: event.createdAt, requestID: event.causation.requestID, subscriptions: candidates)
         case RecordDeleted.eventType:
             let deleted = try event.decode(RecordDeleted.self)
-            let candidates = try await SubscriptionStore.candidates(
-                database: deleted.database, zoneName: deleted.zoneID.zoneName, recordType: deleted.recordType, in: transaction)
-            guard !candidates.isEmpty else { return evaluated.increment() }
+            let candidates = try await batch.candidates(database: deleted.database, zoneName: deleted.zoneID.zoneName, recordType: deleted.recordType)
+            guard !candidates.isEmpty else { return [] }
             var last: Record?
             let queries = candidates.filter { $0.subscription.type == .query && $0.createdAt <= event.createdAt }
             if !queries.isEmpty {
@@ -54,24 +105,18 @@ public struct SubscriptionsProjection: Projection {
                     last = try await EventLog.lastSavedRecord(zoneKey: event.zoneKey, recordName: deleted.recordName, before: event.id, in: transaction)
                 }
             }
-            drafts = SubscriptionEvaluation.drafts(
+            return SubscriptionEvaluation.drafts(
                 for: .deleted(recordName: deleted.recordName, recordType: deleted.recordType, last: last), zoneID: deleted.zoneID,
                 eventID: event.id, eventCreatedAt: event.createdAt, requestID: event.causation.requestID, subscriptions: candidates)
         case .zoneCreated, .zoneDeleted:
             let zone = event.type == .zoneCreated
                 ? try event.decode(ZoneCreated.self).identity : try event.decode(ZoneDeleted.self).identity
-            let candidates = try await SubscriptionStore.candidates(database: zone.database, zoneName: zone.zoneID.zoneName, recordType: nil, in: transaction)
-            drafts = SubscriptionEvaluation.drafts(
+            let candidates = try await batch.candidates(database: zone.database, zoneName: zone.zoneID.zoneName, recordType: nil)
+            return SubscriptionEvaluation.drafts(
                 for: .zone, zoneID: zone.zoneID, eventID: event.id, eventCreatedAt: event.createdAt,
                 requestID: event.causation.requestID, subscriptions: candidates)
         default:
-            return
-        }
-        evaluated.increment()
-        let logged = try await NotificationStore.log(drafts, in: transaction)
-        notified.increment(by: logged.count)
-        for draft in logged where draft.owner.subscription.firesOnce {
-            try await SubscriptionStore.deleteFired(draft.owner, in: transaction)
+            return nil
         }
     }
 
