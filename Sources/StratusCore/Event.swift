@@ -194,6 +194,22 @@ public enum EventCoding {
         return bytes
     }
 
+    /// Reads a message as the relay writes it (`encodeEnvelope`): the payload's bytes are cut out as
+    /// they are, and only the small rest goes through the JSON decoder (decoding the payload into a
+    /// tree and encoding it again cost a worker a fifth of its time). Messages of the first format
+    /// (a base64 payload) and anything unusual are decoded whole.
+    public static func decodeEnvelope(_ bytes: [UInt8]) throws -> EventEnvelope {
+        guard let payload = JSONScan.member("payload", in: bytes), bytes[payload.lowerBound] == UInt8(ascii: "{") else {
+            return try decoder.decode(EventEnvelope.self, from: Data(bytes))
+        }
+        var header = Array(bytes[..<payload.lowerBound])
+        header += "{}".utf8
+        header += bytes[payload.upperBound...]
+        var envelope = try decoder.decode(EventEnvelope.self, from: Data(header))
+        envelope.payload = Data(bytes[payload])
+        return envelope
+    }
+
     /// The size of the message an event becomes once the event log has given it an id and a time
     /// (both counted at their widest): what the write path checks against the broker's message limit.
     public static func envelopeSize(of event: NewEvent) -> Int {

@@ -169,7 +169,7 @@ public final class Worker: Service, Sendable {
             }
             // The whole batch in one transaction; if anything in it fails, one message at a time,
             // so a poison event is isolated and the others still apply.
-            let events = messages.compactMap { try? EventCoding.decoder.decode(EventEnvelope.self, from: Data($0.value)) }
+            let events = messages.compactMap { try? EventCoding.decodeEnvelope($0.value) }
             var batched = false
             if events.count == messages.count {
                 do {
@@ -229,7 +229,7 @@ public final class Worker: Service, Sendable {
     private func handle(_ message: KafkaMessage) async throws {
         let event: EventEnvelope
         do {
-            event = try EventCoding.decoder.decode(EventEnvelope.self, from: Data(message.value))
+            event = try EventCoding.decodeEnvelope(message.value)
         } catch {
             try await deadLetter(message, reason: "undecodable event: \(error)")
             return

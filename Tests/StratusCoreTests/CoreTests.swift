@@ -65,6 +65,43 @@ final class EventTests: XCTestCase {
         XCTAssertLessThan(EventCoding.envelopeSize(of: new), message.count + new.zoneKey.rawValue.utf8.count + 64)
     }
 
+    /// Workers read a message by cutting its payload out as bytes: the same envelope as the JSON
+    /// decoder gives, the payload byte for byte as the event log holds it, whatever its strings hold;
+    /// the first format and malformed text go through the decoder.
+    func testDecodingAnEnvelopeCutsThePayloadOutAsItIs() throws {
+        let database = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
+        let zoneKey = ZoneKey(database: database, zoneName: "A")
+        let payloads = [
+            #"{"a": 1, "b": [1, 2, {"c": "}"}], "d": "\"}{[", "e": null, "f": true, "g": -1.5e3, "payload": {}}"#,
+            #"{}"#,
+            #"{"s":"ünïcødé \u00e9 \\"}"#,
+        ]
+        for text in payloads {
+            let envelope = EventEnvelope(id: 11, zoneKey: zoneKey, zoneSequence: nil, type: .zoneCreated, schemaVersion: 2,
+                                         payload: Data(text.utf8), causation: Causation(requestID: "r\"}"), createdAt: 5)
+            let message = [UInt8](EventCoding.encodeEnvelope(envelope))
+            let fast = try EventCoding.decodeEnvelope(message)
+            XCTAssertEqual(fast, envelope, text)
+            var whole = try EventCoding.decoder.decode(EventEnvelope.self, from: Data(message))
+            whole.payload = fast.payload
+            XCTAssertEqual(whole, fast, "the same header as the JSON decoder reads")
+        }
+        // A message with spaces and newlines, and one of the first format (base64 payload), read alike.
+        let envelope = EventEnvelope(id: 3, zoneKey: zoneKey, zoneSequence: 4, type: .zoneCreated, schemaVersion: 1,
+                                     payload: Data(#"{"x":[1]}"#.utf8), causation: Causation(requestID: "q"), createdAt: 1)
+        var object = try XCTUnwrap(JSONSerialization.jsonObject(with: EventCoding.encodeEnvelope(envelope)) as? [String: Any])
+        let spaced = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted])
+        XCTAssertEqual(try JSONSerialization.jsonObject(with: EventCoding.decodeEnvelope([UInt8](spaced)).payload) as? [String: [Int]], ["x": [1]])
+        object.removeValue(forKey: "format")
+        object["payload"] = envelope.payload.base64EncodedString()
+        let first = try JSONSerialization.data(withJSONObject: object)
+        XCTAssertEqual(try EventCoding.decodeEnvelope([UInt8](first)), envelope)
+        // Malformed text is an error, never a crash or a half-read envelope.
+        for bad in [#"{"id":3,"payload":{"x":"#, #"{"id":3,"payload":{"x":1}"#, #"["payload"]"#, "", #"{"payload""#, #"{"payload":{"a":"\"#] {
+            XCTAssertThrowsError(try EventCoding.decodeEnvelope(Array(bad.utf8)), bad)
+        }
+    }
+
     func testEnvelopeRoundTripsAndDecodesItsPayload() throws {
         let database = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
         let payload = ZoneCreated(database: database, zoneID: ZoneID(zoneName: "A", ownerRecordName: "_u"), incarnation: UUID())
