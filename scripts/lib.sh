@@ -265,6 +265,22 @@ tansu_stop() {
     stop_pid "${1:-}" "the broker" 10
 }
 
+# Starts a server with START_FUNCTION PORT LOG (tansu_start, s3_start) on a free port, trying three
+# ports; sets STARTED_PORT. NAME is what the log calls it.
+start_on_free_port() {
+    local name="$1" start="$2" logfile="$3" attempt candidate
+    STARTED_PORT=""
+    for attempt in 1 2 3; do
+        candidate="$(free_port)"
+        if "$start" "$candidate" "$logfile"; then
+            STARTED_PORT="$candidate"
+            return 0
+        fi
+        log "$name did not start on port $candidate (attempt $attempt)"
+    done
+    die "$name did not start"
+}
+
 # ---------------------------------------------------------------------------------------------
 # The S3-compatible server of the asset tests (moto's server mode): in-memory, one process.
 

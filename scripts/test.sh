@@ -113,27 +113,10 @@ done
 [[ -n "$pg_port" ]] || die "PostgreSQL did not start"
 pg_create_database "$pg_port" stratus
 
-broker_port=""
-for attempt in 1 2 3; do
-    candidate="$(free_port)"
-    if tansu_start "$candidate" "$work/broker.log"; then
-        broker_port="$candidate"
-        break
-    fi
-    log "the broker did not start on port $candidate (attempt $attempt)"
-done
-[[ -n "$broker_port" ]] || die "the broker did not start"
-
-s3_port=""
-for attempt in 1 2 3; do
-    candidate="$(free_port)"
-    if s3_start "$candidate" "$work/s3.log"; then
-        s3_port="$candidate"
-        break
-    fi
-    log "the S3-compatible server did not start on port $candidate (attempt $attempt)"
-done
-[[ -n "$s3_port" ]] || die "the S3-compatible server did not start"
+start_on_free_port "the broker" tansu_start "$work/broker.log"
+broker_port="$STARTED_PORT"
+start_on_free_port "the S3-compatible server" s3_start "$work/s3.log"
+s3_port="$STARTED_PORT"
 
 STRATUS_TEST_DATABASE_URL="postgres://stratus@127.0.0.1:$pg_port/stratus"
 STRATUS_TEST_KAFKA_BROKERS="127.0.0.1:$broker_port"

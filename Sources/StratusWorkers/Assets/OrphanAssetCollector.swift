@@ -31,16 +31,7 @@ public struct OrphanAssetCollector: Service {
     }
 
     public func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await collectOnce()
-                } catch where !Task.isCancelled {
-                    logger.warning("asset collection failed; trying again later", metadata: ["error": "\(error)"])
-                }
-                try await Task.sleep(for: interval)
-            }
-        }
+        try await repeatPass(every: interval, what: "asset collection", logger: logger) { try await collectOnce() }
     }
 
     /// Passes over the candidates until none is left to collect; returns how many assets were deleted.
