@@ -527,7 +527,7 @@ database_path("assets/upload", {"post": operation(
     "(until STRATUS_ASSET_URL_TTL_SECONDS pass) and put the answered `singleFile` into the field with records/modify.",
     "assets", ASSETS_UPLOAD,
     obj({"tokens": {"type": "array", "items": obj({"recordName": STRING, "fieldName": STRING, "url": STRING}, {"recordType": STRING})}}),
-    DATABASE_ERRORS, WRITE,
+    DATABASE_ERRORS + [404], WRITE,
     example={"zoneID": {"zoneName": "_defaultZone"}, "tokens": [{"recordType": "Photo", "recordName": "p1", "fieldName": "image"}]})})
 GRANT = {"name": "grant", "in": "path", "required": True, "description": "The signed grant the URL carries.",
          "schema": {"type": "string", "minLength": 1, "maxLength": 2048}}
