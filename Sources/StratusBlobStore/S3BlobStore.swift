@@ -49,7 +49,8 @@ public struct S3BlobStore: BlobStore {
                     if pending.readableBytes == partSize {
                         if upload == nil { upload = try await startMultipart(key, logger: logger) }
                         parts.append((parts.count + 1, try await uploadPart(key, upload: upload!, number: parts.count + 1, pending, logger: logger)))
-                        pending = ByteBufferAllocator().buffer(capacity: partSize)
+                        // The part was sent and answered: its buffer is free again, so the next part reuses it.
+                        pending.clear()
                     }
                 }
             }

@@ -181,6 +181,17 @@ class AssetTests: XCTestCase {
             XCTAssertEqual(changed, 200)
             XCTAssertNotNil(Self.downloadURL(try XCTUnwrap((changes["records"] as? [Body])?.first), "image"))
 
+            // records/query too (once the indexer has applied the events).
+            try await QueryTests.applyEventLog(stack.fixture.store)
+            let (queried, query) = try await RecordAPITests.post(stack.client, stack.fixture.path("records/query"), [
+                "zoneID": ["zoneName": "Notes"], "query": ["recordType": "Photo"],
+            ])
+            XCTAssertEqual(queried, 200, "\(query)")
+            let found = try XCTUnwrap((query["records"] as? [Body])?.first)
+            let (fromQuery, _, queriedBytes) = try await Self.get(stack, try XCTUnwrap(Self.downloadURL(found, "image")))
+            XCTAssertEqual(fromQuery, 200)
+            XCTAssertEqual(queriedBytes, bytes)
+
             // Sending the record back unchanged (its stored dictionary, downloadURL and all) keeps the asset.
             var resent = image
             resent["downloadURL"] = url
