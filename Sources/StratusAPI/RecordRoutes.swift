@@ -82,6 +82,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         storeLimits.userQuotaBytes = limits.userQuotaBytes
         let outcomes = try await records.modify(
             commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, logger: context.logger)
+        await assets.saved(outcomes.compactMap { if case .success(.saved(let record)) = $0 { record } else { nil } }, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let results: [JSONValue] = zip(parsed.operations, zip(commands, outcomes)).map { operation, pair in
             let (command, outcome) = pair

@@ -170,9 +170,11 @@ class AssetTests: XCTestCase {
             XCTAssertEqual(secondBytes, [4, 5])
 
             // An altered download URL is refused.
-            var altered = url
-            altered.removeLast()
-            altered.append(url.hasSuffix("A") ? "B" : "A")
+            // (A character inside the signature: the last one of base64 may carry only padding bits.)
+            var characters = Array(url)
+            let position = characters.count - 10
+            characters[position] = characters[position] == "A" ? "B" : "A"
+            let altered = String(characters)
             let (refused, _, _) = try await Self.get(stack, altered)
             XCTAssertEqual(refused, 403)
 
@@ -240,7 +242,7 @@ class AssetTests: XCTestCase {
                 "operationType": "forceUpdate", "record": Self.photo("p1", ["image": ["value": replacement, "type": "ASSETID"]]),
             ]])
             XCTAssertEqual(replaced, 200, "\(replacedRecords)")
-            try await Self.applyGC(stack.fixture.store)
+            // Known as used at once, before stratus-gc has applied the events.
             let (reused, reusedAnswer) = try await RecordAPITests.modify(stack.client, stack.fixture, [[
                 "operationType": "forceUpdate", "record": Self.photo("p1", ["image": ["value": single, "type": "ASSETID"]]),
             ]])

@@ -85,6 +85,18 @@ struct AssetBinding: Sendable {
         return bound
     }
 
+    /// Marks the assets the saved records hold as bound (best effort: stratus-gc marks them from the
+    /// events anyway).
+    func saved(_ records: [Record], logger: Logger) async {
+        let ids = records.flatMap(\.assetIDs)
+        guard !ids.isEmpty else { return }
+        do {
+            try await assets.markBound(ids, logger: logger)
+        } catch {
+            logger.warning("marking assets bound failed; stratus-gc will", metadata: ["error": "\(error)"])
+        }
+    }
+
     private func unknown(_ index: Int, _ field: String) -> StratusError {
         StratusError(.badRequest, "operations[\(index)]: Field '\(field)': unknown receipt; send the receipt an upload answered")
     }

@@ -67,6 +67,15 @@ public struct AssetStore: Sendable {
         }
     }
 
+    /// Marks assets bound as soon as a write that holds them has committed, so a receipt replaced
+    /// right after is known as used before stratus-gc applies the events (which marks them too).
+    public func markBound(_ ids: [UUID], logger: Logger) async throws {
+        guard !ids.isEmpty else { return }
+        try await store.withConnection { connection in
+            try await connection.query("UPDATE assets SET bound = true WHERE asset_id = ANY(\(ids)) AND NOT bound", logger: logger)
+        }
+    }
+
     /// The assets of `ids` that exist.
     public func find(_ ids: [UUID], logger: Logger) async throws -> [UUID: Asset] {
         guard !ids.isEmpty else { return [:] }
