@@ -5,11 +5,13 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import PostgresNIO
 import StratusAPI
 import StratusBench
 import StratusBlobStore
 import StratusCore
 import StratusPostgres
+import StratusRelay
 import StratusWorkers
 import XCTest
 
@@ -84,11 +86,11 @@ class AssetTests: XCTestCase {
     static func photo(_ name: String, _ fields: Body, tag: String? = nil) -> Body { RecordAPITests.note(name, fields, tag: tag, type: "Photo") }
 
     /// A GET of a URL the server handed out (its path and query).
-    static func get(_ stack: Stack, _ url: String, range: String? = nil) async throws -> (Int, HTTPFields, [UInt8]) {
+    static func get(_ client: any TestClientProtocol, _ url: String, range: String? = nil) async throws -> (Int, HTTPFields, [UInt8]) {
         let parsed = try XCTUnwrap(URL(string: url))
         var headers = HTTPFields()
         if let range { headers[.range] = range }
-        return try await stack.client.execute(uri: parsed.path, method: .get, headers: headers) { response in
+        return try await client.execute(uri: parsed.path, method: .get, headers: headers) { response in
             (Int(response.status.code), response.headers, Array(buffer: response.body))
         }
     }
@@ -143,29 +145,29 @@ class AssetTests: XCTestCase {
             XCTAssertEqual((image["size"] as? NSNumber)?.intValue, bytes.count)
             XCTAssertEqual(image["receipt"] as? String, single["receipt"] as? String)
 
-            let (whole, wholeHeaders, body) = try await Self.get(stack, url)
+            let (whole, wholeHeaders, body) = try await Self.get(stack.client, url)
             XCTAssertEqual(whole, 200)
             XCTAssertEqual(body, bytes)
             XCTAssertEqual(Data(SHA256.hash(data: body)).base64EncodedString(), image["fileChecksum"] as? String)
             XCTAssertEqual(wholeHeaders[.acceptRanges], "bytes")
-            let (partial, partialHeaders, slice) = try await Self.get(stack, url, range: "bytes=1000-1999")
+            let (partial, partialHeaders, slice) = try await Self.get(stack.client, url, range: "bytes=1000-1999")
             XCTAssertEqual(partial, 206)
             XCTAssertEqual(slice, Array(bytes[1000..<2000]))
             XCTAssertEqual(partialHeaders[.contentRange], "bytes 1000-1999/\(bytes.count)")
-            let (suffix, _, tail) = try await Self.get(stack, url, range: "bytes=-5")
+            let (suffix, _, tail) = try await Self.get(stack.client, url, range: "bytes=-5")
             XCTAssertEqual(suffix, 206)
             XCTAssertEqual(tail, Array(bytes.suffix(5)))
-            let (open, _, rest) = try await Self.get(stack, url, range: "bytes=299990-")
+            let (open, _, rest) = try await Self.get(stack.client, url, range: "bytes=299990-")
             XCTAssertEqual(open, 206)
             XCTAssertEqual(rest, Array(bytes[299_990...]))
-            let (beyond, beyondHeaders, error) = try await Self.get(stack, url, range: "bytes=300000-")
+            let (beyond, beyondHeaders, error) = try await Self.get(stack.client, url, range: "bytes=300000-")
             XCTAssertEqual(beyond, 416)
             XCTAssertEqual(beyondHeaders[.contentRange], "bytes */\(bytes.count)")
             XCTAssertEqual((try JSONSerialization.jsonObject(with: Data(error)) as? Body)?["serverErrorCode"] as? String, "BAD_REQUEST")
 
             let album = try XCTUnwrap(RecordAPITests.fields(record)["album"]?["value"] as? [Body])
             XCTAssertEqual(album.count, 2)
-            let (second, _, secondBytes) = try await Self.get(stack, try XCTUnwrap(album[1]["downloadURL"] as? String))
+            let (second, _, secondBytes) = try await Self.get(stack.client, try XCTUnwrap(album[1]["downloadURL"] as? String))
             XCTAssertEqual(second, 200)
             XCTAssertEqual(secondBytes, [4, 5])
 
@@ -175,7 +177,7 @@ class AssetTests: XCTestCase {
             let position = characters.count - 10
             characters[position] = characters[position] == "A" ? "B" : "A"
             let altered = String(characters)
-            let (refused, _, _) = try await Self.get(stack, altered)
+            let (refused, _, _) = try await Self.get(stack.client, altered)
             XCTAssertEqual(refused, 403)
 
             // records/changes carries the downloadURL too.
@@ -190,7 +192,7 @@ class AssetTests: XCTestCase {
             ])
             XCTAssertEqual(queried, 200, "\(query)")
             let found = try XCTUnwrap((query["records"] as? [Body])?.first)
-            let (fromQuery, _, queriedBytes) = try await Self.get(stack, try XCTUnwrap(Self.downloadURL(found, "image")))
+            let (fromQuery, _, queriedBytes) = try await Self.get(stack.client, try XCTUnwrap(Self.downloadURL(found, "image")))
             XCTAssertEqual(fromQuery, 200)
             XCTAssertEqual(queriedBytes, bytes)
 
@@ -350,7 +352,7 @@ class AssetTests: XCTestCase {
 
             // A collected asset's download is gone; a kept one is served.
             let record = try await RecordAPITests.lookup(stack.client, stack.fixture, ["p2"])[0]
-            let (served, _, bytes) = try await Self.get(stack, try XCTUnwrap(Self.downloadURL(record, "image")))
+            let (served, _, bytes) = try await Self.get(stack.client, try XCTUnwrap(Self.downloadURL(record, "image")))
             XCTAssertEqual(served, 200)
             XCTAssertEqual(bytes, [2])
 
@@ -509,3 +511,95 @@ final class S3AssetTests: AssetTests {
     }
 }
 
+
+extension AssetTests {
+    /// The real `stratus-gc` (its projection behind the relay and the broker, its collector every
+    /// second, a 2 s grace period) collects an unbound upload and a released asset but never the
+    /// bound one; killed, replayed from the beginning with `stratus replay stratus-gc` and started
+    /// again, it still keeps the bound asset and goes on collecting what is released.
+    func testStratusGCCollectsOrphansAndAfterKillAndReplayKeepsReferencedAssets() async throws {
+        let (blobs, blobSettings) = try await makeBlobs()
+        let brokers = try TestSupport.kafkaBrokers()
+        try await TestSupport.withMigratedStore { store, url in
+            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            configuration.port = 0
+            let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
+            let pipeline = PipelineFixture()
+            let topic = pipeline.uniqueTopic()
+            let relay = Relay(
+                store: store, kafka: pipeline.kafka(brokers), configuration: pipeline.configurations(topic: topic, partitions: 2).relay, logger: TestSupport.logger)
+            let app = buildApplication(
+                APIDependencies(store: store, readiness: [], metrics: { "" }, blobs: blobs), configuration: configuration, services: [], logger: TestSupport.logger)
+            let settings = blobSettings.merging([
+                "STRATUS_DATABASE_URL": url, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_TOPIC_PARTITIONS": "2",
+                "STRATUS_CONSUMER_GROUP_SUFFIX": topic, "STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS": "100", "STRATUS_ASSET_GRACE_SECONDS": "2",
+                "STRATUS_ASSET_GC_INTERVAL_SECONDS": "1",
+            ]) { _, new in new }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await relay.run() }
+                defer { group.cancelAll() }
+                try await app.test(.live) { client in
+                    try await RecordAPITests.createZone(client, fixture, "Notes")
+                    let unbound = try await Self.upload(client, fixture, record: "p1", field: "image", [1])
+                    let kept = try await Self.upload(client, fixture, record: "p2", field: "image", [2])
+                    let released = try await Self.upload(client, fixture, record: "p3", field: "image", [3])
+                    for (name, value) in [("p2", kept), ("p3", released)] {
+                        let (status, answer) = try await RecordAPITests.modify(client, fixture, [[
+                            "operationType": "create", "record": Self.photo(name, ["image": ["value": value, "type": "ASSETID"]]),
+                        ]])
+                        XCTAssertEqual(status, 200, "\(answer)")
+                    }
+                    let receipt = { (value: Body) in value["receipt"] as! String }
+                    try await StratusExecutable.with("stratus-gc", settings: settings) { gc in
+                        try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc collects the unbound upload") {
+                            try gc.requireRunning()
+                            return try await !Self.stored(blobs, receipt(unbound))
+                        }
+                        try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc counts the bound assets") {
+                            let keptCounted = try await Self.referenced(store, receipt(kept))
+                            let releasedCounted = try await Self.referenced(store, receipt(released))
+                            return keptCounted == true && releasedCounted == true
+                        }
+                        let (deleted, answer) = try await RecordAPITests.modify(client, fixture, [["operationType": "forceDelete", "record": ["recordName": "p3"]]])
+                        XCTAssertEqual(deleted, 200, "\(answer)")
+                        try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc collects the released asset") {
+                            try gc.requireRunning()
+                            return try await !Self.stored(blobs, receipt(released))
+                        }
+                        let keptPresent = try await Self.stored(blobs, receipt(kept))
+                        XCTAssertTrue(keptPresent, "the bound asset stays")
+                    }  // ends with SIGKILL
+
+                    let replay = try await StratusExecutable.run("stratus", ["replay", "stratus-gc"], settings: settings)
+                    XCTAssertEqual(replay.status, 0, replay.output)
+                    let afterReplay = try await Self.referenced(store, receipt(kept))
+                    XCTAssertEqual(afterReplay, true, "the replay counts the bound asset again")
+                    let late = try await Self.upload(client, fixture, record: "p4", field: "image", [4])
+                    try await StratusExecutable.with("stratus-gc", settings: settings) { gc in
+                        try await TestSupport.eventually(timeout: .seconds(60), "the restarted stratus-gc collects a new orphan") {
+                            try gc.requireRunning()
+                            return try await !Self.stored(blobs, receipt(late))
+                        }
+                        let keptPresent = try await Self.stored(blobs, receipt(kept))
+                        XCTAssertTrue(keptPresent, "after kill and replay the bound asset is still there")
+                        let record = try await RecordAPITests.lookup(client, fixture, ["p2"])[0]
+                        let (served, _, bytes) = try await Self.get(client, try XCTUnwrap(Self.downloadURL(record, "image")))
+                        XCTAssertEqual(served, 200)
+                        XCTAssertEqual(bytes, [2])
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether stratus-gc's counts hold the asset as referenced (nil: it has no entry).
+    static func referenced(_ store: PostgresStore, _ receipt: String) async throws -> Bool? {
+        let id = try XCTUnwrap(UUID(uuidString: receipt))
+        return try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT referenced FROM asset_references WHERE asset_id = \(id)", logger: TestSupport.logger)
+            for try await referenced in rows.decode(Bool.self) { return referenced }
+            return nil
+        }
+    }
+}
