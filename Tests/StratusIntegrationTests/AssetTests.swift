@@ -450,6 +450,11 @@ extension AssetTests {
                 let afterDownload = try Self.memory(api.processIdentifier)
                 print("stratus-api memory: peak after the 50 MB download \(afterDownload.peak >> 10) KiB")
                 XCTAssertLessThan(afterDownload.peak - before.rss, 40 << 20, "the download streamed")
+                // The request log names asset URLs without their grants, and no store secret.
+                let log = api.output()
+                XCTAssertTrue(log.contains("path=/assets/1/download/…"), String(log.suffix(2000)))
+                XCTAssertFalse(log.contains(try XCTUnwrap(URL(string: download)).lastPathComponent), "a download grant was logged")
+                XCTAssertFalse(log.contains("test-secret"), "the S3 secret was logged")
             }
         }
     }
