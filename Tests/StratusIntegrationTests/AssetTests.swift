@@ -31,12 +31,15 @@ class AssetTests: XCTestCase {
         let fixture: RecordAPITests.Fixture
         let client: any TestClientProtocol
         let blobs: any BlobStore
+        /// What a Stratus executable needs to join the stack (database, broker, topic, blob store).
+        let settings: [String: String]
     }
 
-    /// The API on a real port over a fresh database, with `blobs` as its blob store.
-    func withStack(maxAssetBytes: Int64? = nil, _ body: @Sendable (Stack) async throws -> Void) async throws {
-        let (blobs, _) = try await makeBlobs()
-        try await TestSupport.withMigratedStore { store, _ in
+    /// The API on a real port over a fresh database, with `blobs` as its blob store; with `relay`,
+    /// the relay publishes the event log to a topic of the test's own.
+    func withStack(maxAssetBytes: Int64? = nil, relay runsRelay: Bool = false, _ body: @Sendable (Stack) async throws -> Void) async throws {
+        let (blobs, blobSettings) = try await makeBlobs()
+        try await TestSupport.withMigratedStore { store, url in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             var configuration = APIConfiguration(secretKey: SecretKey.generate())
             configuration.port = 0
@@ -44,7 +47,25 @@ class AssetTests: XCTestCase {
             let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
             let dependencies = APIDependencies(store: store, readiness: [], metrics: { "" }, blobs: blobs)
             let app = buildApplication(dependencies, configuration: configuration, services: [], logger: TestSupport.logger)
-            try await app.test(.live) { client in try await body(Stack(fixture: fixture, client: client, blobs: blobs)) }
+            let pipeline = PipelineFixture()
+            let topic = pipeline.uniqueTopic()
+            let brokers = runsRelay ? try TestSupport.kafkaBrokers() : ""
+            let pipelineSettings = runsRelay
+                ? ["STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_TOPIC_PARTITIONS": "2", "STRATUS_CONSUMER_GROUP_SUFFIX": topic]
+                : [:]
+            let settings = blobSettings.merging(pipelineSettings.merging(["STRATUS_DATABASE_URL": url]) { _, new in new }) { _, new in new }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                if runsRelay {
+                    let relay = Relay(
+                        store: store, kafka: pipeline.kafka(brokers), configuration: pipeline.configurations(topic: topic, partitions: 2).relay,
+                        logger: TestSupport.logger)
+                    group.addTask { try await relay.run() }
+                }
+                defer { group.cancelAll() }
+                try await app.test(.live) { client in
+                    try await body(Stack(fixture: fixture, client: client, blobs: blobs, settings: settings))
+                }
+            }
         }
     }
 
@@ -379,14 +400,11 @@ extension AssetTests {
     /// the process's peak resident memory grows by far less than the asset, and the download streams
     /// the same bytes back.
     func testFiftyMegabyteUploadKeepsTheAPIResidentMemoryBounded() async throws {
-        let (_, blobSettings) = try await makeBlobs()
-        try await TestSupport.withMigratedStore { store, url in
-            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            let key = SecretKey.generate()
+        try await withStack { stack in
+            let (token, key) = (stack.fixture.apiToken, stack.fixture.configuration.secretKey)
             let port = try Broker.freePort()
-            var settings = blobSettings
-            settings.merge([
-                "STRATUS_DATABASE_URL": url, "STRATUS_RELAY": "off", "STRATUS_HTTP_PORT": "\(port)", "STRATUS_SECRET_KEY": key.hex,
+            let settings = stack.settings.merging([
+                "STRATUS_RELAY": "off", "STRATUS_HTTP_PORT": "\(port)", "STRATUS_SECRET_KEY": key.hex,
                 "STRATUS_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("stratus-data-\(UUID().uuidString)").path,
             ]) { _, new in new }
             try await StratusExecutable.with("stratus-api", settings: settings) { api in
@@ -523,77 +541,58 @@ extension AssetTests {
     /// bound one; killed, replayed from the beginning with `stratus replay stratus-gc` and started
     /// again, it still keeps the bound asset and goes on collecting what is released.
     func testStratusGCCollectsOrphansAndAfterKillAndReplayKeepsReferencedAssets() async throws {
-        let (blobs, blobSettings) = try await makeBlobs()
-        let brokers = try TestSupport.kafkaBrokers()
-        try await TestSupport.withMigratedStore { store, url in
-            let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
-            var configuration = APIConfiguration(secretKey: SecretKey.generate())
-            configuration.port = 0
-            let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
-            let pipeline = PipelineFixture()
-            let topic = pipeline.uniqueTopic()
-            let relay = Relay(
-                store: store, kafka: pipeline.kafka(brokers), configuration: pipeline.configurations(topic: topic, partitions: 2).relay, logger: TestSupport.logger)
-            let app = buildApplication(
-                APIDependencies(store: store, readiness: [], metrics: { "" }, blobs: blobs), configuration: configuration, services: [], logger: TestSupport.logger)
-            let settings = blobSettings.merging([
-                "STRATUS_DATABASE_URL": url, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_TOPIC_PARTITIONS": "2",
-                "STRATUS_CONSUMER_GROUP_SUFFIX": topic, "STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS": "100", "STRATUS_ASSET_GRACE_SECONDS": "2",
-                "STRATUS_ASSET_GC_INTERVAL_SECONDS": "1",
+        try await withStack(relay: true) { stack in
+            let (client, fixture, blobs, store) = (stack.client, stack.fixture, stack.blobs, stack.fixture.store)
+            let settings = stack.settings.merging([
+                "STRATUS_KAFKA_BACKGROUND_FETCH_WAIT_MS": "100", "STRATUS_ASSET_GRACE_SECONDS": "2", "STRATUS_ASSET_GC_INTERVAL_SECONDS": "1",
             ]) { _, new in new }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await relay.run() }
-                defer { group.cancelAll() }
-                try await app.test(.live) { client in
-                    try await RecordAPITests.createZone(client, fixture, "Notes")
-                    let unbound = try await Self.upload(client, fixture, record: "p1", field: "image", [1])
-                    let kept = try await Self.upload(client, fixture, record: "p2", field: "image", [2])
-                    let released = try await Self.upload(client, fixture, record: "p3", field: "image", [3])
-                    for (name, value) in [("p2", kept), ("p3", released)] {
-                        let (status, answer) = try await RecordAPITests.modify(client, fixture, [[
-                            "operationType": "create", "record": Self.photo(name, ["image": ["value": value, "type": "ASSETID"]]),
-                        ]])
-                        XCTAssertEqual(status, 200, "\(answer)")
-                    }
-                    let receipt = { (value: Body) in value["receipt"] as! String }
-                    try await StratusExecutable.with("stratus-gc", settings: settings) { gc in
-                        try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc collects the unbound upload") {
-                            try gc.requireRunning()
-                            return try await !Self.stored(blobs, receipt(unbound))
-                        }
-                        try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc counts the bound assets") {
-                            let keptCounted = try await Self.referenced(store, receipt(kept))
-                            let releasedCounted = try await Self.referenced(store, receipt(released))
-                            return keptCounted == true && releasedCounted == true
-                        }
-                        let (deleted, answer) = try await RecordAPITests.modify(client, fixture, [["operationType": "forceDelete", "record": ["recordName": "p3"]]])
-                        XCTAssertEqual(deleted, 200, "\(answer)")
-                        try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc collects the released asset") {
-                            try gc.requireRunning()
-                            return try await !Self.stored(blobs, receipt(released))
-                        }
-                        let keptPresent = try await Self.stored(blobs, receipt(kept))
-                        XCTAssertTrue(keptPresent, "the bound asset stays")
-                    }  // ends with SIGKILL
-
-                    let replay = try await StratusExecutable.run("stratus", ["replay", "stratus-gc"], settings: settings)
-                    XCTAssertEqual(replay.status, 0, replay.output)
-                    let afterReplay = try await Self.referenced(store, receipt(kept))
-                    XCTAssertEqual(afterReplay, true, "the replay counts the bound asset again")
-                    let late = try await Self.upload(client, fixture, record: "p4", field: "image", [4])
-                    try await StratusExecutable.with("stratus-gc", settings: settings) { gc in
-                        try await TestSupport.eventually(timeout: .seconds(60), "the restarted stratus-gc collects a new orphan") {
-                            try gc.requireRunning()
-                            return try await !Self.stored(blobs, receipt(late))
-                        }
-                        let keptPresent = try await Self.stored(blobs, receipt(kept))
-                        XCTAssertTrue(keptPresent, "after kill and replay the bound asset is still there")
-                        let record = try await RecordAPITests.lookup(client, fixture, ["p2"])[0]
-                        let (served, _, bytes) = try await Self.get(client, try XCTUnwrap(Self.downloadURL(record, "image")))
-                        XCTAssertEqual(served, 200)
-                        XCTAssertEqual(bytes, [2])
-                    }
+            try await RecordAPITests.createZone(client, fixture, "Notes")
+            let unbound = try await Self.upload(client, fixture, record: "p1", field: "image", [1])
+            let kept = try await Self.upload(client, fixture, record: "p2", field: "image", [2])
+            let released = try await Self.upload(client, fixture, record: "p3", field: "image", [3])
+            for (name, value) in [("p2", kept), ("p3", released)] {
+                let (status, answer) = try await RecordAPITests.modify(client, fixture, [[
+                    "operationType": "create", "record": Self.photo(name, ["image": ["value": value, "type": "ASSETID"]]),
+                ]])
+                XCTAssertEqual(status, 200, "\(answer)")
+            }
+            let receipt = { (value: Body) in value["receipt"] as! String }
+            try await StratusExecutable.with("stratus-gc", settings: settings) { gc in
+                try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc collects the unbound upload") {
+                    try gc.requireRunning()
+                    return try await !Self.stored(blobs, receipt(unbound))
                 }
+                try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc counts the bound assets") {
+                    let keptCounted = try await Self.referenced(store, receipt(kept))
+                    let releasedCounted = try await Self.referenced(store, receipt(released))
+                    return keptCounted == true && releasedCounted == true
+                }
+                let (deleted, answer) = try await RecordAPITests.modify(client, fixture, [["operationType": "forceDelete", "record": ["recordName": "p3"]]])
+                XCTAssertEqual(deleted, 200, "\(answer)")
+                try await TestSupport.eventually(timeout: .seconds(60), "stratus-gc collects the released asset") {
+                    try gc.requireRunning()
+                    return try await !Self.stored(blobs, receipt(released))
+                }
+                let keptPresent = try await Self.stored(blobs, receipt(kept))
+                XCTAssertTrue(keptPresent, "the bound asset stays")
+            }  // ends with SIGKILL
+
+            let replay = try await StratusExecutable.run("stratus", ["replay", "stratus-gc"], settings: settings)
+            XCTAssertEqual(replay.status, 0, replay.output)
+            let afterReplay = try await Self.referenced(store, receipt(kept))
+            XCTAssertEqual(afterReplay, true, "the replay counts the bound asset again")
+            let late = try await Self.upload(client, fixture, record: "p4", field: "image", [4])
+            try await StratusExecutable.with("stratus-gc", settings: settings) { gc in
+                try await TestSupport.eventually(timeout: .seconds(60), "the restarted stratus-gc collects a new orphan") {
+                    try gc.requireRunning()
+                    return try await !Self.stored(blobs, receipt(late))
+                }
+                let keptPresent = try await Self.stored(blobs, receipt(kept))
+                XCTAssertTrue(keptPresent, "after kill and replay the bound asset is still there")
+                let record = try await RecordAPITests.lookup(client, fixture, ["p2"])[0]
+                let (served, _, bytes) = try await Self.get(client, try XCTUnwrap(Self.downloadURL(record, "image")))
+                XCTAssertEqual(served, 200)
+                XCTAssertEqual(bytes, [2])
             }
         }
     }
