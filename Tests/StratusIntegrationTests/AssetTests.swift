@@ -24,6 +24,7 @@ class AssetTests: XCTestCase {
     /// The blob store under test and the settings a stratus-api process needs for it.
     func makeBlobs() async throws -> (store: any BlobStore, settings: [String: String]) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-assets-\(UUID().uuidString)").path
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
         return (FileSystemBlobStore(directory: directory), ["STRATUS_ASSET_STORE": "filesystem", "STRATUS_ASSET_DIR": directory])
     }
 
@@ -403,9 +404,11 @@ extension AssetTests {
         try await withStack { stack in
             let (token, key) = (stack.fixture.apiToken, stack.fixture.configuration.secretKey)
             let port = try Broker.freePort()
+            let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-data-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
             let settings = stack.settings.merging([
                 "STRATUS_RELAY": "off", "STRATUS_HTTP_PORT": "\(port)", "STRATUS_SECRET_KEY": key.hex,
-                "STRATUS_DATA_DIR": FileManager.default.temporaryDirectory.appendingPathComponent("stratus-data-\(UUID().uuidString)").path,
+                "STRATUS_DATA_DIR": dataDirectory,
             ]) { _, new in new }
             try await StratusExecutable.with("stratus-api", settings: settings) { api in
                 let base = "http://127.0.0.1:\(port)"
