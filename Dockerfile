@@ -49,7 +49,8 @@ COPY --from=builder /staging/swift/ /usr/lib/swift/linux/
 COPY --from=builder /staging/bin/ /usr/local/bin/
 COPY migrations /usr/share/stratus/migrations
 
-RUN useradd --system --user-group --home-dir /var/lib/stratus --create-home --shell /usr/sbin/nologin stratus
+RUN useradd --system --user-group --home-dir /var/lib/stratus --create-home --shell /usr/sbin/nologin stratus \
+    && install -d -o stratus -g stratus /var/lib/stratus/assets
 
 # A production image: its processes refuse to start without STRATUS_SECRET_KEY (or
 # STRATUS_SECRET_KEY_FILE) rather than each generating a key of its own.

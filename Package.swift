@@ -70,6 +70,18 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // Asset bytes: a blob store on the local filesystem or on any S3-compatible object store.
+        .target(
+            name: "StratusBlobStore",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
+            ]
+        ),
         // Push senders: webhooks and APNs over one HTTP client each; knows nothing of storage.
         .target(
             name: "StratusPush",
@@ -95,7 +107,7 @@ let package = Package(
         .target(
             name: "StratusWorkers",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusKafka", "StratusPush",
+                "StratusCore", "StratusPostgres", "StratusKafka", "StratusPush", "StratusBlobStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -104,7 +116,7 @@ let package = Package(
         .target(
             name: "StratusAPI",
             dependencies: [
-                "StratusCore", "StratusPostgres",
+                "StratusCore", "StratusPostgres", "StratusBlobStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -119,6 +131,7 @@ let package = Package(
             name: "StratusRuntime",
             dependencies: [
                 "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers", "StratusAPI", "StratusPush",
+                "StratusBlobStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -144,7 +157,7 @@ let package = Package(
         .target(
             name: "StratusBench",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusWorkers",
+                "StratusCore", "StratusPostgres", "StratusWorkers", "StratusBlobStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -195,7 +208,7 @@ let package = Package(
             name: "StratusIntegrationTests",
             dependencies: [
                 "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
-                "StratusAPI", "StratusRuntime", "StratusBench", "StratusPush", "StratusPushTestSupport",
+                "StratusAPI", "StratusRuntime", "StratusBench", "StratusPush", "StratusPushTestSupport", "StratusBlobStore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

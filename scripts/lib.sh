@@ -14,6 +14,9 @@ STRATUS_PIP_KAFKA=confluent-kafka
 STRATUS_PIP_KAFKA_VERSION=2.16.1
 # The contract tools of scripts/fuzz.sh: the fuzzer, and the OpenAPI 3.1 validator of scripts/openapi.py.
 STRATUS_PIP_TOOLS=(schemathesis==4.32.5 openapi-spec-validator==0.9.0)
+# The S3-compatible server the asset tests run the S3 blob store against (its `server` extra).
+STRATUS_PIP_S3=moto
+STRATUS_PIP_S3_VERSION=5.2.1
 
 log() { printf '[stratus] %s\n' "$*" >&2; }
 die() {
@@ -260,4 +263,42 @@ tansu_start() {
 
 tansu_stop() {
     stop_pid "${1:-}" "the broker" 10
+}
+
+# Starts a server with START_FUNCTION PORT LOG (tansu_start, s3_start) on a free port, trying three
+# ports; sets STARTED_PORT. NAME is what the log calls it.
+start_on_free_port() {
+    local name="$1" start="$2" logfile="$3" attempt candidate
+    STARTED_PORT=""
+    for attempt in 1 2 3; do
+        candidate="$(free_port)"
+        if "$start" "$candidate" "$logfile"; then
+            STARTED_PORT="$candidate"
+            return 0
+        fi
+        log "$name did not start on port $candidate (attempt $attempt)"
+    done
+    die "$name did not start"
+}
+
+# ---------------------------------------------------------------------------------------------
+# The S3-compatible server of the asset tests (moto's server mode): in-memory, one process.
+
+# Starts it on PORT, logging to LOG. Sets S3_PID.
+s3_start() {
+    local port="$1" logfile="$2" python
+    python="$(deps_python)"
+    log "starting the S3-compatible server on 127.0.0.1:$port (log: $logfile)"
+    "$python" -m moto.server -H 127.0.0.1 -p "$port" </dev/null >>"$logfile" 2>&1 &
+    S3_PID=$!
+    if ! wait_for_port "$port" "$S3_PID" 60; then
+        show_log_tail "$logfile"
+        stop_pid "$S3_PID" "the S3-compatible server" 5
+        S3_PID=""
+        return 1
+    fi
+}
+
+s3_stop() {
+    stop_pid "${1:-}" "the S3-compatible server" 10
 }

@@ -165,6 +165,12 @@ SCHEMAS = {
         description="A record field as a client sends it. Without `type` the type is inferred; `{}` or a null "
                     "`value` removes the field under update.",
     ),
+    "Asset": obj(
+        {"receipt": STRING, "size": INTEGER, "fileChecksum": STRING, "referenceChecksum": STRING},
+        {"wrappingKey": STRING, "downloadURL": {**STRING, "description": "Signed, expires (STRATUS_ASSET_URL_TTL_SECONDS)."}},
+        "CloudKit's asset dictionary: what an upload answers (`singleFile`) and an ASSETID field holds. `fileChecksum` is "
+        "base64 of the bytes' SHA-256; records answer it with a `downloadURL`.",
+    ),
     "Reference": obj(
         {"recordName": STRING},
         {"zoneID": ref("ZoneID"), "action": {"type": "string", "enum": ["NONE", "DELETE_SELF", "VALIDATE"]}},
@@ -258,7 +264,9 @@ ERRORS = {
           "Stratus: the server can no longer honour the sync token (the zone was re-created, the token is of "
           "another zone or database, or its tombstones were collected): drop the local copy and sync without a token."),
     412: (["VALIDATING_REFERENCE_ERROR"], "A VALIDATE reference's target is missing or protected."),
-    413: (["QUOTA_EXCEEDED"], "The user's storage quota is used up."),
+    413: (["QUOTA_EXCEEDED", "LIMIT_EXCEEDED"],
+          "QUOTA_EXCEEDED: the user's storage quota is used up; LIMIT_EXCEEDED: an asset upload past STRATUS_MAX_ASSET_BYTES."),
+    416: (["BAD_REQUEST"], "The Range starts past the asset's end (`Content-Range: bytes */size`)."),
     421: (["AUTHENTICATION_REQUIRED"], "A user is needed and none was given: sign in at `redirectURL`."),
     429: (RETRYABLE, "Rate limited: retry after `retryAfter` seconds (also the Retry-After header)."),
     500: (["INTERNAL_ERROR"],
@@ -508,6 +516,50 @@ PATHS["/device/1/{container}/{environment}/courier/{token}"] = {"get": {
     },
 }}
 
+ASSETS_UPLOAD = obj(
+    {"tokens": {"type": "array", "minItems": 1, "maxItems": 200, "items": obj(
+        {"recordType": TYPE_NAME, "fieldName": TYPE_NAME}, {"recordName": RECORD_NAME})}},
+    ZONE_ID_OPTIONAL,
+)
+database_path("assets/upload", {"post": operation(
+    "assetsUpload", "Upload URLs for asset fields",
+    "One URL per token, for the asset of one field of one record (named, or a new UUID): POST the bytes there "
+    "(until STRATUS_ASSET_URL_TTL_SECONDS pass) and put the answered `singleFile` into the field with records/modify.",
+    "assets", ASSETS_UPLOAD,
+    obj({"tokens": {"type": "array", "items": obj({"recordName": STRING, "fieldName": STRING, "url": STRING}, {"recordType": STRING})}}),
+    DATABASE_ERRORS + [404], WRITE,
+    example={"zoneID": {"zoneName": "_defaultZone"}, "tokens": [{"recordType": "Photo", "recordName": "p1", "fieldName": "image"}]})})
+GRANT = {"name": "grant", "in": "path", "required": True, "description": "The signed grant the URL carries.",
+         "schema": {"type": "string", "minLength": 1, "maxLength": 2048}}
+PATHS["/assets/1/upload/{grant}"] = {"post": {
+    "operationId": "assetUpload", "tags": ["assets"], "summary": "Upload an asset's bytes",
+    "description": "The URL from assets/upload is the credential. The body is the asset's bytes (at most "
+                   "STRATUS_MAX_ASSET_BYTES, 50 MB by default), streamed to the blob store and hashed on the way; an "
+                   "optional `Content-Digest: sha-256=:…:` is checked. Answers the receipt as `singleFile`. A URL takes "
+                   "one upload.",
+    "parameters": [GRANT, {"name": "Content-Digest", "in": "header", "required": False, EXT: True, "schema": {"type": "string"}}],
+    "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+    "security": [],
+    "responses": {
+        "200": ok(obj({"singleFile": ref("Asset")})),
+        **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 413, 500, 503)},
+    },
+}}
+PATHS["/assets/1/download/{grant}"] = {"get": {
+    "operationId": "assetDownload", "tags": ["assets"], "summary": "Download an asset",
+    "description": "A record's `downloadURL` (signed, expires). Streams the bytes; one `Range: bytes=…` range answers 206, "
+                   "a range past the end 416.",
+    "parameters": [GRANT, {"name": "Range", "in": "header", "required": False, "schema": {"type": "string"}}],
+    "security": [],
+    "responses": {
+        "200": {"description": "The asset's bytes.", "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"}},
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+        "206": {"description": "The requested range (`Content-Range`).", "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"}},
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+        **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (403, 404, 416, 500, 503)},
+    },
+}}
+
 PATHS["/auth/1/{container}/signin"] = {"post": {
     "operationId": "signIn", "tags": ["auth"], EXT: True,
     "summary": "Sign in with the container's user directory",
@@ -565,7 +617,7 @@ DOCUMENT_VALUE = {
     },
     "servers": [{"url": "http://127.0.0.1:8080", "description": "scripts/stack.sh"}],
     "tags": [
-        {"name": "zones"}, {"name": "records"}, {"name": "sync"}, {"name": "users"},
+        {"name": "zones"}, {"name": "records"}, {"name": "assets"}, {"name": "sync"}, {"name": "users"},
         {"name": "auth", EXT: True}, {"name": "operations", EXT: True},
     ],
     "paths": PATHS,

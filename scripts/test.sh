@@ -10,8 +10,9 @@
 # runs only the fuzz pass.
 #
 # The tests read STRATUS_TEST_DATABASE_URL (superuser `stratus` on database `stratus`; tests create
-# a database each), STRATUS_TEST_KAFKA_BROKERS, and STRATUS_TANSU_BIN (the broker binary, for
-# tests that run and kill a broker of their own).
+# a database each), STRATUS_TEST_KAFKA_BROKERS, STRATUS_TANSU_BIN (the broker binary, for
+# tests that run and kill a broker of their own) and STRATUS_TEST_S3_ENDPOINT (a throwaway
+# S3-compatible server, moto's, for the asset tests of the S3 blob store).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -38,6 +39,7 @@ work=""
 pg_dir=""
 PG_PID=""
 TANSU_PID=""
+S3_PID=""
 status=0
 
 # Stops what the tests left running (e.g. a broker of a test that crashed): the processes that
@@ -68,6 +70,9 @@ cleanup() {
     if [[ -n "$TANSU_PID" ]]; then
         tansu_stop "$TANSU_PID"
     fi
+    if [[ -n "$S3_PID" ]]; then
+        s3_stop "$S3_PID"
+    fi
     if [[ -n "$pg_dir" ]]; then
         pg_stop "$pg_dir" "$PG_PID"
     fi
@@ -76,6 +81,7 @@ cleanup() {
         if ((status != 0)); then
             show_log_tail "$work/postgres.log" 30
             show_log_tail "$work/broker.log" 30
+            show_log_tail "$work/s3.log" 30
         fi
         rm -rf "$work"
     fi
@@ -107,28 +113,24 @@ done
 [[ -n "$pg_port" ]] || die "PostgreSQL did not start"
 pg_create_database "$pg_port" stratus
 
-broker_port=""
-for attempt in 1 2 3; do
-    candidate="$(free_port)"
-    if tansu_start "$candidate" "$work/broker.log"; then
-        broker_port="$candidate"
-        break
-    fi
-    log "the broker did not start on port $candidate (attempt $attempt)"
-done
-[[ -n "$broker_port" ]] || die "the broker did not start"
+start_on_free_port "the broker" tansu_start "$work/broker.log"
+broker_port="$STARTED_PORT"
+start_on_free_port "the S3-compatible server" s3_start "$work/s3.log"
+s3_port="$STARTED_PORT"
 
 STRATUS_TEST_DATABASE_URL="postgres://stratus@127.0.0.1:$pg_port/stratus"
 STRATUS_TEST_KAFKA_BROKERS="127.0.0.1:$broker_port"
 STRATUS_TANSU_BIN="$(tansu_path)"
-export STRATUS_TEST_DATABASE_URL STRATUS_TEST_KAFKA_BROKERS STRATUS_TANSU_BIN
+STRATUS_TEST_S3_ENDPOINT="http://127.0.0.1:$s3_port"
+export STRATUS_TEST_DATABASE_URL STRATUS_TEST_KAFKA_BROKERS STRATUS_TANSU_BIN STRATUS_TEST_S3_ENDPOINT
 
 if ((servers_only)); then
     printf 'export STRATUS_TEST_DATABASE_URL=%q\n' "$STRATUS_TEST_DATABASE_URL"
     printf 'export STRATUS_TEST_KAFKA_BROKERS=%q\n' "$STRATUS_TEST_KAFKA_BROKERS"
     printf 'export STRATUS_TANSU_BIN=%q\n' "$STRATUS_TANSU_BIN"
+    printf 'export STRATUS_TEST_S3_ENDPOINT=%q\n' "$STRATUS_TEST_S3_ENDPOINT"
     log "servers are up; Ctrl-C stops them"
-    while kill -0 "$TANSU_PID" 2>/dev/null && pg_running "$pg_dir"; do
+    while kill -0 "$TANSU_PID" 2>/dev/null && kill -0 "$S3_PID" 2>/dev/null && pg_running "$pg_dir"; do
         sleep 1
     done
     log "a server exited"

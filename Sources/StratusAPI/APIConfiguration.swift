@@ -59,6 +59,8 @@ public struct APIConfiguration: Sendable {
     public var signInURL: String?
     /// Seconds a web auth token from the sign-in endpoint stays valid.
     public var webAuthTokenLifetime: Int64 = 7 * 86_400
+    /// Asset limits and URL lifetimes.
+    public var assets = AssetSettings()
 
     /// Creates a configuration.
     public init(secretKey: SecretKey) { self.secretKey = secretKey }

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
+import StratusBlobStore
 import StratusCore
 import StratusPostgres
 
@@ -16,10 +17,17 @@ public struct APIDependencies: Sendable {
     public var metrics: @Sendable () -> String
     /// Wakes web couriers when notifications are logged (a service of the application).
     public var hub: NotificationHub
+    /// Where asset bytes live.
+    public var blobs: any BlobStore
 
-    /// Creates the dependencies.
-    public init(store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String, hub: NotificationHub? = nil) {
+    /// Creates the dependencies; without a blob store, assets go to a fresh folder under the
+    /// temporary directory (tests that do not look at assets).
+    public init(
+        store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String, hub: NotificationHub? = nil,
+        blobs: (any BlobStore)? = nil
+    ) {
         self.store = store
+        self.blobs = blobs ?? FileSystemBlobStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("stratus-assets-\(UUID().uuidString)").path)
         self.readiness = readiness
         self.metrics = metrics
         self.hub = hub ?? NotificationHub(store: store, logger: Logger(label: "stratus-api.notifications"))
@@ -44,12 +52,24 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     ).register(on: router)
     ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
         .register(on: router)
-    RecordRoutes<APIRequestContext>(records: RecordStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
-        .register(on: router)
-    SyncRoutes<APIRequestContext>(sync: SyncStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
-        .register(on: router)
-    QueryRoutes<APIRequestContext>(queries: QueryStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
-        .register(on: router)
+    let records = RecordStore(store: dependencies.store)
+    let assets = AssetStore(store: dependencies.store)
+    RecordRoutes<APIRequestContext>(
+        records: records, authenticator: authenticator, limits: configuration.limits,
+        assets: AssetBinding(assets: assets, records: records, settings: configuration.assets), secretKey: configuration.secretKey
+    ).register(on: router)
+    AssetRoutes<APIRequestContext>(
+        assets: assets, blobs: dependencies.blobs, authenticator: authenticator, limits: configuration.limits, settings: configuration.assets,
+        secretKey: configuration.secretKey
+    ).register(on: router)
+    SyncRoutes<APIRequestContext>(
+        sync: SyncStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
+        assetSettings: configuration.assets
+    ).register(on: router)
+    QueryRoutes<APIRequestContext>(
+        queries: QueryStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
+        assetSettings: configuration.assets
+    ).register(on: router)
     SubscriptionRoutes<APIRequestContext>(subscriptions: SubscriptionStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
         .register(on: router)
     NotificationRoutes<APIRequestContext>(

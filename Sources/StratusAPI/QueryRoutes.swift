@@ -11,6 +11,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
     let authenticator: Authenticator
     let limits: APILimits
     let secretKey: SecretKey
+    let assetSettings: AssetSettings
 
     func register(on router: Router<Context>) {
         router.post("/database/1/:container/:environment/:database/records/query") { request, context in try await query(request, context) }
@@ -62,9 +63,10 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         }
         let page = try await queries.run(query, in: database, scope: scope, limit: limit, after: after, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
+        let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
         var members: [String: JSONValue] = [
             "records": .array(page.records.map { zone, record in
-                RecordWire.dictionary(record, zone: ZoneID(zoneName: zone, ownerRecordName: database.owner), desiredKeys: parsed.desiredKeys, numbersAsStrings: numbersAsStrings)
+                RecordWire.dictionary(record, zone: ZoneID(zoneName: zone, ownerRecordName: database.owner), desiredKeys: parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)
             }),
         ]
         if let continuation = page.continuation {

@@ -9,6 +9,8 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
     let records: RecordStore
     let authenticator: Authenticator
     let limits: APILimits
+    let assets: AssetBinding
+    let secretKey: SecretKey
 
     func register(on router: Router<Context>) {
         let base = "/database/1/:container/:environment/:database/records"
@@ -70,6 +72,8 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             commands.append(RecordStore.Command(type: type, input: input))
         }
         // Default zones cannot be atomic (no zone-wide transaction); custom zones are atomic unless told otherwise.
+        commands = try await assets.bind(commands, zone: zone, database: database, logger: context.logger)
+        let links = AssetLinks(request: request, key: secretKey, settings: assets.settings)
         let atomic = !zone.isDefaultZone && (parsed.atomic ?? true)
         let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName)
         var storeLimits = RecordStore.Limits()
@@ -78,17 +82,18 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         storeLimits.userQuotaBytes = limits.userQuotaBytes
         let outcomes = try await records.modify(
             commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, logger: context.logger)
+        await assets.saved(outcomes.compactMap { if case .success(.saved(let record)) = $0 { record } else { nil } }, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let results: [JSONValue] = zip(parsed.operations, zip(commands, outcomes)).map { operation, pair in
             let (command, outcome) = pair
             switch outcome {
             case .success(.saved(let record)):
-                return RecordWire.dictionary(record, zone: zone, desiredKeys: operation.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings)
+                return RecordWire.dictionary(record, zone: zone, desiredKeys: operation.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)
             case .success(.deleted(let recordName)):
                 return .object(["recordName": .string(recordName), "deleted": .bool(true),
                                 "zoneID": zone.json])
             case .failure(let failure):
-                let server = failure.serverRecord.map { RecordWire.dictionary($0, zone: zone, desiredKeys: nil, numbersAsStrings: numbersAsStrings) }
+                let server = failure.serverRecord.map { RecordWire.dictionary($0, zone: zone, desiredKeys: nil, numbersAsStrings: numbersAsStrings, links: links) }
                 return RecordWire.error(failure.error, recordName: command.input.recordName, uuid: context.requestID, serverRecord: server)
             }
         }
@@ -115,17 +120,22 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         }
         let found = try await records.lookup(parsed.records.map(\.recordName), zone: zone, in: database, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
+        let links = AssetLinks(request: request, key: secretKey, settings: assets.settings)
         let results: [JSONValue] = parsed.records.map { item in
             guard let record = found[ExactName(item.recordName)] else {
                 return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
             }
-            return RecordWire.dictionary(record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings)
+            return RecordWire.dictionary(record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)
         }
         return json(JSONValue.object(["records": .array(results)]))
     }
 
-    /// The request's zone: the default zone when absent; only the caller's own zones.
     private func zoneID(_ wire: WireZoneID?, database: DatabaseID) throws(StratusError) -> ZoneID {
+        try Self.zoneID(wire, database: database)
+    }
+
+    /// The request's zone: the default zone when absent; only the caller's own zones.
+    static func zoneID(_ wire: WireZoneID?, database: DatabaseID) throws(StratusError) -> ZoneID {
         let name = wire?.zoneName ?? ZoneID.defaultZoneName
         if name != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: name) }
         if let owner = wire?.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {

@@ -93,11 +93,13 @@ enum RecordWire {
     }
 
     /// A stored record as CloudKit's record dictionary, trimmed to `desiredKeys` when given.
-    static func dictionary(_ record: Record, zone: ZoneID, desiredKeys: [String]?, numbersAsStrings: Bool) -> JSONValue {
+    /// Asset fields get a signed `downloadURL` from `links`.
+    static func dictionary(_ record: Record, zone: ZoneID, desiredKeys: [String]?, numbersAsStrings: Bool, links: AssetLinks) -> JSONValue {
         var fields: [String: JSONValue] = [:]
         let wanted = desiredKeys.map(Set.init)
         for (name, value) in record.fields where wanted?.contains(name) ?? true {
-            fields[name] = FieldCoding.encode(value, numbersAsStrings: numbersAsStrings)
+            let encoded = FieldCoding.encode(value, numbersAsStrings: numbersAsStrings)
+            fields[name] = value.type.base == .asset ? links.decorate(encoded) : encoded
         }
         let zoneID = zone.json
         var members: [String: JSONValue] = [

@@ -10,6 +10,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     let authenticator: Authenticator
     let limits: APILimits
     let secretKey: SecretKey
+    let assetSettings: AssetSettings
 
     func register(on router: Router<Context>) {
         let base = "/database/1/:container/:environment/:database"
@@ -45,7 +46,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     func recordChanges(_ request: Request, _ context: Context) async throws -> Response {
         let (database, body) = try await open(request, context)
         let parsed = try RequestBody.decode(ZoneRequest.self, from: body)
-        return json(try await changes(parsed, database: database, budget: limits.maxResponseBytes, context: context).page)
+        let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
+        return json(try await changes(parsed, database: database, budget: limits.maxResponseBytes, links: links, context: context).page)
     }
 
     func zoneChanges(_ request: Request, _ context: Context) async throws -> Response {
@@ -64,9 +66,10 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         // One response budget for all the zones: a zone asked after it is spent answers no change
         // (its token as it was) and moreComing.
         var budget = limits.maxResponseBytes
+        let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
         for zone in parsed.zones {
             do {
-                let (result, bytes) = try await changes(zone, database: database, budget: budget, context: context)
+                let (result, bytes) = try await changes(zone, database: database, budget: budget, links: links, context: context)
                 results.append(result)
                 budget -= bytes
             } catch let error as StratusError where error.code != .tryAgainLater {
@@ -84,7 +87,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
 
     /// One zone's page of changes as CloudKit's dictionary, at most `budget` bytes of record fields
     /// (but one record however large when the response holds nothing yet), with the bytes it holds.
-    private func changes(_ zoneRequest: ZoneRequest, database: DatabaseID, budget: Int, context: Context) async throws -> (page: JSONValue, bytes: Int) {
+    private func changes(_ zoneRequest: ZoneRequest, database: DatabaseID, budget: Int, links: AssetLinks, context: Context) async throws -> (page: JSONValue, bytes: Int) {
         let name = zoneRequest.zoneID.zoneName
         if name != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: name) }
         try ClientText.check(names: zoneRequest.desiredKeys, "desiredKeys", limit: limits.maxNames)
@@ -131,7 +134,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let records: [JSONValue] = page.changes.map { change in
             switch change {
             case .saved(let record):
-                return RecordWire.dictionary(record, zone: zone, desiredKeys: zoneRequest.desiredKeys, numbersAsStrings: numbersAsStrings)
+                return RecordWire.dictionary(record, zone: zone, desiredKeys: zoneRequest.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)
             case .deleted(let recordName, _):
                 return .object(["recordName": .string(recordName), "deleted": .bool(true)])
             }

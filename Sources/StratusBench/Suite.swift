@@ -145,6 +145,11 @@ public struct BenchSuite: Sendable {
             record(try await notifyLag(client))
             record(try await notifyFanout(client, store: store))
         }
+        if settings.runs("asset") {
+            for (megabytes, rounds) in [(1, 20), (50, 3)] {
+                for result in try await assets(client, megabytes: megabytes, rounds: rounds) { record(result) }
+            }
+        }
         if settings.runs("rebuild") {
             record(try await rebuild(store))
         }

@@ -14,10 +14,14 @@ public enum TokenKind: String, Sendable, CaseIterable {
     case continuationMarker = "continuation-marker"
     /// A user's position in the notification log (`notifications/changes`).
     case notificationSync = "notification-sync"
+    /// An asset upload URL (`assets/upload`): one upload of one record field's asset.
+    case assetUpload = "asset-upload"
+    /// An asset's `downloadURL`: reading one asset until it expires.
+    case assetDownload = "asset-download"
 
     /// Whether tokens of this kind travel in URLs (query items): those keep the URL-safe text
     /// format 2; the others are written in format 3, standard base64 of bytes.
-    var travelsInURL: Bool { self == .webAuth }
+    var travelsInURL: Bool { self == .webAuth || self == .assetUpload || self == .assetDownload }
 
     /// The JSON members a token of the first format (one key for every kind, no version) may carry,
     /// for the kinds still accepted in that format; nil for the kinds that are not. A token of that
@@ -27,7 +31,7 @@ public enum TokenKind: String, Sendable, CaseIterable {
         switch self {
         case .zoneSync: (["z", "i", "v"], ["u", "b"])
         case .databaseSync: (["d", "z"], [])
-        case .webAuth, .continuationMarker, .notificationSync: nil
+        case .webAuth, .continuationMarker, .notificationSync, .assetUpload, .assetDownload: nil
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import StratusAPI
+import StratusBlobStore
 import StratusCore
 import StratusKafka
 import StratusPostgres
@@ -54,6 +55,12 @@ public struct StratusConfiguration: Sendable {
     /// How stratus-subscriptions sends pushes: `STRATUS_DELIVERY_MAX_ATTEMPTS` (8, then a delivery is
     /// dead) and `STRATUS_DELIVERY_CONCURRENCY` (32 in flight).
     public var delivery = DeliveryConfiguration()
+    /// `STRATUS_ASSET_STORE` and its settings: where asset bytes live.
+    public var blobStore = BlobStoreConfiguration.fileSystem(directory: ".stratus/assets")
+    /// `STRATUS_ASSET_GRACE_SECONDS`: how long an asset no record holds is kept (an upload not yet bound too).
+    public var assetGrace: Duration = .seconds(86_400)
+    /// `STRATUS_ASSET_GC_INTERVAL_SECONDS`: how often stratus-gc looks for orphaned assets.
+    public var assetCollectionInterval: Duration = .seconds(300)
 
     /// What kind of deployment a process belongs to; decides whether a missing secret key may be
     /// generated.
@@ -153,6 +160,7 @@ public struct StratusConfiguration: Sendable {
         guard (1...1_000).contains(configuration.delivery.concurrency) else {
             throw ConfigurationProblem("STRATUS_DELIVERY_CONCURRENCY must be 1 to 1000, got \(configuration.delivery.concurrency)")
         }
+        try readAssets(environment, into: &configuration)
         switch environment["STRATUS_WEBHOOK_ALLOW_LOOPBACK"] ?? "false" {
         case "true", "1": configuration.webhookAllowInsecureLoopback = true
         case "false", "0": configuration.webhookAllowInsecureLoopback = false

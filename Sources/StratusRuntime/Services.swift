@@ -17,7 +17,8 @@ public enum StratusProcess {
         switch name {
         case "stratus-indexer": IndexerProjection()
         case "stratus-subscriptions": SubscriptionsProjection()
-        case "stratus-gc", "stratus-shares": ObserverProjection(name: name)
+        case "stratus-gc": CompositeProjection(name: name, parts: [AssetReferenceProjection(name: name)])
+        case "stratus-shares": ObserverProjection(name: name)
         default: nil
         }
     }
@@ -79,7 +80,7 @@ public enum StratusProcess {
                     _ = try await KafkaAdmin(configuration: kafka, logger: logger).partitionCount(topic: configuration.relay.topic, timeout: .seconds(3))
                 },
             ],
-            metrics: { Observability.render() })
+            metrics: { Observability.render() }, blobs: configuration.blobStore.makeStore())
         let app = buildApplication(dependencies, configuration: configuration.api, services: services, logger: logger)
         try await app.runService()
     }
@@ -124,6 +125,9 @@ public enum StratusProcess {
         }
         if name == "stratus-gc" {
             services.append(TombstoneCollector(store: store, retention: configuration.tombstoneRetention, logger: logger))
+            services.append(OrphanAssetCollector(
+                store: store, blobs: configuration.blobStore.makeStore(), grace: configuration.assetGrace,
+                interval: configuration.assetCollectionInterval, logger: logger))
         }
         if configuration.metricsPort > 0 {
             services.append(MetricsServer(host: configuration.api.host, port: configuration.metricsPort, logger: logger))

@@ -24,16 +24,7 @@ public struct TombstoneCollector: Service {
     }
 
     public func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await collectOnce()
-                } catch where !Task.isCancelled {
-                    logger.warning("tombstone collection failed; trying again later", metadata: ["error": "\(error)"])
-                }
-                try await Task.sleep(for: interval)
-            }
-        }
+        try await repeatPass(every: interval, what: "tombstone collection", logger: logger) { try await collectOnce() }
     }
 
     /// One pass over every zone with expired tombstones; returns how many were collected.

@@ -45,7 +45,7 @@ struct BenchCommand: AsyncParsableCommand {
     var idleSeconds: Double = 30
     @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
     var process: [String] = []
-    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, rebuild.")
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, asset, rebuild.")
     var only: String?
     @Option(help: "Where to write the JSON report.")
     var output: String?

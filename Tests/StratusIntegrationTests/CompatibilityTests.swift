@@ -64,6 +64,7 @@ final class CompatibilityTests: XCTestCase {
     func testSubscriptionsLookup() async throws { try await runFixture("subscriptions-lookup") }
     func testUsersCurrent() async throws { try await runFixture("users-current") }
     func testErrors() async throws { try await runFixture("errors") }
+    func testAssetsUpload() async throws { try await runFixture("assets-upload") }
 
     // MARK: - The suite checks itself
 

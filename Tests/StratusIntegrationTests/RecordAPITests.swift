@@ -164,7 +164,8 @@ final class RecordAPITests: XCTestCase {
             try await Self.createZone(client, fixture, "Notes")
             let big: Int64 = 9_007_199_254_740_993  // 2^53 + 1: not representable as a double
             let location: Body = ["latitude": 47.5, "longitude": 8.25, "horizontalAccuracy": 5.0, "altitude": 400.0, "timestamp": 1_700_000_000_000]
-            let asset: Body = ["fileChecksum": "abc", "size": 12, "receipt": "r1"]
+            let asset = try await AssetTests.upload(client, fixture, record: "all", field: "a", [1, 2, 3])
+            let listed = try await AssetTests.upload(client, fixture, record: "all", field: "al", [4])
             let fields: Body = [
                 "s": ["value": "text", "type": "STRING"],
                 "i": ["value": big, "type": "INT64"],
@@ -181,7 +182,7 @@ final class RecordAPITests: XCTestCase {
                 "tl": ["value": [1, 2], "type": "TIMESTAMP_LIST"],
                 "bl": ["value": [Data([9]).base64EncodedString()], "type": "BYTES_LIST"],
                 "rl": ["value": [["recordName": "x"], ["recordName": "y", "action": "NONE"]], "type": "REFERENCE_LIST"],
-                "al": ["value": [asset], "type": "ASSETID_LIST"],
+                "al": ["value": [listed], "type": "ASSETID_LIST"],
                 "ll": ["value": [location], "type": "LOCATION_LIST"],
                 "inferredString": ["value": "x"],
                 "inferredInt": ["value": 42],
@@ -207,7 +208,7 @@ final class RecordAPITests: XCTestCase {
             XCTAssertEqual((stored["t"]?["value"] as? NSNumber)?.int64Value, 1_700_000_000_123)
             XCTAssertEqual(stored["b"]?["value"] as? String, Data([0, 1, 2, 255]).base64EncodedString())
             XCTAssertEqual((stored["r"]?["value"] as? Body)?["recordName"] as? String, "target")
-            XCTAssertEqual((stored["a"]?["value"] as? Body)?["receipt"] as? String, "r1")
+            XCTAssertEqual((stored["a"]?["value"] as? Body)?["receipt"] as? String, asset["receipt"] as? String)
             XCTAssertEqual((stored["l"]?["value"] as? Body)?["latitude"] as? Double, 47.5)
             XCTAssertEqual((stored["l"]?["value"] as? Body)?["altitude"] as? Double, 400)
             XCTAssertEqual(stored["sl"]?["value"] as? [String], ["a", "b"])

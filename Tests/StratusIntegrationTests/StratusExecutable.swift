@@ -103,6 +103,9 @@ final class StratusExecutable: @unchecked Sendable {
         return await exited()
     }
 
+    /// The process id (for reading its /proc entries).
+    var processIdentifier: Int32 { process.processIdentifier }
+
     /// Whether the process is still running.
     var isRunning: Bool { exit.withLock { $0.status == nil } }
 

@@ -1,0 +1,159 @@
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import StratusBlobStore
+import StratusCore
+import StratusPostgres
+
+/// `assets/upload` (upload URLs for record fields), the upload itself (`POST` of the bytes to such a
+/// URL, answered with the asset's receipt) and downloads (`GET` of a record's `downloadURL`, with
+/// `Range`). Bytes stream between the connection and the blob store: no asset is held whole in memory.
+struct AssetRoutes<Context: StratusRequestContext>: Sendable {
+    let assets: AssetStore
+    let blobs: any BlobStore
+    let authenticator: Authenticator
+    let limits: APILimits
+    let settings: AssetSettings
+    let secretKey: SecretKey
+
+    func register(on router: Router<Context>) {
+        router.post("/database/1/:container/:environment/:database/assets/upload") { request, context in try await requestUpload(request, context) }
+        router.post("/assets/1/upload/:grant") { request, context in try await upload(request, context) }
+        router.get("/assets/1/download/:grant") { request, context in try await download(request, context) }
+    }
+
+    struct UploadRequest: Decodable {
+        struct Token: Decodable {
+            var recordName: String?
+            var recordType: String
+            var fieldName: String
+        }
+        var zoneID: WireZoneID?
+        var tokens: [Token]
+    }
+
+    func requestUpload(_ request: Request, _ context: Context) async throws -> Response {
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
+        let parsed = try RequestBody.decode(UploadRequest.self, from: opened.body)
+        guard !parsed.tokens.isEmpty else { throw StratusError(.badRequest, "tokens must name at least one asset field") }
+        guard parsed.tokens.count <= limits.maxOperations else {
+            throw StratusError(.limitExceeded, "At most \(limits.maxOperations) tokens are allowed per request, got \(parsed.tokens.count)")
+        }
+        let zone = try RecordRoutes<Context>.zoneID(parsed.zoneID, database: opened.database)
+        let expiresAt = Int64(Date().timeIntervalSince1970 * 1000) + Int64(settings.urlLifetime.components.seconds) * 1000
+        let base = publicBaseURL(request)
+        var tokens: [JSONValue] = []
+        for (index, token) in parsed.tokens.enumerated() {
+            let recordName = token.recordName ?? UUID().uuidString
+            do {
+                try Record.validate(recordName: recordName)
+                try Record.validate(recordType: token.recordType)
+                try Record.validate(fieldName: token.fieldName)
+            } catch {
+                throw StratusError(error.code, "tokens[\(index)]: \(error.reason)")
+            }
+            let grant = AssetUploadGrant(
+                assetID: UUID(), database: opened.database, zoneName: zone.zoneName, recordName: recordName, recordType: token.recordType,
+                fieldName: token.fieldName, expiresAt: expiresAt)
+            tokens.append(.object([
+                "recordName": .string(recordName), "fieldName": .string(token.fieldName), "recordType": .string(token.recordType),
+                "url": .string("\(base)/assets/1/upload/\(grant.signed(with: secretKey))"),
+            ]))
+        }
+        return json(JSONValue.object(["tokens": .array(tokens)]))
+    }
+
+    func upload(_ request: Request, _ context: Context) async throws -> Response {
+        guard let text = context.parameters.get("grant"), let grant = AssetUploadGrant.open(text, key: secretKey) else {
+            throw StratusError(.authenticationFailed, "This upload URL is not valid; ask assets/upload for one")
+        }
+        guard grant.expiresAt > Int64(Date().timeIntervalSince1970 * 1000) else {
+            throw StratusError(.authenticationFailed, "This upload URL has expired; ask assets/upload for a new one")
+        }
+        if let declared = request.headers[.contentLength].flatMap({ Int64($0) }), declared > settings.maxBytes {
+            throw UploadMeter.tooLarge(settings.maxBytes)
+        }
+        let expected = try Self.contentDigest(request.headers[.init("Content-Digest")!])
+        guard try await assets.beginUpload(grant, logger: context.logger) else {
+            throw StratusError(.badRequest, "This upload URL was used already; ask assets/upload for another")
+        }
+        let receipt = AssetValue.receipt(grant.assetID)
+        let key = BlobKey(receipt)!
+        let meter = UploadMeter(limit: settings.maxBytes)
+        do {
+            try await blobs.put(key: key, body: MeteredBody(base: request.body, meter: meter), logger: context.logger)
+            let (size, digest) = meter.total
+            if let expected, Data(digest) != expected {
+                throw StratusError(.badRequest, "The bytes received do not match Content-Digest; nothing was stored")
+            }
+            let value = AssetValue(receipt: receipt, size: size, fileChecksum: AssetValue.fileChecksum(digest))
+            try await assets.finishUpload(grant.assetID, size: size, fileChecksum: value.fileChecksum, logger: context.logger)
+            return json(JSONValue.object(["singleFile": value.json]))
+        } catch {
+            try? await blobs.delete(key: key, logger: context.logger)
+            try? await assets.abandonUpload(grant.assetID, logger: context.logger)
+            if meter.exceeded { throw UploadMeter.tooLarge(settings.maxBytes) }
+            if error is StratusError { throw error }
+            context.logger.error("storing an asset failed", metadata: ["error": "\(error)"])
+            throw StratusError(.tryAgainLater, "The asset could not be stored; send it again")
+        }
+    }
+
+    /// The SHA-256 an RFC 9530 `Content-Digest: sha-256=:base64:` header names; nil without one.
+    static func contentDigest(_ header: String?) throws(StratusError) -> Data? {
+        guard let header else { return nil }
+        for member in header.split(separator: ",") {
+            let parts = member.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "sha-256" else { continue }
+            let value = parts[1]
+            guard value.count > 2, value.hasPrefix(":"), value.hasSuffix(":"), let digest = Data(base64Encoded: String(value.dropFirst().dropLast())),
+                  digest.count == 32 else {
+                throw StratusError(.badRequest, "Content-Digest sha-256 must be :base64 of 32 bytes:")
+            }
+            return digest
+        }
+        return nil
+    }
+
+    func download(_ request: Request, _ context: Context) async throws -> Response {
+        guard let text = context.parameters.get("grant"), let grant = AssetDownloadGrant.open(text, key: secretKey),
+              grant.expiresAt > Int64(Date().timeIntervalSince1970 * 1000) else {
+            throw StratusError(.accessDenied, "This download URL is not valid or has expired; fetch the record again for a new one")
+        }
+        guard let asset = try await assets.find([grant.assetID], logger: context.logger)[grant.assetID], let value = asset.value else {
+            throw StratusError(.notFound, "This asset no longer exists")
+        }
+        var headers = HTTPFields()
+        headers[.acceptRanges] = "bytes"
+        headers[.contentType] = "application/octet-stream"
+        headers[.eTag] = "\"\(value.fileChecksum)\""
+        headers[.cacheControl] = "private, max-age=\(settings.urlLifetime.components.seconds)"
+        let range: Range<Int64>
+        let status: HTTPResponse.Status
+        switch ByteRange.parse(request.headers[.range], size: value.size) {
+        case .whole:
+            range = 0..<value.size
+            status = .ok
+        case .partial(let partial):
+            range = partial
+            status = .partialContent
+            headers[.contentRange] = "bytes \(partial.lowerBound)-\(partial.upperBound - 1)/\(value.size)"
+        case .unsatisfiable:
+            var errorHeaders = HTTPFields()
+            errorHeaders[.contentType] = "application/json; charset=utf-8"
+            errorHeaders[.contentRange] = "bytes */\(value.size)"
+            let error = StratusError(ServerErrorCode("BAD_REQUEST", httpStatus: 416), "The range starts past the asset's \(value.size) bytes")
+            return Response(status: .rangeNotSatisfiable, headers: errorHeaders, body: .init(byteBuffer: ByteBuffer(data: EventCoding.encode(ErrorDictionary(error, uuid: context.requestID)))))
+        }
+        headers[.contentLength] = String(range.count)
+        let blobs = blobs
+        let logger = context.logger
+        let key = BlobKey(value.receipt)!
+        return Response(status: status, headers: headers, body: ResponseBody(contentLength: Int(range.count)) { writer in
+            try await blobs.read(key: key, range: range, logger: logger) { chunk in try await writer.write(chunk) }
+            try await writer.finish(nil)
+        })
+    }
+}

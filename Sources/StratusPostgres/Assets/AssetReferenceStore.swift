@@ -1,0 +1,55 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// stratus-gc's asset reference counts (`asset_references`), kept from record and zone events: for
+/// each asset, whether its record still holds it and since when. Each apply runs in the worker's
+/// checkpoint transaction; times are the events' own, so a replay reaches the same decisions.
+public enum AssetReferenceStore {
+    /// A saved record holds exactly the assets its fields name now: those it held before and no
+    /// longer does are released at the event's time.
+    public static func apply(_ saved: RecordSaved, event: EventEnvelope, in transaction: Transaction) async throws {
+        let ids = Array(saved.record.assetIDs)
+        let at = Date(timeIntervalSince1970: Double(event.createdAt) / 1000)
+        let zoneKey = event.zoneKey.rawValue
+        let recordName = saved.record.recordName
+        try await transaction.connection.query("""
+            UPDATE asset_references SET referenced = false, changed_at = \(at)
+            WHERE zone_key = \(zoneKey) AND record_name = \(recordName) AND referenced AND NOT (asset_id = ANY(\(ids)))
+            """, logger: transaction.logger)
+        guard !ids.isEmpty else { return }
+        try await transaction.connection.query("""
+            INSERT INTO asset_references (asset_id, zone_key, record_name, referenced, changed_at)
+            SELECT id, \(zoneKey), \(recordName), true, \(at) FROM unnest(\(ids)::uuid[]) AS id
+            ON CONFLICT (asset_id) DO UPDATE SET referenced = true, zone_key = EXCLUDED.zone_key, record_name = EXCLUDED.record_name,
+                changed_at = EXCLUDED.changed_at
+            """, logger: transaction.logger)
+        try await transaction.connection.query(
+            "UPDATE assets SET bound = true WHERE asset_id = ANY(\(ids)) AND NOT bound", logger: transaction.logger)
+    }
+
+    /// A deleted record releases every asset it held.
+    public static func apply(_ deleted: RecordDeleted, event: EventEnvelope, in transaction: Transaction) async throws {
+        let at = Date(timeIntervalSince1970: Double(event.createdAt) / 1000)
+        try await transaction.connection.query("""
+            UPDATE asset_references SET referenced = false, changed_at = \(at)
+            WHERE zone_key = \(event.zoneKey.rawValue) AND record_name = \(deleted.recordName) AND referenced
+            """, logger: transaction.logger)
+    }
+
+    /// A deleted zone releases every asset its records held.
+    public static func apply(_ deleted: ZoneDeleted, event: EventEnvelope, in transaction: Transaction) async throws {
+        let at = Date(timeIntervalSince1970: Double(event.createdAt) / 1000)
+        try await transaction.connection.query("""
+            UPDATE asset_references SET referenced = false, changed_at = \(at) WHERE zone_key = \(event.zoneKey.rawValue) AND referenced
+            """, logger: transaction.logger)
+    }
+
+    /// Forgets every count (replay). Until the replay has caught up, the collector's check against
+    /// the records keeps referenced assets safe.
+    public static func reset(in transaction: Transaction) async throws {
+        try await transaction.connection.query("DELETE FROM asset_references", logger: transaction.logger)
+        try await transaction.connection.query("UPDATE assets SET bound = false WHERE bound", logger: transaction.logger)
+    }
+}

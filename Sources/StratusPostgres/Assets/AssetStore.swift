@@ -1,0 +1,171 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// The `assets` table: what stratus-api knows of each upload, and the checks stratus-gc makes
+/// before it deletes an asset's bytes.
+public struct AssetStore: Sendable {
+    let store: PostgresStore
+
+    /// Creates the store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// An asset as the table holds it.
+    public struct Asset: Sendable, Hashable {
+        public var id: UUID
+        public var database: DatabaseID
+        public var zoneName: String
+        public var recordName: String
+        public var recordType: String
+        public var fieldName: String
+        /// `uploading`, `uploaded` or `collecting`.
+        public var state: String
+        public var size: Int64?
+        public var fileChecksum: String?
+        /// When the upload started.
+        public var createdAt: Date
+        /// Whether stratus-gc saw a record event referencing it.
+        public var bound: Bool
+
+        /// The value an ASSETID field holds, once uploaded.
+        public var value: AssetValue? {
+            guard state == "uploaded", let size, let fileChecksum else { return nil }
+            return AssetValue(receipt: AssetValue.receipt(id), size: size, fileChecksum: fileChecksum)
+        }
+    }
+
+    /// Starts an upload: false when the grant's asset exists already (its URL was used).
+    public func beginUpload(_ grant: AssetUploadGrant, logger: Logger) async throws -> Bool {
+        let database = grant.database
+        return try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                INSERT INTO assets (asset_id, container, environment, scope, owner, zone_name, record_name, record_type, field_name, state)
+                VALUES (\(grant.assetID), \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner),
+                        \(grant.zoneName), \(grant.recordName), \(grant.recordType), \(grant.fieldName), 'uploading')
+                ON CONFLICT (asset_id) DO NOTHING RETURNING asset_id
+                """, logger: logger)
+            for try await _ in rows.decode(UUID.self) { return true }
+            return false
+        }
+    }
+
+    /// Completes an upload with its size and checksum.
+    public func finishUpload(_ id: UUID, size: Int64, fileChecksum: String, logger: Logger) async throws {
+        try await store.withConnection { connection in
+            try await connection.query("""
+                UPDATE assets SET state = 'uploaded', size = \(size), file_checksum = \(fileChecksum)
+                WHERE asset_id = \(id) AND state = 'uploading'
+                """, logger: logger)
+        }
+    }
+
+    /// Forgets an upload that failed (its bytes were never made visible).
+    public func abandonUpload(_ id: UUID, logger: Logger) async throws {
+        try await store.withConnection { connection in
+            try await connection.query("DELETE FROM assets WHERE asset_id = \(id) AND state = 'uploading'", logger: logger)
+        }
+    }
+
+    /// Marks assets bound as soon as a write that holds them has committed, so a receipt replaced
+    /// right after is known as used before stratus-gc applies the events (which marks them too).
+    public func markBound(_ ids: [UUID], logger: Logger) async throws {
+        guard !ids.isEmpty else { return }
+        try await store.withConnection { connection in
+            try await connection.query("UPDATE assets SET bound = true WHERE asset_id = ANY(\(ids)) AND NOT bound", logger: logger)
+        }
+    }
+
+    /// The assets of `ids` that exist.
+    public func find(_ ids: [UUID], logger: Logger) async throws -> [UUID: Asset] {
+        guard !ids.isEmpty else { return [:] }
+        return try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT asset_id, container, environment, scope, owner, zone_name, record_name, record_type, field_name, state, size,
+                       file_checksum, created_at, bound
+                FROM assets WHERE asset_id = ANY(\(ids))
+                """, logger: logger)
+            var found: [UUID: Asset] = [:]
+            for try await row in rows.decode((UUID, String, String, String, String, String, String, String, String, String, Int64?, String?, Date, Bool).self) {
+                guard let environment = Environment(rawValue: row.2), let scope = DatabaseScope(rawValue: row.3) else { continue }
+                found[row.0] = Asset(
+                    id: row.0, database: DatabaseID(container: row.1, environment: environment, scope: scope, owner: row.4), zoneName: row.5,
+                    recordName: row.6, recordType: row.7, fieldName: row.8, state: row.9, size: row.10, fileChecksum: row.11, createdAt: row.12,
+                    bound: row.13)
+            }
+            return found
+        }
+    }
+
+    /// Assets that may be orphans: uploads never bound that started before `cutoff`, and assets
+    /// every record released before `cutoff`. Both come from partial indexes that hold only such
+    /// assets, so finding them costs nothing for the assets in use.
+    public func collectionCandidates(before cutoff: Date, limit: Int, logger: Logger) async throws -> [UUID] {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                (SELECT asset_id FROM assets WHERE NOT bound AND created_at < \(cutoff) ORDER BY created_at LIMIT \(limit))
+                UNION
+                (SELECT asset_id FROM asset_references WHERE NOT referenced AND changed_at < \(cutoff) ORDER BY changed_at LIMIT \(limit))
+                """, logger: logger)
+            var ids: [UUID] = []
+            for try await id in rows.decode(UUID.self) { ids.append(id) }
+            return ids
+        }
+    }
+
+    /// What the collector may do with a candidate.
+    public enum Claim: Sendable, Equatable {
+        /// Delete its bytes, then `forget` it.
+        case collect
+        /// Its row is gone already (only its reference entry was left): nothing to delete.
+        case forgotten
+        /// Keep it: a record holds it, or it is not old or released long enough.
+        case keep
+    }
+
+    /// Decides, under the asset row's lock, whether a candidate is an orphan: its upload began
+    /// before `cutoff`; no record event references it, or the last released it before `cutoff`; and
+    /// — checked against the records themselves, so a projection that is behind or being replayed
+    /// cannot make a referenced asset look orphaned — its record does not hold its receipt. Marks
+    /// it `collecting` (no write binds it after that).
+    public func claim(_ id: UUID, before cutoff: Date, logger: Logger) async throws -> Claim {
+        try await store.readCommitted(logger: logger) { transaction in
+            let rows = try await transaction.connection.query("""
+                SELECT a.container, a.environment, a.scope, a.owner, a.zone_name, a.record_name, a.created_at, a.bound,
+                       r.referenced, r.changed_at
+                FROM assets a LEFT JOIN asset_references r ON r.asset_id = a.asset_id
+                WHERE a.asset_id = \(id) FOR UPDATE OF a
+                """, logger: transaction.logger)
+            var found: (String, String, String, String, String, String, Date, Bool, Bool?, Date?)?
+            for try await row in rows.decode((String, String, String, String, String, String, Date, Bool, Bool?, Date?).self) { found = row }
+            guard let row = found else {
+                try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(id)", logger: transaction.logger)
+                return .forgotten
+            }
+            guard row.6 < cutoff else { return .keep }
+            if let referenced = row.8 {
+                guard !referenced, let changed = row.9, changed < cutoff else { return .keep }
+            } else if row.7 {
+                // Bound, yet the projection has no entry: it is being rebuilt. Wait for it.
+                return .keep
+            }
+            let receipt = AssetValue.receipt(id)
+            let held = try await transaction.connection.query("""
+                SELECT 1 FROM records
+                WHERE container = \(row.0) AND environment = \(row.1) AND scope = \(row.2) AND owner = \(row.3) AND zone_name = \(row.4)
+                  AND record_name = \(row.5) AND strpos(fields::text, \(receipt)) > 0
+                """, logger: transaction.logger)
+            for try await _ in held.decode(Int.self) { return .keep }
+            try await transaction.connection.query("UPDATE assets SET state = 'collecting' WHERE asset_id = \(id)", logger: transaction.logger)
+            return .collect
+        }
+    }
+
+    /// Forgets a collected asset, once its bytes are deleted.
+    public func forget(_ id: UUID, logger: Logger) async throws {
+        try await store.readCommitted(logger: logger) { transaction in
+            try await transaction.connection.query("DELETE FROM assets WHERE asset_id = \(id)", logger: transaction.logger)
+            try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(id)", logger: transaction.logger)
+        }
+    }
+}

@@ -1,0 +1,30 @@
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// stratus-gc's asset reference counts, from record and zone events (`AssetReferenceStore`): what
+/// the orphaned-asset collector reads to find its work without scanning records.
+public struct AssetReferenceProjection: Projection {
+    public let name: String
+    public let urgency = ProjectionUrgency.background
+
+    /// Creates the projection under a worker name.
+    public init(name: String = "stratus-gc") { self.name = name }
+
+    public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
+        switch event.type {
+        case RecordSaved.eventType:
+            try await AssetReferenceStore.apply(event.decode(RecordSaved.self), event: event, in: transaction)
+        case RecordDeleted.eventType:
+            try await AssetReferenceStore.apply(event.decode(RecordDeleted.self), event: event, in: transaction)
+        case .zoneDeleted:
+            try await AssetReferenceStore.apply(event.decode(ZoneDeleted.self), event: event, in: transaction)
+        default:
+            break
+        }
+    }
+
+    public func reset(in transaction: Transaction, logger: Logger) async throws {
+        try await AssetReferenceStore.reset(in: transaction)
+    }
+}

@@ -1,0 +1,29 @@
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// Several projections behind one worker (one consumer group, one checkpoint): each event is applied
+/// by every part, in order, in the same transaction. stratus-gc keeps its collectors' projections
+/// this way.
+public struct CompositeProjection: Projection {
+    public let name: String
+    let parts: [any Projection]
+
+    /// Creates the composite; it is interactive if any part is.
+    public init(name: String, parts: [any Projection]) {
+        self.name = name
+        self.parts = parts
+    }
+
+    public var urgency: ProjectionUrgency {
+        parts.contains { if case .interactive = $0.urgency { true } else { false } } ? .interactive : .background
+    }
+
+    public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
+        for part in parts { try await part.apply(event, in: transaction, logger: logger) }
+    }
+
+    public func reset(in transaction: Transaction, logger: Logger) async throws {
+        for part in parts { try await part.reset(in: transaction, logger: logger) }
+    }
+}
