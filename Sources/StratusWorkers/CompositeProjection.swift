@@ -23,6 +23,11 @@ public struct CompositeProjection: Projection {
         for part in parts { try await part.apply(event, in: transaction, logger: logger) }
     }
 
+    /// Each part takes the whole batch in turn (the parts keep separate state).
+    public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
+        for part in parts { try await part.apply(events, in: transaction, logger: logger) }
+    }
+
     public func reset(in transaction: Transaction, logger: Logger) async throws {
         for part in parts { try await part.reset(in: transaction, logger: logger) }
     }
