@@ -1,0 +1,30 @@
+import PostgresNIO
+import StratusCore
+
+extension PostgresQuery.StringInterpolation {
+    /// The condition that names one zone by its five key columns — `container`, `environment`,
+    /// `scope`, `owner` and `zone_name` — each a bind parameter: written here once for every table
+    /// keyed that way.
+    mutating func appendInterpolation(zone zoneName: String, of database: DatabaseID) {
+        appendLiteral("container = ")
+        appendInterpolation(database.container)
+        appendLiteral(" AND environment = ")
+        appendInterpolation(database.environment.rawValue)
+        appendLiteral(" AND scope = ")
+        appendInterpolation(database.scope.rawValue)
+        appendLiteral(" AND owner = ")
+        appendInterpolation(database.owner)
+        appendLiteral(" AND zone_name = ")
+        appendInterpolation(zoneName)
+    }
+}
+
+/// Expiring records in SQL: every reader compares `records.expires_at` with the database's clock,
+/// so a record is gone from the moment it expires, whether or not `stratus-gc` has deleted it yet.
+enum RecordExpirySQL {
+    /// Now in milliseconds since 1970: the start of the statement's transaction, so every statement
+    /// of one snapshot (a sync page and its token) agrees on it.
+    static let now = "(extract(epoch from now()) * 1000)::bigint"
+    /// The condition a live (not expired) row of `records` meets.
+    static let live = "(expires_at IS NULL OR expires_at > \(now))"
+}
