@@ -54,6 +54,9 @@ public struct StratusConfiguration: Sendable {
     /// How stratus-subscriptions sends pushes: `STRATUS_DELIVERY_MAX_ATTEMPTS` (8, then a delivery is
     /// dead) and `STRATUS_DELIVERY_CONCURRENCY` (32 in flight).
     public var delivery = DeliveryConfiguration()
+    /// How stratus-gc collects expired records: `STRATUS_GC_EXPIRE_BATCH` (500 per transaction) and
+    /// `STRATUS_GC_EXPIRE_RATE` (10,000 records per second; 0: no limit).
+    public var expiry = ExpiryConfiguration()
 
     /// What kind of deployment a process belongs to; decides whether a missing secret key may be
     /// generated.
@@ -152,6 +155,16 @@ public struct StratusConfiguration: Sendable {
         configuration.delivery.concurrency = try int("STRATUS_DELIVERY_CONCURRENCY", configuration.delivery.concurrency)
         guard (1...1_000).contains(configuration.delivery.concurrency) else {
             throw ConfigurationProblem("STRATUS_DELIVERY_CONCURRENCY must be 1 to 1000, got \(configuration.delivery.concurrency)")
+        }
+        configuration.expiry.batchSize = try int("STRATUS_GC_EXPIRE_BATCH", configuration.expiry.batchSize)
+        guard (1...10_000).contains(configuration.expiry.batchSize) else {
+            throw ConfigurationProblem("STRATUS_GC_EXPIRE_BATCH must be 1 to 10000, got \(configuration.expiry.batchSize)")
+        }
+        if let text = environment["STRATUS_GC_EXPIRE_RATE"] {
+            guard let rate = Double(text), rate.isFinite, (0...1_000_000).contains(rate) else {
+                throw ConfigurationProblem("STRATUS_GC_EXPIRE_RATE must be a number of records per second from 0 (no limit) to 1000000, got '\(text)'")
+            }
+            configuration.expiry.ratePerSecond = rate
         }
         switch environment["STRATUS_WEBHOOK_ALLOW_LOOPBACK"] ?? "false" {
         case "true", "1": configuration.webhookAllowInsecureLoopback = true

@@ -17,7 +17,8 @@ public enum StratusProcess {
         switch name {
         case "stratus-indexer": IndexerProjection()
         case "stratus-subscriptions": SubscriptionsProjection()
-        case "stratus-gc", "stratus-shares": ObserverProjection(name: name)
+        case "stratus-gc": ExpiryProjection()
+        case "stratus-shares": ObserverProjection(name: name)
         default: nil
         }
     }
@@ -124,6 +125,7 @@ public enum StratusProcess {
         }
         if name == "stratus-gc" {
             services.append(TombstoneCollector(store: store, retention: configuration.tombstoneRetention, logger: logger))
+            services.append(ExpiredRecordCollector(store: store, configuration: configuration.expiry, logger: logger))
         }
         if configuration.metricsPort > 0 {
             services.append(MetricsServer(host: configuration.api.host, port: configuration.metricsPort, logger: logger))

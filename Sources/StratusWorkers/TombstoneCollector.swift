@@ -28,10 +28,13 @@ public struct TombstoneCollector: Service {
             while !Task.isCancelled {
                 do {
                     try await collectOnce()
-                } catch where !Task.isCancelled {
+                } catch where Task.isCancelled {
+                    break
+                } catch {
                     logger.warning("tombstone collection failed; trying again later", metadata: ["error": "\(error)"])
                 }
-                try await Task.sleep(for: interval)
+                // Cancelled (graceful shutdown), the sleep ends the loop rather than failing the process.
+                try? await Task.sleep(for: interval)
             }
         }
     }
