@@ -145,6 +145,10 @@ public struct BenchSuite: Sendable {
             record(try await notifyLag(client))
             record(try await notifyFanout(client, store: store))
         }
+        if settings.runs("gc") {
+            try await settle(client)
+            record(try await gcExpire(client, store: store))
+        }
         if settings.runs("rebuild") {
             record(try await rebuild(store))
         }
@@ -194,8 +198,10 @@ public struct BenchSuite: Sendable {
         let start = clock.now
         let deadline = start + Duration(seconds: settings.indexTimeout)
         while clock.now < deadline {
+            // Zone-wide: the header then counts every zone's backlog, not only the default zone's
+            // (the query zone's load was otherwise not waited for).
             let reply = try await client.post("records/query", [
-                "zoneID": ["zoneName": "_defaultZone"], "query": ["recordType": "Nothing"], "resultsLimit": 1,
+                "zoneWide": true, "query": ["recordType": "Nothing"], "resultsLimit": 1,
             ])
             if reply.status == 200, reply.headers.first(name: "X-Stratus-Index-Behind-Events") == "0" {
                 return (clock.now - start).seconds
