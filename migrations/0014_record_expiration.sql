@@ -15,3 +15,5 @@ CREATE TABLE record_expirations (
     PRIMARY KEY (container, environment, scope, owner, zone_name, record_name)
 );
 CREATE INDEX record_expirations_due ON record_expirations (expires_at);
+-- A zone's due records, earliest first: the collector deletes them a batch per transaction.
+CREATE INDEX record_expirations_zone_due ON record_expirations (container, environment, scope, owner, zone_name, expires_at);

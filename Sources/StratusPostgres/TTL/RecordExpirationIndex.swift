@@ -95,6 +95,24 @@ public struct RecordExpirationIndex: Sendable {
         }
     }
 
+    /// One zone's entries due by the database's clock, earliest first, at most `limit`: the collector
+    /// deletes a zone's due records in transactions of up to a whole batch, however the zones'
+    /// expirations interleave.
+    public func due(zone: ZoneID, of database: DatabaseID, limit: Int, logger: Logger) async throws -> [Entry] {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT record_name, expires_at FROM record_expirations
+                WHERE \(zone: zone.zoneName, of: database) AND expires_at <= \(unescaped: RecordExpirySQL.now)
+                ORDER BY expires_at LIMIT \(limit)
+                """, logger: logger)
+            var entries: [Entry] = []
+            for try await (recordName, expiresAt) in rows.decode((String, Int64).self) {
+                entries.append(Entry(database: database, zone: zone, recordName: recordName, expiresAt: expiresAt))
+            }
+            return entries
+        }
+    }
+
     /// Removes entries the collector has dealt with — deleted, found alive or gone — unless the
     /// record's expiration changed since they were read (then the entry is the newer one's).
     public func remove(_ entries: [Entry], logger: Logger) async throws {

@@ -79,16 +79,24 @@ public struct ExpiredRecordCollector: Service {
     func collectDue(pace: inout Pace) async throws -> Int {
         let (entries, now) = try await index.due(limit: configuration.batchSize, logger: logger)
         guard !entries.isEmpty else { return 0 }
+        // The zones with the earliest due records, in that order; each is then taken a whole batch
+        // at a time (fewer, larger transactions than the interleaved entries would make).
         var zones: [ZoneKey] = []
-        var byZone: [ZoneKey: [RecordExpirationIndex.Entry]] = [:]
+        var firstEntry: [ZoneKey: RecordExpirationIndex.Entry] = [:]
         for entry in entries {
             let key = ZoneKey(database: entry.database, zoneName: entry.zone.zoneName)
-            if byZone[key] == nil { zones.append(key) }
-            byZone[key, default: []].append(entry)
+            if firstEntry[key] == nil {
+                zones.append(key)
+                firstEntry[key] = entry
+            }
         }
         var deleted = 0
+        var handled = 0
         for key in zones {
-            guard let batch = byZone[key], let first = batch.first else { continue }
+            guard let zone = firstEntry[key] else { continue }
+            let batch = try await index.due(zone: zone.zone, of: zone.database, limit: configuration.batchSize, logger: logger)
+            guard let first = batch.first else { continue }
+            handled += batch.count
             try await pace.take(Double(batch.count))
             // One write request per transaction, as the subscriptions worker counts them.
             let causation = Causation(requestID: "stratus-gc/expire/\(UUID().uuidString)")
@@ -103,7 +111,7 @@ public struct ExpiredRecordCollector: Service {
             lag.record(Double(max(0, now - first.expiresAt)) / 1000)
         }
         if deleted > 0 { logger.debug("collected expired records", metadata: ["count": "\(deleted)"]) }
-        return entries.count
+        return handled
     }
 }
 
