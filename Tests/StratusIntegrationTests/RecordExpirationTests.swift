@@ -183,6 +183,46 @@ final class RecordExpirationTests: XCTestCase {
         }
     }
 
+    func testSyncReportsAnExpiredRecordAsDeletedOnlyToADeviceThatMayHoldIt() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Notes")
+            var (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "create", "record": RecordAPITests.note("a", ["v": ["value": "1"]]).merging(["timeToLive": 2]) { $1 }],
+                ["operationType": "create", "record": RecordAPITests.note("b", ["v": ["value": "1"]])],
+            ])
+            XCTAssertEqual(status, 200, "\(records)")
+            var holder = SyncTests.Device()
+            try await holder.sync(client, fixture, zone: "Notes", limit: 200)
+            XCTAssertEqual(holder.records, ["a": "1", "b": "1"])
+            // A later change the holder has not seen, keeping the expiration.
+            (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "forceUpdate", "record": RecordAPITests.note("a", ["v": ["value": "2"]])]])
+            XCTAssertEqual(status, 200, "\(records)")
+            XCTAssertNotNil(records.first?["expirationDate"], "kept")
+            try await TestSupport.eventually(timeout: .seconds(10), "a to expire") {
+                try await RecordAPITests.lookup(client, fixture, ["a"]).first?["serverErrorCode"] as? String == "NOT_FOUND"
+            }
+            // No collector runs here: sync hides the record by itself.
+            var deletes: [String] = []
+            try await holder.sync(client, fixture, zone: "Notes", limit: 200) { _, page in
+                deletes += page.filter { $0["deleted"] as? Bool == true }.compactMap { $0["recordName"] as? String }
+            }
+            XCTAssertEqual(holder.records, ["b": "1"])
+            XCTAssertEqual(deletes, ["a"], "the device that may hold a learns it is gone")
+            var newcomer = SyncTests.Device()
+            var mentioned: [String] = []
+            try await newcomer.sync(client, fixture, zone: "Notes", limit: 200) { _, page in mentioned += page.compactMap { $0["recordName"] as? String } }
+            XCTAssertEqual(mentioned, ["b"], "a device that never saw a hears nothing of it")
+            var snapshot = SyncTests.Device()
+            var seen: [String] = []
+            try await snapshot.sync(client, fixture, zone: "Notes", limit: 200, extra: ["snapshot": true]) { _, page in
+                seen += page.map { "\($0["recordName"] as? String ?? ""):\($0["deleted"] as? Bool == true ? "deleted" : "saved")" }
+            }
+            XCTAssertFalse(seen.contains("a:saved"), "a snapshot sync shows no version of an expired record: \(seen)")
+            XCTAssertEqual(snapshot.records, ["b": "1"])
+        }
+    }
+
     // MARK: helpers
 
     /// Runs stratus-gc's projection and collector, and the subscriptions worker, beside the stack.
