@@ -39,7 +39,7 @@ extension BenchSuite {
                 """, logger: logger))
         }) < loaded {
             guard ContinuousClock.now < indexDeadline else { throw BenchFailure(description: "stratus-gc did not index the expirations within 300 s") }
-            try await Task.sleep(for: .milliseconds(50))
+            try await Task.sleep(for: .milliseconds(250))
         }
         let clock = ContinuousClock()
         try await store.withConnection { connection in
@@ -66,19 +66,22 @@ extension BenchSuite {
         var outcome = LoadOutcome()
         let collectDeadline = clock.now + .seconds(600)
         while true {
+            // Whether any is left: a look that stops at the first row, so the measuring costs the
+            // database next to nothing (a count of the remaining rows, every 10 ms, cost it seconds).
             let left = try await store.withConnection { connection in
                 try await Self.scalar(connection.query("""
-                    SELECT count(*) FROM records
+                    SELECT count(*) FROM (SELECT 1 FROM records
                     WHERE container = \(container) AND environment = 'development' AND scope = 'private' AND owner = \(owner) AND zone_name = ANY(\(zones))
+                    LIMIT 1) AS remaining
                     """, logger: logger))
             }
             if left == 0 { break }
             guard clock.now < collectDeadline else {
-                outcome.errors = Int(left)
-                outcome.failures.append("\(left) expired records were still there after 600 s")
+                outcome.errors = 1
+                outcome.failures.append("expired records were still there after 600 s")
                 break
             }
-            try await Task.sleep(for: .milliseconds(10))
+            try await Task.sleep(for: .milliseconds(20))
         }
         let elapsed = clock.now - start
         if let watch, let before { outcome.cpu = watch.usage(from: before, to: await watch.snapshot()) }

@@ -45,12 +45,18 @@ public struct ExpiredRecordCollector: Service {
         try await cancelWhenGracefulShutdown {
             var pace = Pace(perSecond: configuration.ratePerSecond, burst: Double(configuration.batchSize))
             var backoff = Duration.milliseconds(200)
+            var gaugesRead = ContinuousClock.now - .seconds(60)
             while !Task.isCancelled {
                 do {
                     if try await collectDue(pace: &pace) == 0 {
-                        let backlog = try await index.backlog(logger: logger)
-                        lag.record(backlog.lagSeconds)
-                        indexed.record(Double(backlog.entries))
+                        // The gauges count the whole index: at most every 30 s, not at every wake-up
+                        // (a burst of saves with expirations wakes the collector per commit).
+                        if ContinuousClock.now - gaugesRead >= .seconds(30) {
+                            let backlog = try await index.backlog(logger: logger)
+                            lag.record(backlog.lagSeconds)
+                            indexed.record(Double(backlog.entries))
+                            gaugesRead = .now
+                        }
                         try await index.waitForWork(maxWait: configuration.maxSleep, logger: logger)
                     }
                     backoff = .milliseconds(200)
