@@ -185,6 +185,8 @@ SCHEMAS = {
         {
             "deleted": {"const": False}, "zoneID": ref("TypedZoneID"), "parent": ref("Reference"),
             "share": ref("Reference"), "shortGUID": STRING,
+            "expirationDate": extension({"type": "integer"},
+                                        "When the record expires, in milliseconds since 1970 (records that expire; docs/ttl.md)."),
         },
         "A record dictionary; `fields` holds only the `desiredKeys` when they are given.",
     ),
@@ -202,6 +204,13 @@ SCHEMAS = {
             "parent": {"anyOf": [ref("Reference"), {"type": "null"}]},
             "share": {"anyOf": [ref("Reference"), {"type": "null"}]},
             "createShortGUID": BOOL,
+            "expirationDate": extension(
+                {"type": ["integer", "null"]},
+                "When the record expires, in milliseconds since 1970: at most 60 s in the past and ten years ahead; null: never. "
+                "Absent: a new record never expires and a saved one keeps its own (docs/ttl.md)."),
+            "timeToLive": extension(
+                {"type": ["integer", "null"], "minimum": 1, "maximum": 315360000},
+                "Seconds from now until the record expires (at most ten years); null: never. Not with expirationDate."),
         },
         description="A record as an operation sends it.",
     ),

@@ -11,9 +11,12 @@ struct WireRecordInput: Decodable {
     var parent: JSONValue??
     var share: JSONValue??
     var createShortGUID: Bool?
+    /// The record's expiration (a Stratus extension), each as sent: absent, null or a number.
+    var expirationDate: JSONValue?
+    var timeToLive: JSONValue?
 
     enum CodingKeys: String, CodingKey {
-        case recordName, recordType, recordChangeTag, fields, parent, share, createShortGUID
+        case recordName, recordType, recordChangeTag, fields, parent, share, createShortGUID, expirationDate, timeToLive
     }
 
     init(from decoder: any Decoder) throws {
@@ -25,13 +28,18 @@ struct WireRecordInput: Decodable {
         parent = container.contains(.parent) ? .some(try container.decode(JSONValue.self, forKey: .parent)) : nil
         share = container.contains(.share) ? .some(try container.decode(JSONValue.self, forKey: .share)) : nil
         createShortGUID = try container.decodeIfPresent(Bool.self, forKey: .createShortGUID)
+        // A key sent as null is `.null`, told apart from a key not sent.
+        expirationDate = container.contains(.expirationDate) ? try container.decode(JSONValue.self, forKey: .expirationDate) : nil
+        timeToLive = container.contains(.timeToLive) ? try container.decode(JSONValue.self, forKey: .timeToLive) : nil
     }
 }
 
 /// Turns wire records into checked `RecordInput`s and stored records into wire dictionaries.
 enum RecordWire {
     /// Checks and converts one operation's record. References must stay within `zone`.
-    static func input(_ wire: WireRecordInput, operation: RecordOperationType, zone: ZoneID) throws(StratusError) -> RecordInput {
+    static func input(
+        _ wire: WireRecordInput, operation: RecordOperationType, zone: ZoneID, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
+    ) throws(StratusError) -> RecordInput {
         let recordName: String
         if let name = wire.recordName {
             recordName = name
@@ -59,7 +67,8 @@ enum RecordWire {
         let input = RecordInput(
             recordName: recordName, recordType: wire.recordType, changeTag: wire.recordChangeTag, fields: fields, removedFields: removed,
             parent: try reference(wire.parent, key: "parent", zone: zone), share: try reference(wire.share, key: "share", zone: zone),
-            createShortGUID: wire.createShortGUID ?? false)
+            createShortGUID: wire.createShortGUID ?? false,
+            expirationDate: operation.isDelete ? nil : try RecordExpiration.resolve(expirationDate: wire.expirationDate, timeToLive: wire.timeToLive, now: now))
         try input.validateReferences()
         return input
     }
@@ -115,6 +124,7 @@ enum RecordWire {
         if let parent = record.parent { members["parent"] = .object(["recordName": .string(parent)]) }
         if let share = record.share { members["share"] = .object(["recordName": .string(share), "zoneID": zoneID]) }
         if let shortGUID = record.shortGUID { members["shortGUID"] = .string(shortGUID) }
+        if let expirationDate = record.expirationDate { members["expirationDate"] = .int(expirationDate) }
         return .object(members)
     }
 

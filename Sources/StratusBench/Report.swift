@@ -37,7 +37,9 @@ public struct BenchSettings: Codable, Sendable {
     public var fanoutUsers: Int = 500
     /// Saves the fanout scenario has stratus-subscriptions evaluate.
     public var fanoutEvents: Int = 1_000
-    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, asset, rebuild); nil: all.
+    /// Expired records the gc.expire scenario has stratus-gc collect.
+    public var expireRecords: Int = 20_000
+    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, asset, gc, rebuild); nil: all.
     public var groups: [String]?
 
     /// The full run's defaults.

@@ -150,6 +150,10 @@ public struct BenchSuite: Sendable {
                 for result in try await assets(client, megabytes: megabytes, rounds: rounds) { record(result) }
             }
         }
+        if settings.runs("gc") {
+            try await settle(client)
+            record(try await gcExpire(client, store: store))
+        }
         if settings.runs("rebuild") {
             record(try await rebuild(store))
         }
@@ -199,8 +203,10 @@ public struct BenchSuite: Sendable {
         let start = clock.now
         let deadline = start + Duration(seconds: settings.indexTimeout)
         while clock.now < deadline {
+            // Zone-wide: the header then counts every zone's backlog, not only the default zone's
+            // (the query zone's load was otherwise not waited for).
             let reply = try await client.post("records/query", [
-                "zoneID": ["zoneName": "_defaultZone"], "query": ["recordType": "Nothing"], "resultsLimit": 1,
+                "zoneWide": true, "query": ["recordType": "Nothing"], "resultsLimit": 1,
             ])
             if reply.status == 200, reply.headers.first(name: "X-Stratus-Index-Behind-Events") == "0" {
                 return (clock.now - start).seconds

@@ -45,11 +45,14 @@ public struct Record: Sendable, Hashable, Codable {
     public var version: Int64?
     /// The zone change counter value of the record's creation (custom zones).
     public var createdVersion: Int64?
+    /// When the record expires, in milliseconds since 1970 (a Stratus extension: CloudKit's TTL for
+    /// ephemeral records); from then on it is gone for every reader, and `stratus-gc` deletes it.
+    public var expirationDate: Int64?
 
     /// Creates a record.
     public init(recordName: String, recordType: String, fields: [String: FieldValue], changeTag: String, created: RecordStamp,
                 modified: RecordStamp, parent: String? = nil, share: String? = nil, shortGUID: String? = nil,
-                version: Int64? = nil, createdVersion: Int64? = nil) {
+                version: Int64? = nil, createdVersion: Int64? = nil, expirationDate: Int64? = nil) {
         self.recordName = recordName
         self.recordType = recordType
         self.fields = fields
@@ -61,6 +64,12 @@ public struct Record: Sendable, Hashable, Codable {
         self.shortGUID = shortGUID
         self.version = version
         self.createdVersion = createdVersion
+        self.expirationDate = expirationDate
+    }
+
+    /// Whether the record has expired at `now` (milliseconds since 1970).
+    public func isExpired(at now: Int64) -> Bool {
+        expirationDate.map { $0 <= now } ?? false
     }
 
     /// Every reference the record holds, with its field name.
@@ -121,10 +130,14 @@ public struct RecordInput: Sendable, Hashable {
     public var parent: String??
     public var share: String??
     public var createShortGUID: Bool
+    /// The record's expiration in milliseconds (`RecordExpiration`): nil: not sent (kept, or the
+    /// zone's default for a new record); .some(nil): sent empty (the record never expires).
+    public var expirationDate: Int64??
 
     /// Creates an input.
     public init(recordName: String, recordType: String? = nil, changeTag: String? = nil, fields: [String: FieldValue] = [:],
-                removedFields: Set<String> = [], parent: String?? = nil, share: String?? = nil, createShortGUID: Bool = false) {
+                removedFields: Set<String> = [], parent: String?? = nil, share: String?? = nil, createShortGUID: Bool = false,
+                expirationDate: Int64?? = nil) {
         self.recordName = recordName
         self.recordType = recordType
         self.changeTag = changeTag
@@ -133,6 +146,7 @@ public struct RecordInput: Sendable, Hashable {
         self.parent = parent
         self.share = share
         self.createShortGUID = createShortGUID
+        self.expirationDate = expirationDate
     }
 }
 
@@ -208,6 +222,7 @@ public enum RecordDecision {
             if let parent = input.parent { next.parent = parent }
             if let share = input.share { next.share = share }
             if input.createShortGUID, next.shortGUID == nil { next.shortGUID = newShortGUID() }
+            if let expirationDate = input.expirationDate { next.expirationDate = expirationDate }
             next.changeTag = newChangeTag
             next.modified = stamp
             return .save(next, before: current)
@@ -229,7 +244,8 @@ public enum RecordDecision {
         }
         return Record(
             recordName: input.recordName, recordType: recordType, fields: input.fields, changeTag: changeTag, created: stamp, modified: stamp,
-            parent: input.parent ?? nil, share: input.share ?? nil, shortGUID: input.createShortGUID ? newShortGUID() : nil)
+            parent: input.parent ?? nil, share: input.share ?? nil, shortGUID: input.createShortGUID ? newShortGUID() : nil,
+            expirationDate: input.expirationDate ?? nil)
     }
 }
 

@@ -66,6 +66,8 @@ public struct QueryStore: Sendable {
             "container = \(sql.bind(database.container))", "environment = \(sql.bind(database.environment.rawValue))",
             "scope = \(sql.bind(database.scope.rawValue))", "owner = \(sql.bind(database.owner))",
             "record_type = \(sql.bind(query.recordType))",
+            // An expired record is gone from the moment it expires, before stratus-gc deletes it.
+            "((record ->> 'expirationDate') IS NULL OR (record ->> 'expirationDate')::bigint > \(RecordExpirySQL.now))",
         ]
         if case .zone(let name) = scope { conditions.append("zone_name = \(sql.bind(name))") }
         for filter in query.filters { conditions.append(try Self.condition(filter, language: serving.language, &sql)) }

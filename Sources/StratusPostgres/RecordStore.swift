@@ -142,6 +142,7 @@ public struct RecordStore: Sendable {
                 SELECT \(unescaped: RecordRow.columns) FROM records
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND record_name = ANY(\(recordNames))
+                  AND \(unescaped: RecordExpirySQL.live)
                 """, logger: logger)
             var records: [ExactName: Record] = [:]
             for record in try await RecordRow.decode(rows) { records[ExactName(record.recordName)] = record }
@@ -208,6 +209,9 @@ struct ZoneWriter {
     var usageChange: [String: Int64] = [:]
     /// The record names of the commands applied, in order, with what each changed its user's bytes by.
     var applied: [(recordName: String, bytes: Int64)] = []
+    /// Whom the writer acts for when it deletes an expired record: the record's creator (so its
+    /// DELETE_SELF referrers go with it as they would in its creator's own delete); nil: the caller.
+    var actingUser: String?
 
     /// A saved record not yet written to the tables.
     struct PendingSave {
@@ -246,12 +250,18 @@ struct ZoneWriter {
 
     mutating func apply(_ command: RecordStore.Command, in transaction: Transaction) async throws -> RecordStore.Outcome {
         let input = command.input
-        let current = try await load(input.recordName, in: transaction)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        var current = try await load(input.recordName, in: transaction)
+        if let expired = current, expired.isExpired(at: now) {
+            // An expired record is gone for every reader: it is deleted (its event and tombstone
+            // tell every device) before the operation, which then finds no record.
+            try await expire([expired], in: transaction)
+            current = nil
+        }
         if let current, !mayChange(current) {
             throw RecordStore.Failure(error: StratusError(.accessDenied,
                 "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database only a record's creator may change or delete it"))
         }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
         let stamp = RecordStamp(timestamp: now, userRecordName: context.causation.userRecordName ?? "_server", deviceID: context.deviceID)
         let outcome: RecordDecision.Outcome
         do {
@@ -312,7 +322,7 @@ struct ZoneWriter {
             applied.append((record.recordName, 0))
             return .saved(record)
         case .delete(let record):
-            applied.append((record.recordName, -(try await delete(record, in: transaction))))
+            applied.append((record.recordName, -(try await delete([record], in: transaction))))
             return .deleted(recordName: record.recordName)
         }
     }
@@ -323,33 +333,44 @@ struct ZoneWriter {
     /// Whether the writer may change or delete `record`: anywhere but the public database, and there
     /// only a record it created (CloudKit's default `_creator` rule; security roles widen it later).
     private func mayChange(_ record: Record) -> Bool {
-        !isPublic || record.created.userRecordName == (context.causation.userRecordName ?? "_server")
+        !isPublic || record.created.userRecordName == (actingUser ?? context.causation.userRecordName ?? "_server")
     }
 
-    /// Deletes a record and, transitively, every record that points at it with DELETE_SELF; refuses
-    /// when a record outside that set points at one inside with VALIDATE. In the public database a
-    /// reference from another user's record neither cascades nor blocks (such references are refused
-    /// when saved; older ones are left dangling). Returns the bytes freed.
-    private mutating func delete(_ root: Record, in transaction: Transaction) async throws -> Int64 {
+    /// Deletes records and, transitively, every record that points at one of them with DELETE_SELF;
+    /// refuses (when `checksValidation`) if a record outside that set points at one inside with
+    /// VALIDATE. In the public database a reference from another user's record neither cascades nor
+    /// blocks (such references are refused when saved; older ones are left dangling). The reference
+    /// walk reads one level of the cascade per statement, and the tombstones are written in one, so
+    /// a batch of expired records costs a handful of round trips. Returns the bytes freed.
+    mutating func delete(_ roots: [Record], checksValidation: Bool = true, in transaction: Transaction) async throws -> Int64 {
         // The reference walk reads the tables: they must hold this transaction's saves first.
         try await flush(in: transaction)
-        var order: [(Record, cascadedFrom: String?)] = [(root, nil)]
-        var names: Set<ExactName> = [ExactName(root.recordName)]
-        var index = 0
-        while index < order.count {
-            let (record, _) = order[index]
-            index += 1
-            for name in try await referrers(of: record.recordName, action: .deleteSelf, in: transaction) where !names.contains(ExactName(name)) {
-                guard let referrer = try await load(name, in: transaction), mayChange(referrer) else { continue }
-                names.insert(ExactName(name))
-                order.append((referrer, record.recordName))
+        var order: [(Record, cascadedFrom: String?)] = roots.map { ($0, nil) }
+        var names = Set(roots.map { ExactName($0.recordName) })
+        var level = roots
+        while !level.isEmpty {
+            let referring = try await referrers(of: level.map(\.recordName), action: .deleteSelf, in: transaction)
+            let unknown = Set(referring.values.joined().map(ExactName.init)).filter { known[$0] == nil }.map(\.name)
+            if !unknown.isEmpty { try await lock(unknown, in: transaction) }
+            var next: [Record] = []
+            for record in level {
+                for name in referring[ExactName(record.recordName)] ?? [] where !names.contains(ExactName(name)) {
+                    guard case .some(.some(let referrer)) = known[ExactName(name)], mayChange(referrer) else { continue }
+                    names.insert(ExactName(name))
+                    order.append((referrer, record.recordName))
+                    next.append(referrer)
+                }
             }
+            level = next
         }
-        for (record, _) in order {
-            for name in try await referrers(of: record.recordName, action: .validate, in: transaction) where !names.contains(ExactName(name)) {
-                if isPublic, let referrer = try await load(name, in: transaction), !mayChange(referrer) { continue }
-                throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
-                    "Record '\(record.recordName.prefix(255))' cannot be deleted: '\(name.prefix(255))' refers to it with VALIDATE"))
+        if checksValidation {
+            let validating = try await referrers(of: order.map(\.0.recordName), action: .validate, in: transaction)
+            for (record, _) in order {
+                for name in validating[ExactName(record.recordName)] ?? [] where !names.contains(ExactName(name)) {
+                    if isPublic, let referrer = try await load(name, in: transaction), !mayChange(referrer) { continue }
+                    throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
+                        "Record '\(record.recordName.prefix(255))' cannot be deleted: '\(name.prefix(255))' refers to it with VALIDATE"))
+                }
             }
         }
         let database = context.database
@@ -357,8 +378,7 @@ struct ZoneWriter {
         // The rows go and their bytes are freed in one statement.
         let gone = try await transaction.connection.query("""
             WITH gone AS (
-                DELETE FROM records WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
-                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(list))
+                DELETE FROM records WHERE \(zone: context.zone.zoneName, of: database) AND record_name = ANY(\(list))
                 RETURNING \(unescaped: StorageUsage.usageOwner) AS usage_owner, \(unescaped: StorageUsage.recordBytes) AS bytes),
             counted AS (
                 INSERT INTO storage_usage (container, environment, owner, shard, bytes)
@@ -373,25 +393,34 @@ struct ZoneWriter {
             freed += bytes
         }
         try await transaction.connection.query("""
-            DELETE FROM record_references WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
-              AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(list))
+            DELETE FROM record_references WHERE \(zone: context.zone.zoneName, of: database) AND record_name = ANY(\(list))
             """, logger: transaction.logger)
         for name in names { known[name] = .some(nil) }
+        // The sync index keeps a tombstone per record so devices learn of the delete (custom zones).
+        var buried: (names: [String], types: [String], created: [Int64], deleted: [Int64]) = ([], [], [], [])
         for (record, cascadedFrom) in order {
             let version = nextSequence()
             if let version {
-                // The sync index keeps a tombstone so devices learn of the delete.
-                try await transaction.connection.query("""
-                    INSERT INTO record_tombstones (container, environment, scope, owner, zone_name, record_name, record_type, created_version, deleted_version)
-                    VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(context.zone.zoneName),
-                            \(record.recordName), \(record.recordType), \(record.createdVersion), \(version))
-                    ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
-                        record_type = EXCLUDED.record_type, created_version = EXCLUDED.created_version,
-                        deleted_version = EXCLUDED.deleted_version, deleted_at = now()
-                    """, logger: transaction.logger)
+                buried.names.append(record.recordName)
+                buried.types.append(record.recordType)
+                // Versions start at 1: -1 stands for "unknown" in the array.
+                buried.created.append(record.createdVersion ?? -1)
+                buried.deleted.append(version)
             }
             events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordDeleted(
                 database: database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, cascadedFrom: cascadedFrom), causation: context.causation))
+        }
+        if !buried.names.isEmpty {
+            try await transaction.connection.query("""
+                INSERT INTO record_tombstones (container, environment, scope, owner, zone_name, record_name, record_type, created_version, deleted_version)
+                SELECT \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(context.zone.zoneName),
+                       t.record_name, t.record_type, NULLIF(t.created_version, -1), t.deleted_version
+                FROM unnest(\(buried.names)::text[], \(buried.types)::text[], \(buried.created)::int8[], \(buried.deleted)::int8[])
+                     AS t(record_name, record_type, created_version, deleted_version)
+                ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
+                    record_type = EXCLUDED.record_type, created_version = EXCLUDED.created_version,
+                    deleted_version = EXCLUDED.deleted_version, deleted_at = now()
+                """, logger: transaction.logger)
         }
         return freed
     }
@@ -446,7 +475,7 @@ struct ZoneWriter {
     }
 
     /// Reads and locks records not yet known, remembering absent ones as nil.
-    private mutating func lock(_ names: [String], in transaction: Transaction) async throws {
+    mutating func lock(_ names: [String], in transaction: Transaction) async throws {
         let database = context.database
         let rows = try await transaction.connection.query("""
             SELECT \(unescaped: RecordRow.columns) FROM records
@@ -463,29 +492,30 @@ struct ZoneWriter {
         return known[ExactName(recordName)] ?? nil
     }
 
+    /// Whether a record exists (and has not expired): a VALIDATE reference needs a live target.
     private func exists(_ recordName: String, in transaction: Transaction) async throws -> Bool {
-        if let entry = known[ExactName(recordName)] { return entry != nil }
-        let database = context.database
+        if let entry = known[ExactName(recordName)] {
+            return entry.map { !$0.isExpired(at: Int64(Date().timeIntervalSince1970 * 1000)) } ?? false
+        }
         let rows = try await transaction.connection.query("""
             SELECT 1 FROM records
-            WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-              AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = \(recordName)
+            WHERE \(zone: context.zone.zoneName, of: context.database) AND record_name = \(recordName) AND \(unescaped: RecordExpirySQL.live)
             """, logger: transaction.logger)
         for try await _ in rows { return true }
         return false
     }
 
-    private func referrers(of recordName: String, action: ReferenceAction, in transaction: Transaction) async throws -> [String] {
-        let database = context.database
+    /// The records that point at any of `recordNames` with `action`, by target, each target's in
+    /// name order.
+    private func referrers(of recordNames: [String], action: ReferenceAction, in transaction: Transaction) async throws -> [ExactName: [String]] {
         let rows = try await transaction.connection.query("""
-            SELECT record_name FROM record_references
-            WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-              AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND target = \(recordName) AND action = \(action.rawValue)
-            ORDER BY record_name
+            SELECT target, record_name FROM record_references
+            WHERE \(zone: context.zone.zoneName, of: context.database) AND target = ANY(\(recordNames)) AND action = \(action.rawValue)
+            ORDER BY target, record_name
             """, logger: transaction.logger)
-        var names: [String] = []
-        for try await name in rows.decode(String.self) { names.append(name) }
-        return names
+        var referrers: [ExactName: [String]] = [:]
+        for try await (target, name) in rows.decode((String, String).self) { referrers[ExactName(target), default: []].append(name) }
+        return referrers
     }
 
     /// Writes the pending saves: the record rows in one upsert, their reference rows, and the
@@ -518,17 +548,19 @@ struct ZoneWriter {
                   AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(names))),
             stored AS (
             INSERT INTO records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
-                created_at, created_by, created_device, modified_at, modified_by, modified_device, parent, share, short_guid, version, created_version)
+                created_at, created_by, created_device, modified_at, modified_by, modified_device, parent, share, short_guid, version, created_version,
+                expires_at)
             SELECT r.container, r.environment, r.scope, r.owner, r.zone_name, r.record_name, r.record_type, f.fields::jsonb, r.change_tag,
                 r.created_at, r.created_by, r.created_device, r.modified_at, r.modified_by, r.modified_device, r.parent, r.share, r.short_guid,
-                r.version, least(b.created_version, r.created_version)
+                r.version, least(b.created_version, r.created_version), r.expires_at
             FROM jsonb_populate_recordset(NULL::records, \(rowsJSON)::jsonb) WITH ORDINALITY AS r
             JOIN unnest(\(fields)::text[]) WITH ORDINALITY AS f(fields, position) ON f.position = r.ordinality
             LEFT JOIN buried AS b ON b.record_name = r.record_name
             ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 record_type = EXCLUDED.record_type, fields = EXCLUDED.fields, change_tag = EXCLUDED.change_tag,
                 modified_at = EXCLUDED.modified_at, modified_by = EXCLUDED.modified_by, modified_device = EXCLUDED.modified_device,
-                parent = EXCLUDED.parent, share = EXCLUDED.share, short_guid = EXCLUDED.short_guid, version = EXCLUDED.version
+                parent = EXCLUDED.parent, share = EXCLUDED.share, short_guid = EXCLUDED.short_guid, version = EXCLUDED.version,
+                expires_at = EXCLUDED.expires_at
             RETURNING record_name, created_version, \(unescaped: StorageUsage.usageOwner) AS usage_owner, \(unescaped: StorageUsage.recordBytes) AS bytes),
             changed AS (
                 SELECT s.record_name, s.created_version, s.usage_owner, s.bytes - coalesce(p.bytes, 0) AS delta
@@ -614,6 +646,7 @@ struct RecordRowInput: Encodable {
     var short_guid: String?
     var version: Int64?
     var created_version: Int64?
+    var expires_at: Int64?
 
     init(database: DatabaseID, zone: ZoneID, record: Record) {
         container = database.container
@@ -635,6 +668,7 @@ struct RecordRowInput: Encodable {
         short_guid = record.shortGUID
         version = record.version
         created_version = record.createdVersion
+        expires_at = record.expirationDate
     }
 }
 
@@ -642,7 +676,7 @@ struct RecordRowInput: Encodable {
 enum RecordRow {
     static let columns = """
         record_name, record_type, fields::text, change_tag, created_at, created_by, created_device, modified_at, modified_by,
-        modified_device, parent, share, short_guid, version, created_version
+        modified_device, parent, share, short_guid, version, created_version, expires_at
         """
 
     static func decode(_ rows: PostgresRowSequence) async throws -> [Record] {
@@ -657,12 +691,14 @@ enum RecordRow {
             let shortGUID = try columns[12].decode(String?.self)
             let version = try columns[13].decode(Int64?.self)
             let createdVersion = try columns[14].decode(Int64?.self)
+            let expirationDate = try columns[15].decode(Int64?.self)
             let decodedFields = try EventCoding.decoder.decode([String: FieldValue].self, from: Data(fields.utf8))
             records.append(Record(
                 recordName: name, recordType: type, fields: decodedFields, changeTag: tag,
                 created: RecordStamp(timestamp: createdAt, userRecordName: createdBy, deviceID: createdDevice),
                 modified: RecordStamp(timestamp: modifiedAt, userRecordName: modifiedBy, deviceID: modifiedDevice),
-                parent: parent, share: share, shortGUID: shortGUID, version: version, createdVersion: createdVersion))
+                parent: parent, share: share, shortGUID: shortGUID, version: version, createdVersion: createdVersion,
+                expirationDate: expirationDate))
         }
         return records
     }

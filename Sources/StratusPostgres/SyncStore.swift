@@ -53,7 +53,8 @@ public struct SyncStore: Sendable {
 
     /// The changes of a custom zone after `version` (0 = from the start), at most `limit`, in version
     /// order. A delete is reported only when the record existed at `version` (a record created and
-    /// deleted since then was never seen by the client). Fails with CHANGE_TOKEN_EXPIRED when the
+    /// deleted since then was never seen by the client). A record that has expired counts as deleted
+    /// at its last version, by the same rule, until `stratus-gc` deletes it. Fails with CHANGE_TOKEN_EXPIRED when the
     /// zone is another incarnation or its tombstones were collected past `version`.
     ///
     /// `maxBytes` bounds the page by the size of its records' fields too (forward and reverse): the
@@ -105,10 +106,12 @@ public struct SyncStore: Sendable {
                 below = continueBelow ?? Int64.max
             }
             let rows = try await connection.query("""
-                SELECT version, record_name, record_type, false, octet_length(fields::text)::int8 FROM records
+                SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live),
+                       (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(fields::text) ELSE 0 END)::int8 FROM records
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND version > \(version) AND version <= \(upper) AND version < \(below)
                   AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
+                  AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
                 UNION ALL
                 SELECT deleted_version, record_name, record_type, true, 0::int8 FROM record_tombstones
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
@@ -179,10 +182,15 @@ public struct SyncStore: Sendable {
         for try await row in rows.decode((Int64, String, String).self) { entries.append(row) }
         let moreComing = entries.count > limit
         if moreComing { entries.removeLast(entries.count - limit) }
+        // An expired record is gone from every state the client is handed (as of the page's clock).
+        let clock = try await transaction.connection.query("SELECT \(unescaped: RecordExpirySQL.now)", logger: transaction.logger)
+        var now = Int64.max
+        for try await value in clock.decode(Int64.self) { now = value }
         var changes: [Change] = []
         for (_, type, payload) in entries {
             if type == RecordSaved.eventType.rawValue {
-                changes.append(.saved(try EventCoding.decoder.decode(RecordSaved.self, from: Data(payload.utf8)).record))
+                let record = try EventCoding.decoder.decode(RecordSaved.self, from: Data(payload.utf8)).record
+                changes.append(record.isExpired(at: now) ? .deleted(recordName: record.recordName, recordType: record.recordType) : .saved(record))
             } else {
                 let deleted = try EventCoding.decoder.decode(RecordDeleted.self, from: Data(payload.utf8))
                 changes.append(.deleted(recordName: deleted.recordName, recordType: deleted.recordType))

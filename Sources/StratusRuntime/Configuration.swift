@@ -61,6 +61,9 @@ public struct StratusConfiguration: Sendable {
     public var assetGrace: Duration = .seconds(86_400)
     /// `STRATUS_ASSET_GC_INTERVAL_SECONDS`: how often stratus-gc looks for orphaned assets.
     public var assetCollectionInterval: Duration = .seconds(300)
+    /// How stratus-gc collects expired records: `STRATUS_GC_EXPIRE_BATCH` (500 per transaction) and
+    /// `STRATUS_GC_EXPIRE_RATE` (10,000 records per second; 0: no limit).
+    public var expiry = ExpiryConfiguration()
 
     /// What kind of deployment a process belongs to; decides whether a missing secret key may be
     /// generated.
@@ -161,6 +164,16 @@ public struct StratusConfiguration: Sendable {
             throw ConfigurationProblem("STRATUS_DELIVERY_CONCURRENCY must be 1 to 1000, got \(configuration.delivery.concurrency)")
         }
         try readAssets(environment, into: &configuration)
+        configuration.expiry.batchSize = try int("STRATUS_GC_EXPIRE_BATCH", configuration.expiry.batchSize)
+        guard (1...10_000).contains(configuration.expiry.batchSize) else {
+            throw ConfigurationProblem("STRATUS_GC_EXPIRE_BATCH must be 1 to 10000, got \(configuration.expiry.batchSize)")
+        }
+        if let text = environment["STRATUS_GC_EXPIRE_RATE"] {
+            guard let rate = Double(text), rate.isFinite, (0...1_000_000).contains(rate) else {
+                throw ConfigurationProblem("STRATUS_GC_EXPIRE_RATE must be a number of records per second from 0 (no limit) to 1000000, got '\(text)'")
+            }
+            configuration.expiry.ratePerSecond = rate
+        }
         switch environment["STRATUS_WEBHOOK_ALLOW_LOOPBACK"] ?? "false" {
         case "true", "1": configuration.webhookAllowInsecureLoopback = true
         case "false", "0": configuration.webhookAllowInsecureLoopback = false

@@ -17,7 +17,7 @@ public enum StratusProcess {
         switch name {
         case "stratus-indexer": IndexerProjection()
         case "stratus-subscriptions": SubscriptionsProjection()
-        case "stratus-gc": CompositeProjection(name: name, parts: [AssetReferenceProjection(name: name)])
+        case "stratus-gc": CompositeProjection(name: name, parts: [ExpiryProjection(), AssetReferenceProjection(name: name)])
         case "stratus-shares": ObserverProjection(name: name)
         default: nil
         }
@@ -128,6 +128,7 @@ public enum StratusProcess {
             services.append(OrphanAssetCollector(
                 store: store, blobs: configuration.blobStore.makeStore(), grace: configuration.assetGrace,
                 interval: configuration.assetCollectionInterval, logger: logger))
+            services.append(ExpiredRecordCollector(store: store, configuration: configuration.expiry, logger: logger))
         }
         if configuration.metricsPort > 0 {
             services.append(MetricsServer(host: configuration.api.host, port: configuration.metricsPort, logger: logger))

@@ -107,9 +107,14 @@ public final class Worker: Service, Sendable {
                     try await consume()
                 } catch let spent as BatchBudgetSpent {
                     logger.warning("a batch ran past its time budget; rejoining from what was committed", metadata: ["handled": "\(spent.handled)"])
-                } catch where !Task.isCancelled {
+                } catch where Task.isCancelled {
+                    // Graceful shutdown cancels the consumer wherever it waits (a fetch, an apply, an
+                    // idle wait): the worker's end, not a failure — a service that throws makes the
+                    // process exit 1. What was not committed is delivered again.
+                    break
+                } catch {
                     logger.warning("worker consumer failed; reconnecting", metadata: ["error": "\(error)"])
-                    try await Task.sleep(for: backoff)
+                    try? await Task.sleep(for: backoff)
                     backoff = min(backoff * 2, configuration.maxBackoff)
                 }
             }

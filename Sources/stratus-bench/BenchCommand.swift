@@ -41,11 +41,13 @@ struct BenchCommand: AsyncParsableCommand {
     var fanoutUsers = 500
     @Option(help: "Saves stratus-subscriptions evaluates in notify.fanout.")
     var fanoutEvents = 1_000
+    @Option(help: "Expired records stratus-gc collects in gc.expire.")
+    var expireRecords = 20_000
     @Option(help: "Seconds the idle measurement samples the stack's CPU.")
     var idleSeconds: Double = 30
     @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
     var process: [String] = []
-    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, asset, rebuild.")
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, asset, gc, rebuild.")
     var only: String?
     @Option(help: "Where to write the JSON report.")
     var output: String?
@@ -73,6 +75,7 @@ struct BenchCommand: AsyncParsableCommand {
         settings.fanoutSubscriptions = fanoutSubscriptions
         settings.fanoutUsers = fanoutUsers
         settings.fanoutEvents = fanoutEvents
+        settings.expireRecords = expireRecords
         settings.lagAfterIdleSamples = lagAfterIdleSamples
         settings.idleSeconds = idleSeconds
         settings.groups = only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }

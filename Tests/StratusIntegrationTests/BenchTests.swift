@@ -34,6 +34,9 @@ final class BenchTests: XCTestCase {
             let indexer = Worker(projection: IndexerProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
             let subscriptions = Worker(
                 projection: SubscriptionsProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            // stratus-gc: its expiry index and collector.
+            let gc = Worker(projection: ExpiryProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            let collector = ExpiredRecordCollector(store: store, logger: TestSupport.logger)
             // stratus-api's own application (the WebSocket courier and the notification hub with it).
             var apiConfiguration = configuration
             apiConfiguration.host = "127.0.0.1"
@@ -44,6 +47,8 @@ final class BenchTests: XCTestCase {
                 group.addTask { try await relay.run() }
                 group.addTask { try await indexer.run() }
                 group.addTask { try await subscriptions.run() }
+                group.addTask { try await gc.run() }
+                group.addTask { try await collector.run() }
                 defer { group.cancelAll() }
                 return try await app.test(.live) { client in
                     let port = try XCTUnwrap(client.port)
@@ -74,11 +79,13 @@ final class BenchTests: XCTestCase {
         settings.fanoutSubscriptions = 200
         settings.fanoutUsers = 10
         settings.fanoutEvents = 100
+        settings.expireRecords = 400
         try await runSuite(settings, processes: { _ in [WatchedProcess(name: "tests", pid: getpid())] }) { report, store in
             let expected = [
                 "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
                 "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450", "limit.sync.450",
-                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout", "rebuild.index",
+                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout", "gc.expire",
+                "rebuild.index",
             ]
             XCTAssertEqual(report.scenarios.map(\.name), expected)
             for scenario in report.scenarios {
@@ -101,6 +108,10 @@ final class BenchTests: XCTestCase {
             XCTAssertEqual(fanout.figures["subscriptions"], 200)
             XCTAssertEqual(fanout.figures["notifications"], 52)
             XCTAssertGreaterThan(fanout.figures["eventsPerSecond"] ?? 0, 0)
+            let expire = try XCTUnwrap(report.scenario("gc.expire"))
+            XCTAssertEqual(expire.figures["records"], 400, "every expired record collected")
+            XCTAssertGreaterThan(expire.figures["writesPerSecond"] ?? 0, 0, "creates ran while stratus-gc collected")
+            XCTAssertEqual(expire.figures["writeErrors"], 0)
             XCTAssertEqual(report.ratios.map(\.scenario), ["create.c1", "create.c4", "batch200.c1", "sync.450"])
             for ratio in report.ratios { XCTAssertGreaterThan(ratio.ratio, 0, ratio.scenario) }
 

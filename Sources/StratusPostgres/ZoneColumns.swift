@@ -1,0 +1,20 @@
+import PostgresNIO
+import StratusCore
+
+extension PostgresQuery.StringInterpolation {
+    /// The condition that names one zone by its five key columns — `container`, `environment`,
+    /// `scope`, `owner` and `zone_name` — each a bind parameter: written here once for every table
+    /// keyed that way.
+    mutating func appendInterpolation(zone zoneName: String, of database: DatabaseID) {
+        appendLiteral("container = ")
+        appendInterpolation(database.container)
+        appendLiteral(" AND environment = ")
+        appendInterpolation(database.environment.rawValue)
+        appendLiteral(" AND scope = ")
+        appendInterpolation(database.scope.rawValue)
+        appendLiteral(" AND owner = ")
+        appendInterpolation(database.owner)
+        appendLiteral(" AND zone_name = ")
+        appendInterpolation(zoneName)
+    }
+}

@@ -1,0 +1,28 @@
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// `stratus-gc`'s projection: the expiry index (`RecordExpirationIndex`) kept from the zone events —
+/// a record saved with an expiration is indexed, one saved without or deleted is not, a deleted zone
+/// takes its entries along. Nobody waits for it (the readers hide expired records by themselves):
+/// background urgency.
+public struct ExpiryProjection: Projection {
+    public let name = "stratus-gc"
+    public let urgency = ProjectionUrgency.background
+
+    /// Creates the projection.
+    public init() {}
+
+    public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
+        switch event.type {
+        case RecordSaved.eventType: try await RecordExpirationIndex.apply(event.decode(RecordSaved.self), in: transaction)
+        case RecordDeleted.eventType: try await RecordExpirationIndex.apply(event.decode(RecordDeleted.self), in: transaction)
+        case .zoneDeleted: try await RecordExpirationIndex.apply(event.decode(ZoneDeleted.self), in: transaction)
+        default: break
+        }
+    }
+
+    public func reset(in transaction: Transaction, logger: Logger) async throws {
+        try await RecordExpirationIndex.reset(in: transaction)
+    }
+}

@@ -1,0 +1,273 @@
+import Foundation
+import HummingbirdTesting
+import StratusCore
+import StratusKafka
+@testable import StratusPostgres
+import StratusWorkers
+import XCTest
+
+/// Records that expire (the Stratus extension `expirationDate` / `timeToLive`): checked on save,
+/// echoed, gone from lookup, query and sync the moment they expire, and deleted by stratus-gc's
+/// collector through the write path, so a device's sync and a zone subscription hear of it.
+final class RecordExpirationTests: XCTestCase {
+    typealias Body = [String: Any]
+    typealias Fixture = RecordAPITests.Fixture
+
+    static var nowMilliseconds: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    func testBadExpirationsAreRefusedWithAReasonAndGoodOnesAreEchoed() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Notes")
+            let now = Self.nowMilliseconds
+            let bad: [(Body, String)] = [
+                (["expirationDate": "tomorrow"], "whole number of milliseconds"),
+                (["expirationDate": 1.5], "whole number of milliseconds"),
+                (["expirationDate": now - 3_600_000], "in the past"),
+                (["expirationDate": now + 11 * 365 * 86_400_000], "ten years"),
+                (["expirationDate": now + 60_000, "timeToLive": 60], "not both"),
+                (["timeToLive": 0], "from 1 to"),
+                (["timeToLive": -5], "from 1 to"),
+                (["timeToLive": 2.5], "from 1 to"),
+                (["timeToLive": "60"], "from 1 to"),
+                (["timeToLive": 400_000_000], "from 1 to"),
+                (["timeToLive": ["seconds": 60]], "from 1 to"),
+            ]
+            for (extra, reason) in bad {
+                var record = RecordAPITests.note("n", ["title": ["value": "x"]])
+                record.merge(extra) { _, new in new }
+                let (status, records) = try await RecordAPITests.modify(client, fixture, [["operationType": "create", "record": record]])
+                XCTAssertEqual(status, 400, "\(extra): \(records)")
+                XCTAssertEqual(records.first?["serverErrorCode"] as? String, "BAD_REQUEST", "\(extra)")
+                XCTAssertTrue((records.first?["reason"] as? String ?? "").contains(reason), "\(extra): \(records)")
+            }
+            let stored = try await RecordAPITests.lookup(client, fixture, ["n"])
+            XCTAssertEqual(stored.first?["serverErrorCode"] as? String, "NOT_FOUND", "nothing of a refused save is stored")
+
+            // timeToLive becomes an absolute expirationDate, echoed by the save and by lookup.
+            var (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "create", "record": RecordAPITests.note("ttl", ["title": ["value": "x"]]).merging(["timeToLive": 3600]) { $1 }],
+                ["operationType": "create", "record": RecordAPITests.note("date", ["title": ["value": "x"]]).merging(["expirationDate": now + 7_200_000]) { $1 }],
+                ["operationType": "create", "record": RecordAPITests.note("plain", ["title": ["value": "x"]])],
+            ])
+            XCTAssertEqual(status, 200, "\(records)")
+            let echoed = try XCTUnwrap(records.first?["expirationDate"] as? Int64)
+            XCTAssertTrue((now + 3_600_000...Self.nowMilliseconds + 3_600_000).contains(echoed), "\(echoed)")
+            XCTAssertEqual(records[1]["expirationDate"] as? Int64, now + 7_200_000)
+            XCTAssertNil(records[2]["expirationDate"], "a record without an expiration shows none")
+            let looked = try await RecordAPITests.lookup(client, fixture, ["ttl", "date", "plain"])
+            XCTAssertEqual(looked.map { $0["expirationDate"] as? Int64 }, [echoed, now + 7_200_000, nil])
+
+            // An update without the keys keeps the expiration; null clears it.
+            let tag = try XCTUnwrap(looked[0]["recordChangeTag"] as? String)
+            (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "update", "record": RecordAPITests.note("ttl", ["title": ["value": "y"]], tag: tag)],
+                ["operationType": "forceUpdate", "record": RecordAPITests.note("date", ["title": ["value": "y"]]).merging(["expirationDate": NSNull()]) { $1 }],
+            ])
+            XCTAssertEqual(status, 200, "\(records)")
+            XCTAssertEqual(records.first?["expirationDate"] as? Int64, echoed, "kept")
+            XCTAssertNil(records.last?["expirationDate"], "cleared")
+        }
+    }
+
+    func testAnExpiredRecordDisappearsAtOnceAndItsDeleteReachesSyncAndAZoneSubscription() async throws {
+        try await APIPipelineFixture.withStack(projection: IndexerProjection(), relay: true, worker: true) { fixture, client, _, location in
+            try await RecordAPITests.createZone(client, fixture, "Q")
+            let (status, subscriptions) = try await SubscriptionTests.modify(client, fixture, [
+                SubscriptionTests.create(["subscriptionID": "zone", "subscriptionType": "zone", "zoneID": ["zoneName": "Q"]]),
+            ])
+            XCTAssertEqual(status, 200, "\(subscriptions)")
+            try await Self.withCollector(fixture.store, location) {
+                // A device that has the zone from the start.
+                var device = SyncTests.Device()
+                try await device.sync(client, fixture, zone: "Q", limit: 200)
+                let (saveStatus, saved) = try await RecordAPITests.modify(client, fixture, zone: "Q", [
+                    ["operationType": "create", "record": RecordAPITests.note("eph", ["v": ["value": "e"]], type: "Item").merging(["timeToLive": 2]) { $1 }],
+                    ["operationType": "create", "record": RecordAPITests.note("keep", ["v": ["value": "k"]], type: "Item")],
+                    // Saved to expire, then saved again without an expiration, or with a later one: never deleted.
+                    ["operationType": "create", "record": RecordAPITests.note("revived", ["v": ["value": "r"]], type: "Item").merging(["timeToLive": 2]) { $1 }],
+                    ["operationType": "create", "record": RecordAPITests.note("later", ["v": ["value": "l"]], type: "Item").merging(["timeToLive": 2]) { $1 }],
+                ])
+                XCTAssertEqual(saveStatus, 200, "\(saved)")
+                let expiresAt = try XCTUnwrap(saved.first?["expirationDate"] as? Int64)
+                let (againStatus, again) = try await RecordAPITests.modify(client, fixture, zone: "Q", [
+                    ["operationType": "forceUpdate", "record": ["recordName": "revived", "expirationDate": NSNull()]],
+                    ["operationType": "forceUpdate", "record": ["recordName": "later", "timeToLive": 3600]],
+                ])
+                XCTAssertEqual(againStatus, 200, "\(again)")
+                try await device.sync(client, fixture, zone: "Q", limit: 200)
+                XCTAssertEqual(device.records, ["eph": "e", "keep": "k", "revived": "r", "later": "l"])
+                // A second device that syncs only after the expiry: it never hears of eph at all.
+                var late = SyncTests.Device()
+
+                // The query index holds the records (eph too, unless it has expired meanwhile).
+                try await TestSupport.eventually(timeout: .seconds(30), "the query index to hold the records") {
+                    let names = try await Self.query(client, fixture)
+                    return names.isSuperset(of: ["keep", "revived", "later"]) && (names.contains("eph") || Self.nowMilliseconds >= expiresAt)
+                }
+                // From the moment it expires, lookup, query and sync say it is gone, collected or not.
+                try await TestSupport.eventually(timeout: .seconds(30), "eph to expire") {
+                    try await RecordAPITests.lookup(client, fixture, zone: "Q", ["eph"]).first?["serverErrorCode"] as? String == "NOT_FOUND"
+                }
+                let queried = try await Self.query(client, fixture)
+                XCTAssertEqual(queried, ["keep", "revived", "later"], "an expired record is not queried")
+                try await late.sync(client, fixture, zone: "Q", limit: 200)
+                XCTAssertEqual(late.records, ["keep": "k", "revived": "r", "later": "l"])
+
+                // stratus-gc deletes it through the write path: the first device's sync gets the delete.
+                try await TestSupport.eventually(timeout: .seconds(60), "the first device to receive eph's delete") {
+                    var probe = device
+                    try await probe.sync(client, fixture, zone: "Q", limit: 200)
+                    return probe.records["eph"] == nil
+                }
+                let deletes = try await Self.deleteEvents(fixture.store)
+                XCTAssertEqual(deletes.map(\.recordName), ["eph"], "only the expired record is deleted")
+                XCTAssertTrue(deletes.allSatisfy { $0.requestID.hasPrefix("stratus-gc/expire/") }, "\(deletes)")
+                try await device.sync(client, fixture, zone: "Q", limit: 200)
+                XCTAssertEqual(device.records, ["keep": "k", "revived": "r", "later": "l"])
+
+                // The zone subscription fires for the save, the second save and the collector's delete.
+                let notifications = try await SubscriptionTests.waitForNotifications(client, fixture, count: 3)
+                XCTAssertEqual(notifications.filter { $0["subscriptionID"] as? String == "zone" }.count, 3, "\(notifications)")
+
+                // Once the index has nothing due, nothing more is deleted: the re-saved records live.
+                try await TestSupport.eventually(timeout: .seconds(30), "the expiry index to hold nothing due") {
+                    try await RecordExpirationIndex(store: fixture.store).due(limit: 10, logger: TestSupport.logger).entries.isEmpty
+                }
+                let alive = try await RecordAPITests.lookup(client, fixture, zone: "Q", ["keep", "revived", "later"])
+                XCTAssertEqual(alive.compactMap { $0["recordName"] as? String }, ["keep", "revived", "later"])
+                XCTAssertEqual(alive.compactMap { $0["serverErrorCode"] as? String }, [])
+            }
+        }
+    }
+
+    func testWritingOverAnExpiredRecordDeletesItFirstAndAStaleIndexEntryDeletesNothing() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Notes")
+            let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+            var (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "create", "record": RecordAPITests.note("a", ["v": ["value": "1"]]).merging(["timeToLive": 1]) { $1 }],
+                ["operationType": "create", "record": RecordAPITests.note("b", ["v": ["value": "1"]])],
+            ])
+            XCTAssertEqual(status, 200, "\(records)")
+            try await TestSupport.eventually(timeout: .seconds(10), "a to expire") {
+                try await RecordAPITests.lookup(client, fixture, ["a"]).first?["serverErrorCode"] as? String == "NOT_FOUND"
+            }
+            // An update of the expired record finds none; a create makes a new one, after its delete.
+            (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "update", "record": RecordAPITests.note("a", ["v": ["value": "2"]], tag: "x")]])
+            XCTAssertEqual(records.first?["serverErrorCode"] as? String, "NOT_FOUND", "\(records)")
+            (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "create", "record": RecordAPITests.note("a", ["v": ["value": "3"]])]])
+            XCTAssertEqual(status, 200, "\(records)")
+            XCTAssertNil(records.first?["expirationDate"])
+            let types = try await Self.eventTypes(fixture.store, record: "a")
+            XCTAssertEqual(types, ["record.saved", "record.deleted", "record.saved"])
+
+            // An index entry that says a live record is due (stale, or replayed) deletes nothing.
+            _ = try await fixture.store.withConnection { connection in
+                try await connection.query("""
+                    INSERT INTO record_expirations (container, environment, scope, owner, zone_name, record_name, expires_at)
+                    VALUES (\(fixture.container), 'development', 'private', '_alice', 'Notes', 'a', 1), (\(fixture.container), 'development', 'private', '_alice', 'Notes', 'b', 2)
+                    """, logger: TestSupport.logger)
+            }
+            let collector = ExpiredRecordCollector(store: fixture.store, logger: TestSupport.logger)
+            let handled = try await collector.collectDue()
+            XCTAssertEqual(handled, 2)
+            let again = try await collector.collectDue()
+            XCTAssertEqual(again, 0, "the stale entries are gone")
+            let alive = try await RecordStore(store: fixture.store).lookup(["a", "b"], zone: ZoneID(zoneName: "Notes", ownerRecordName: "_alice"),
+                                                                           in: database, logger: TestSupport.logger)
+            XCTAssertEqual(alive.count, 2)
+            let typesOfB = try await Self.eventTypes(fixture.store, record: "b")
+            XCTAssertEqual(typesOfB, ["record.saved"])
+        }
+    }
+
+    func testSyncReportsAnExpiredRecordAsDeletedOnlyToADeviceThatMayHoldIt() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Notes")
+            var (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "create", "record": RecordAPITests.note("a", ["v": ["value": "1"]]).merging(["timeToLive": 2]) { $1 }],
+                ["operationType": "create", "record": RecordAPITests.note("b", ["v": ["value": "1"]])],
+            ])
+            XCTAssertEqual(status, 200, "\(records)")
+            var holder = SyncTests.Device()
+            try await holder.sync(client, fixture, zone: "Notes", limit: 200)
+            XCTAssertEqual(holder.records, ["a": "1", "b": "1"])
+            // A later change the holder has not seen, keeping the expiration.
+            (status, records) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "forceUpdate", "record": RecordAPITests.note("a", ["v": ["value": "2"]])]])
+            XCTAssertEqual(status, 200, "\(records)")
+            XCTAssertNotNil(records.first?["expirationDate"], "kept")
+            try await TestSupport.eventually(timeout: .seconds(10), "a to expire") {
+                try await RecordAPITests.lookup(client, fixture, ["a"]).first?["serverErrorCode"] as? String == "NOT_FOUND"
+            }
+            // No collector runs here: sync hides the record by itself.
+            var deletes: [String] = []
+            try await holder.sync(client, fixture, zone: "Notes", limit: 200) { _, page in
+                deletes += page.filter { $0["deleted"] as? Bool == true }.compactMap { $0["recordName"] as? String }
+            }
+            XCTAssertEqual(holder.records, ["b": "1"])
+            XCTAssertEqual(deletes, ["a"], "the device that may hold a learns it is gone")
+            var newcomer = SyncTests.Device()
+            var mentioned: [String] = []
+            try await newcomer.sync(client, fixture, zone: "Notes", limit: 200) { _, page in mentioned += page.compactMap { $0["recordName"] as? String } }
+            XCTAssertEqual(mentioned, ["b"], "a device that never saw a hears nothing of it")
+            var snapshot = SyncTests.Device()
+            var seen: [String] = []
+            try await snapshot.sync(client, fixture, zone: "Notes", limit: 200, extra: ["snapshot": true]) { _, page in
+                seen += page.map { "\($0["recordName"] as? String ?? ""):\($0["deleted"] as? Bool == true ? "deleted" : "saved")" }
+            }
+            XCTAssertFalse(seen.contains("a:saved"), "a snapshot sync shows no version of an expired record: \(seen)")
+            XCTAssertEqual(snapshot.records, ["b": "1"])
+        }
+    }
+
+    // MARK: helpers
+
+    /// Runs stratus-gc's projection and collector, and the subscriptions worker, beside the stack.
+    static func withCollector(_ store: PostgresStore, _ location: APIPipelineFixture.Location, _ body: () async throws -> Void) async throws {
+        let (_, configuration) = PipelineFixture().configurations(topic: location.topic, partitions: location.partitions)
+        let kafka = KafkaClientConfiguration(brokers: location.brokers)
+        let gc = Worker(projection: ExpiryProjection(), store: store, kafka: kafka, configuration: configuration, logger: TestSupport.logger)
+        let subscriptions = Worker(projection: SubscriptionsProjection(), store: store, kafka: kafka, configuration: configuration, logger: TestSupport.logger)
+        let collector = ExpiredRecordCollector(store: store, logger: TestSupport.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await gc.run() }
+            group.addTask { try await subscriptions.run() }
+            group.addTask { try await collector.run() }
+            defer { group.cancelAll() }
+            try await body()
+        }
+    }
+
+    /// The names records/query answers for Items in Q.
+    static func query(_ client: any TestClientProtocol, _ fixture: Fixture) async throws -> Set<String> {
+        let (status, json) = try await RecordAPITests.post(client, fixture.path("records/query"), [
+            "zoneID": ["zoneName": "Q"], "query": ["recordType": "Item"]])
+        XCTAssertEqual(status, 200, "\(json)")
+        return Set((json["records"] as? [Body] ?? []).compactMap { $0["recordName"] as? String })
+    }
+
+    /// The record.deleted events in the log: record name and causing request.
+    static func deleteEvents(_ store: PostgresStore) async throws -> [(recordName: String, requestID: String)] {
+        let events = try await EventLog(store: store).events(after: 0, limit: 100_000, logger: TestSupport.logger)
+        return try events.filter { $0.type == RecordDeleted.eventType }.map { (try $0.decode(RecordDeleted.self).recordName, $0.causation.requestID) }
+    }
+
+    /// The types of the events of one record, in order.
+    static func eventTypes(_ store: PostgresStore, record: String) async throws -> [String] {
+        let events = try await EventLog(store: store).events(after: 0, limit: 100_000, logger: TestSupport.logger)
+        var types: [String] = []
+        for event in events {
+            let name: String
+            switch event.type {
+            case RecordSaved.eventType: name = try event.decode(RecordSaved.self).record.recordName
+            case RecordDeleted.eventType: name = try event.decode(RecordDeleted.self).recordName
+            default: continue
+            }
+            if name == record { types.append(event.type.rawValue) }
+        }
+        return types
+    }
+}
