@@ -84,7 +84,8 @@ final class BenchTests: XCTestCase {
             let expected = [
                 "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
                 "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450", "limit.sync.450",
-                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout", "gc.expire",
+                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout",
+                "asset.upload.1mb", "asset.download.1mb", "asset.upload.50mb", "asset.download.50mb", "gc.expire",
                 "rebuild.index",
             ]
             XCTAssertEqual(report.scenarios.map(\.name), expected)
