@@ -14,6 +14,9 @@ public enum AssetReferenceStore {
         let at = Date(timeIntervalSince1970: Double(event.createdAt) / 1000)
         let zoneKey = event.zoneKey.rawValue
         let recordName = saved.record.recordName
+        // A record this save created releases nothing (an earlier record of its name released its
+        // assets when it was deleted); without assets it needs no statement at all.
+        if saved.previousChangeTag == nil && ids.isEmpty { return }
         try await transaction.connection.query("""
             UPDATE asset_references SET referenced = false, changed_at = \(at)
             WHERE zone_key = \(zoneKey) AND record_name = \(recordName) AND referenced AND NOT (asset_id = ANY(\(ids)))

@@ -33,6 +33,9 @@ public struct RecordExpirationIndex: Sendable {
         let zoneName = saved.zoneID.zoneName
         let recordName = saved.record.recordName
         guard let expiresAt = saved.record.expirationDate else {
+            // A record this save created has no entry to remove: an earlier record of its name left
+            // the index with its deletion (or its zone's), which its zone applied first.
+            guard saved.previousChangeTag != nil else { return }
             try await remove(recordName, zone: zoneName, of: database, in: transaction)
             return
         }
