@@ -46,6 +46,41 @@ public enum QueryIndexStore {
             """, logger: transaction.logger)
     }
 
+    /// Applies a run of `record.deleted` events with one statement (a collector's or a zone's
+    /// deletions arrive hundreds at a time): the same markers as applying them one by one, a record
+    /// named twice getting its latest.
+    public static func apply(deletions: [(deleted: RecordDeleted, event: EventEnvelope)], in transaction: Transaction) async throws {
+        guard deletions.count > 1 else {
+            if let only = deletions.first { try await apply(only.deleted, event: only.event, in: transaction) }
+            return
+        }
+        struct Key: Hashable {
+            var database: DatabaseID
+            var zoneName: String
+            var recordName: String
+        }
+        var latest: [Key: (deleted: RecordDeleted, version: Int64)] = [:]
+        for (deleted, event) in deletions {
+            let key = Key(database: deleted.database, zoneName: deleted.zoneID.zoneName, recordName: deleted.recordName)
+            if let known = latest[key], known.version >= event.id { continue }
+            latest[key] = (deleted, event.id)
+        }
+        let rows = Array(latest.values)
+        try await transaction.connection.query("""
+            INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type, version, deleted)
+            SELECT g, d.container, d.environment, d.scope, d.owner, d.zone_name, d.record_name, d.record_type, d.version, true
+            FROM unnest(\(rows.map(\.deleted.database.container))::text[], \(rows.map(\.deleted.database.environment.rawValue))::text[],
+                        \(rows.map(\.deleted.database.scope.rawValue))::text[], \(rows.map(\.deleted.database.owner))::text[],
+                        \(rows.map(\.deleted.zoneID.zoneName))::text[], \(rows.map(\.deleted.recordName))::text[],
+                        \(rows.map(\.deleted.recordType))::text[], \(rows.map(\.version))::int8[])
+                 AS d(container, environment, scope, owner, zone_name, record_name, record_type, version)
+            CROSS JOIN unnest(\(unescaped: servedGenerations)) AS g
+            ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
+                version = EXCLUDED.version, deleted = true, record = NULL, search = NULL
+            WHERE r.version < EXCLUDED.version
+            """, logger: transaction.logger)
+    }
+
     /// Applies `zone.deleted`: everything the zone held before the event goes.
     public static func apply(_ deleted: ZoneDeleted, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
         let database = deleted.database

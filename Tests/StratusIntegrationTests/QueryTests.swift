@@ -44,6 +44,42 @@ final class QueryTests: XCTestCase {
         ["operationType": "create", "record": RecordAPITests.note(name, fields, type: "Item")]
     }
 
+    /// A worker's batch reaches the index with each run of deletions as one statement: the same
+    /// index as event by event — deleted records gone, a re-created one back, a deletion older than
+    /// what the index holds changing nothing — and a run naming a record twice is no error.
+    func testABatchOfSavesAndDeletionsIndexesLikeOneEventAtATime() async throws {
+        try await Self.withStack(indexer: false) { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Q")
+            let (created, _) = try await RecordAPITests.modify(client, fixture, zone: "Q", (1...6).map { index in
+                ["operationType": "create", "record": RecordAPITests.note("r\(index)", ["count": ["value": index]], type: "Item")]
+            })
+            XCTAssertEqual(created, 200)
+            let (deleted, _) = try await RecordAPITests.modify(client, fixture, zone: "Q", ["r2", "r3", "r4", "r5"].map { name in
+                ["operationType": "forceDelete", "record": ["recordName": name]]
+            })
+            XCTAssertEqual(deleted, 200)
+            let (recreated, _) = try await RecordAPITests.modify(client, fixture, zone: "Q", [
+                ["operationType": "create", "record": RecordAPITests.note("r3", ["count": ["value": 30]], type: "Item")],
+            ])
+            XCTAssertEqual(recreated, 200)
+            let events = try await EventLog(store: fixture.store).events(after: 0, limit: 10_000, logger: TestSupport.logger)
+            let applied = try await Applier(projection: IndexerProjection(), store: fixture.store).apply(batch: events, logger: TestSupport.logger)
+            XCTAssertEqual(applied, events.count)
+            let everything: Body = ["recordType": "Item", "sortBy": [["fieldName": "count", "ascending": true]]]
+            let (status, reply) = try await Self.query(client, fixture, everything)
+            XCTAssertEqual(status, 200, "\(reply)")
+            XCTAssertEqual(Self.names(reply), ["r1", "r6", "r3"])
+            // The deletions again, each twice in one run, and the first ones late: nothing changes.
+            let deletions = events.filter { $0.type == RecordDeleted.eventType }
+            XCTAssertEqual(deletions.count, 4)
+            try await fixture.store.serializable(logger: TestSupport.logger) { transaction in
+                try await IndexerProjection().apply(deletions + deletions, in: transaction, logger: TestSupport.logger)
+            }
+            let (_, again) = try await Self.query(client, fixture, everything)
+            XCTAssertEqual(Self.names(again), ["r1", "r6", "r3"], "r3's re-creation is newer than its deletion")
+        }
+    }
+
     func testEveryComparatorSortOrderAndStablePaging() async throws {
         try await Self.withStack { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Q")
