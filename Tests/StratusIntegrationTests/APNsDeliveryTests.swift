@@ -50,6 +50,7 @@ final class APNsDeliveryTests: XCTestCase {
                     store: fixture.store, configuration: configuration,
                     environments: ["development": APNsEnvironment(baseURL: server.baseURL)], logger: logger)
                 let dispatcher = DeliveryDispatcher(store: fixture.store, channels: [channel], logger: logger)
+                do {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await dispatcher.run() }
                     defer { group.cancelAll() }
@@ -95,6 +96,14 @@ final class APNsDeliveryTests: XCTestCase {
                     try await TestSupport.eventually(timeout: .seconds(30), "the pushes to the unregistered device to be given up") {
                         try await Self.deliveries(fixture.store).map(\.state) == ["delivered:1", "delivered:1", "dead:1", "dead:1"]
                     }
+                }
+                } catch {
+                    // The sender's HTTP client must be shut down on every path; what the deliveries
+                    // came to says why the wait failed.
+                    let states = (try? await Self.deliveries(fixture.store)) ?? []
+                    await channel.shutdown()
+                    XCTFail("deliveries: \(states); requests the server saw: \(server.requests.count)")
+                    throw error
                 }
                 let dead = try await Self.deliveries(fixture.store).filter { $0.state == "dead:1" }
                 XCTAssertTrue(dead.allSatisfy { $0.error?.contains("410") == true && $0.error?.contains("Unregistered") == true }, "\(dead)")
