@@ -61,8 +61,9 @@ public struct StratusConfiguration: Sendable {
     public var assetGrace: Duration = .seconds(86_400)
     /// `STRATUS_ASSET_GC_INTERVAL_SECONDS`: how often stratus-gc looks for orphaned assets.
     public var assetCollectionInterval: Duration = .seconds(300)
-    /// How stratus-gc collects expired records: `STRATUS_GC_EXPIRE_BATCH` (500 per transaction) and
-    /// `STRATUS_GC_EXPIRE_RATE` (10,000 records per second; 0: no limit).
+    /// How stratus-gc collects expired records: `STRATUS_GC_EXPIRE_BATCH` (500 per transaction),
+    /// `STRATUS_GC_EXPIRE_RATE` (10,000 records per second; 0: no limit) and
+    /// `STRATUS_GC_EXPIRE_CONCURRENCY` (2 zones at once).
     public var expiry = ExpiryConfiguration()
 
     /// What kind of deployment a process belongs to; decides whether a missing secret key may be
@@ -167,6 +168,10 @@ public struct StratusConfiguration: Sendable {
         configuration.expiry.batchSize = try int("STRATUS_GC_EXPIRE_BATCH", configuration.expiry.batchSize)
         guard (1...10_000).contains(configuration.expiry.batchSize) else {
             throw ConfigurationProblem("STRATUS_GC_EXPIRE_BATCH must be 1 to 10000, got \(configuration.expiry.batchSize)")
+        }
+        configuration.expiry.concurrency = try int("STRATUS_GC_EXPIRE_CONCURRENCY", configuration.expiry.concurrency)
+        guard (1...16).contains(configuration.expiry.concurrency) else {
+            throw ConfigurationProblem("STRATUS_GC_EXPIRE_CONCURRENCY must be 1 to 16, got \(configuration.expiry.concurrency)")
         }
         if let text = environment["STRATUS_GC_EXPIRE_RATE"] {
             guard let rate = Double(text), rate.isFinite, (0...1_000_000).contains(rate) else {

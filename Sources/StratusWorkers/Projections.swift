@@ -31,19 +31,15 @@ public struct IndexerProjection: Projection {
     }
 
     /// A batch in order, except that each run of consecutive record deletions goes to the index as
-    /// one statement (a collector's deletions come hundreds at a time).
+    /// one statement.
     public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
-        var deletions: [(deleted: RecordDeleted, event: EventEnvelope)] = []
-        for event in events {
-            if event.type == RecordDeleted.eventType, includesRecords {
-                deletions.append((try event.decode(RecordDeleted.self), event))
-                continue
-            }
-            try await QueryIndexStore.apply(deletions: deletions, in: transaction)
-            deletions.removeAll()
-            try await apply(event, in: transaction, logger: logger)
+        guard includesRecords else {
+            for event in events { try await apply(event, in: transaction, logger: logger) }
+            return
         }
-        try await QueryIndexStore.apply(deletions: deletions, in: transaction)
+        try await apply(events, in: transaction, logger: logger) { run in
+            try await QueryIndexStore.apply(deletions: run, in: transaction)
+        }
     }
 
     public func reset(in transaction: Transaction, logger: Logger) async throws {

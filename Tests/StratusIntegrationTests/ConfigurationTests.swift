@@ -129,17 +129,20 @@ final class ConfigurationTests: XCTestCase {
         }
     }
 
-    func testExpiredRecordCollectionBatchAndRateAreReadAndBounded() throws {
+    func testExpiredRecordCollectionBatchRateAndConcurrencyAreReadAndBounded() throws {
         try withDataDirectory { directory in
             let defaults = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).expiry
             XCTAssertEqual(defaults.batchSize, 500)
             XCTAssertEqual(defaults.ratePerSecond, 10_000)
+            XCTAssertEqual(defaults.concurrency, 2)
             let set = try StratusConfiguration.fromEnvironment([
-                "STRATUS_DATA_DIR": directory, "STRATUS_GC_EXPIRE_BATCH": "50", "STRATUS_GC_EXPIRE_RATE": "0",
+                "STRATUS_DATA_DIR": directory, "STRATUS_GC_EXPIRE_BATCH": "50", "STRATUS_GC_EXPIRE_RATE": "0", "STRATUS_GC_EXPIRE_CONCURRENCY": "4",
             ]).expiry
             XCTAssertEqual(set.batchSize, 50)
             XCTAssertEqual(set.ratePerSecond, 0, "0: no limit")
+            XCTAssertEqual(set.concurrency, 4)
             for (name, value) in [("STRATUS_GC_EXPIRE_BATCH", "0"), ("STRATUS_GC_EXPIRE_BATCH", "20000"), ("STRATUS_GC_EXPIRE_RATE", "-1"),
+                                  ("STRATUS_GC_EXPIRE_CONCURRENCY", "0"), ("STRATUS_GC_EXPIRE_CONCURRENCY", "17"), ("STRATUS_GC_EXPIRE_CONCURRENCY", "two"),
                                   ("STRATUS_GC_EXPIRE_RATE", "fast"), ("STRATUS_GC_EXPIRE_RATE", "nan")] {
                 XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, name: value])) { error in
                     XCTAssertTrue(String(describing: error).contains(name), "\(error)")

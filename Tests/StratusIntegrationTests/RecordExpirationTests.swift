@@ -1,5 +1,6 @@
 import Foundation
 import HummingbirdTesting
+import PostgresNIO
 import StratusCore
 import StratusKafka
 @testable import StratusPostgres
@@ -181,6 +182,107 @@ final class RecordExpirationTests: XCTestCase {
             let typesOfB = try await Self.eventTypes(fixture.store, record: "b")
             XCTAssertEqual(typesOfB, ["record.saved"])
         }
+    }
+
+    func testABatchOfDeletionsLeavesTheExpiryIndexAndAssetReferencesAsOneEventAtATimeWould() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Notes")
+            let zoneKey = ZoneKey(database: DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice"),
+                                  zoneName: "Notes")
+            var (status, reply) = try await RecordAPITests.modify(client, fixture, (1...4).map { index in
+                ["operationType": "create", "record": RecordAPITests.note("r\(index)", ["v": ["value": "\(index)"]]).merging(["timeToLive": 3600]) { $1 }]
+            })
+            XCTAssertEqual(status, 200, "\(reply)")
+            (status, reply) = try await RecordAPITests.modify(client, fixture, ["r2", "r3"].map { ["operationType": "forceDelete", "record": ["recordName": $0]] })
+            XCTAssertEqual(status, 200, "\(reply)")
+            // r3 again, with an expiration: its save follows its deletion in the batch, and must keep its entry.
+            (status, reply) = try await RecordAPITests.modify(client, fixture, [
+                ["operationType": "create", "record": RecordAPITests.note("r3", ["v": ["value": "again"]]).merging(["timeToLive": 3600]) { $1 }]])
+            XCTAssertEqual(status, 200, "\(reply)")
+            // r1 and r2 hold an asset each, r4 one it has already let go of.
+            let assets = (UUID(), UUID(), UUID())
+            _ = try await fixture.store.withConnection { connection in
+                try await connection.query("""
+                    INSERT INTO asset_references (asset_id, zone_key, record_name, referenced, changed_at)
+                    VALUES (\(assets.0), \(zoneKey.rawValue), 'r1', true, now()), (\(assets.1), \(zoneKey.rawValue), 'r2', true, now()),
+                           (\(assets.2), \(zoneKey.rawValue), 'r4', false, '2000-01-01')
+                    """, logger: TestSupport.logger)
+            }
+            let events = try await EventLog(store: fixture.store).events(after: 0, limit: 10_000, logger: TestSupport.logger)
+            XCTAssertEqual(events.map(\.type.rawValue).suffix(3), ["record.deleted", "record.deleted", "record.saved"])
+            let projection = CompositeProjection(name: "stratus-gc", parts: [ExpiryProjection(), AssetReferenceProjection()])
+            let applied = try await Applier(projection: projection, store: fixture.store).apply(batch: events, logger: TestSupport.logger)
+            XCTAssertEqual(applied, events.count)
+
+            let indexed = try await fixture.store.withConnection { connection in
+                var names: [String] = []
+                for try await name in try await connection.query(
+                    "SELECT record_name FROM record_expirations WHERE zone_name = 'Notes' ORDER BY record_name", logger: TestSupport.logger
+                ).decode(String.self) { names.append(name) }
+                return names
+            }
+            XCTAssertEqual(indexed, ["r1", "r3", "r4"], "r2's entry went with its deletion; r3's re-creation indexed it again")
+            let references = try await fixture.store.withConnection { connection in
+                var rows: [String: (Bool, Bool)] = [:]
+                for try await (name, referenced, old) in try await connection.query(
+                    "SELECT record_name, referenced, changed_at < '2001-01-01' FROM asset_references", logger: TestSupport.logger
+                ).decode((String, Bool, Bool).self) { rows[name] = (referenced, old) }
+                return rows
+            }
+            XCTAssertEqual(references["r1"]?.0, true, "a record that was not deleted keeps its asset")
+            XCTAssertEqual(references["r2"]?.0, false, "a deleted record releases its asset")
+            XCTAssertEqual(references["r2"]?.1, false, "released at its deletion, not before")
+            XCTAssertEqual(references["r4"]?.1, true, "an asset released earlier keeps the time it was released")
+        }
+    }
+
+    func testRemovingDealtWithEntriesPassesOverOnesAnotherTransactionHoldsAndOnesWithANewExpiration() async throws {
+        try await RecordAPITests.withAPI { fixture, _ in
+            let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+            let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
+            _ = try await fixture.store.withConnection { connection in
+                try await connection.query("""
+                    INSERT INTO record_expirations (container, environment, scope, owner, zone_name, record_name, expires_at)
+                    SELECT \(fixture.container), 'development', 'private', '_alice', 'Notes', name, 5
+                    FROM unnest(ARRAY['held', 'done', 'changed', 'other']) AS name
+                    """, logger: TestSupport.logger)
+            }
+            let index = RecordExpirationIndex(store: fixture.store)
+            let dealtWith = [("held", 5), ("done", 5), ("changed", 4)].map { name, expiresAt in
+                RecordExpirationIndex.Entry(database: database, zone: zone, recordName: name, expiresAt: Int64(expiresAt))
+            }
+            try await fixture.store.withConnection { holder in
+                // A projection's transaction is writing 'held'.
+                try await holder.query("BEGIN", logger: TestSupport.logger)
+                try await holder.query("SELECT 1 FROM record_expirations WHERE record_name = 'held' FOR UPDATE", logger: TestSupport.logger)
+                // The removal must not wait for it: if it did, it would wait forever (the holder commits only after it).
+                let removal = Task { try await index.remove(dealtWith, logger: TestSupport.logger) }
+                do {
+                    try await TestSupport.eventually(timeout: .seconds(30), "the removal to finish while the entry is held") {
+                        let remaining = try await fixture.store.withConnection { connection in
+                            try await Self.scalarNames(connection, "SELECT record_name FROM record_expirations WHERE record_name <> 'held' ORDER BY record_name")
+                        }
+                        return remaining == ["changed", "other"]
+                    }
+                    try await removal.value
+                } catch {
+                    // Let a removal that waits go, so the test ends with its failure instead of hanging.
+                    _ = try? await holder.query("ROLLBACK", logger: TestSupport.logger)
+                    throw error
+                }
+                try await holder.query("ROLLBACK", logger: TestSupport.logger)
+            }
+            let remaining = try await fixture.store.withConnection { connection in
+                try await Self.scalarNames(connection, "SELECT record_name FROM record_expirations ORDER BY record_name")
+            }
+            XCTAssertEqual(remaining, ["changed", "held", "other"], "only the entry dealt with, unchanged and free, went")
+        }
+    }
+
+    static func scalarNames(_ connection: PostgresConnection, _ sql: String) async throws -> [String] {
+        var names: [String] = []
+        for try await name in try await connection.query(PostgresQuery(unsafeSQL: sql), logger: TestSupport.logger).decode(String.self) { names.append(name) }
+        return names
     }
 
     func testSyncReportsAnExpiredRecordAsDeletedOnlyToADeviceThatMayHoldIt() async throws {

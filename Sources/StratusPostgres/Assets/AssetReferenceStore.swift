@@ -41,6 +41,20 @@ public enum AssetReferenceStore {
             """, logger: transaction.logger)
     }
 
+    /// A run of deleted records releases every asset they held, in one statement.
+    public static func apply(deletions: [(deleted: RecordDeleted, event: EventEnvelope)], in transaction: Transaction) async throws {
+        guard deletions.count > 1 else {
+            if let only = deletions.first { try await apply(only.deleted, event: only.event, in: transaction) }
+            return
+        }
+        try await transaction.connection.query("""
+            UPDATE asset_references AS a SET referenced = false, changed_at = to_timestamp(d.at / 1000.0)
+            FROM unnest(\(deletions.map(\.event.zoneKey.rawValue))::text[], \(deletions.map(\.deleted.recordName))::text[],
+                        \(deletions.map(\.event.createdAt))::int8[]) AS d(zone_key, record_name, at)
+            WHERE a.zone_key = d.zone_key AND a.record_name = d.record_name AND a.referenced
+            """, logger: transaction.logger)
+    }
+
     /// A deleted zone releases every asset its records held.
     public static func apply(_ deleted: ZoneDeleted, event: EventEnvelope, in transaction: Transaction) async throws {
         let at = Date(timeIntervalSince1970: Double(event.createdAt) / 1000)

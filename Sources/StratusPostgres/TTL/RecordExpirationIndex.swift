@@ -56,6 +56,27 @@ public struct RecordExpirationIndex: Sendable {
         try await remove(deleted.recordName, zone: deleted.zoneID.zoneName, of: deleted.database, in: transaction)
     }
 
+    /// Applies a run of `record.deleted` events: their entries go, one statement per zone (the
+    /// primary key finds each entry; the zone's other entries are not read).
+    public static func apply(deletions: [RecordDeleted], in transaction: Transaction) async throws {
+        var zones: [ZoneKey: (database: DatabaseID, zoneName: String, names: [String])] = [:]
+        var order: [ZoneKey] = []
+        for deleted in deletions {
+            let key = ZoneKey(database: deleted.database, zoneName: deleted.zoneID.zoneName)
+            if zones[key] == nil {
+                zones[key] = (deleted.database, deleted.zoneID.zoneName, [])
+                order.append(key)
+            }
+            zones[key]?.names.append(deleted.recordName)
+        }
+        for key in order {
+            guard let zone = zones[key] else { continue }
+            try await transaction.connection.execute("""
+                DELETE FROM record_expirations WHERE \(zone: zone.zoneName, of: zone.database) AND record_name = ANY(\(zone.names))
+                """, logger: transaction.logger)
+        }
+    }
+
     /// Applies `zone.deleted`: the zone's entries go with its records.
     public static func apply(_ deleted: ZoneDeleted, in transaction: Transaction) async throws {
         try await transaction.connection.execute("""
@@ -118,18 +139,26 @@ public struct RecordExpirationIndex: Sendable {
 
     /// Removes entries the collector has dealt with — deleted, found alive or gone — unless the
     /// record's expiration changed since they were read (then the entry is the newer one's).
+    ///
+    /// One statement per zone, which reads only the zone's entries due by the latest of them (an
+    /// index range, not the whole index), and passes over entries a projection transaction holds: it
+    /// is writing them (a deletion's removal or a new expiration), so they are not the collector's to
+    /// remove, and waiting for its commit would hold the collector up for nothing.
     public func remove(_ entries: [Entry], logger: Logger) async throws {
         guard !entries.isEmpty else { return }
+        let zones = Dictionary(grouping: entries) { ZoneKey(database: $0.database, zoneName: $0.zone.zoneName) }
         try await store.withConnection { connection in
-            try await connection.execute("""
-                DELETE FROM record_expirations AS x
-                USING unnest(\(entries.map(\.database.container))::text[], \(entries.map(\.database.environment.rawValue))::text[],
-                             \(entries.map(\.database.scope.rawValue))::text[], \(entries.map(\.database.owner))::text[],
-                             \(entries.map(\.zone.zoneName))::text[], \(entries.map(\.recordName))::text[], \(entries.map(\.expiresAt))::int8[])
-                     AS d(container, environment, scope, owner, zone_name, record_name, expires_at)
-                WHERE (x.container, x.environment, x.scope, x.owner, x.zone_name, x.record_name, x.expires_at)
-                    = (d.container, d.environment, d.scope, d.owner, d.zone_name, d.record_name, d.expires_at)
-                """, logger: logger)
+            for batch in zones.values {
+                guard let first = batch.first, let latest = batch.map(\.expiresAt).max() else { continue }
+                try await connection.execute("""
+                    DELETE FROM record_expirations WHERE ctid = ANY(ARRAY(
+                        SELECT x.ctid FROM record_expirations AS x
+                        JOIN unnest(\(batch.map(\.recordName))::text[], \(batch.map(\.expiresAt))::int8[]) AS d(record_name, expires_at)
+                          ON x.record_name = d.record_name AND x.expires_at = d.expires_at
+                        WHERE \(zone: first.zone.zoneName, of: first.database) AND x.expires_at <= \(latest)
+                        FOR UPDATE OF x SKIP LOCKED))
+                    """, logger: logger)
+            }
         }
     }
 

@@ -24,6 +24,13 @@ public struct AssetReferenceProjection: Projection {
         }
     }
 
+    /// A batch in order, each run of deletions releasing its records' assets with one statement.
+    public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
+        try await apply(events, in: transaction, logger: logger) { run in
+            try await AssetReferenceStore.apply(deletions: run, in: transaction)
+        }
+    }
+
     public func reset(in transaction: Transaction, logger: Logger) async throws {
         try await AssetReferenceStore.reset(in: transaction)
     }

@@ -13,6 +13,10 @@ public struct ExpiryConfiguration: Sendable {
     /// Records deleted per second at most, so a wave of expirations never starves the API's writes
     /// of the database (`STRATUS_GC_EXPIRE_RATE`; 0: no limit).
     public var ratePerSecond: Double = 10_000
+    /// Zones collected at once (`STRATUS_GC_EXPIRE_CONCURRENCY`): each zone's batch is its own
+    /// transaction under its own lock, so zones in parallel keep the database busy while one
+    /// transaction waits on a round trip; API writers of other zones are not held up.
+    public var concurrency: Int = 2
     /// The longest the collector sleeps without a notification: a safety net, one look at the index.
     public var maxSleep: Duration = .seconds(300)
 
@@ -98,26 +102,44 @@ public struct ExpiredRecordCollector: Service {
         }
         var deleted = 0
         var handled = 0
-        for key in zones {
-            guard let zone = firstEntry[key] else { continue }
-            let batch = try await index.due(zone: zone.zone, of: zone.database, limit: configuration.batchSize, logger: logger)
-            guard let first = batch.first else { continue }
-            handled += batch.count
-            try await pace.take(Double(batch.count))
-            // One write request per transaction, as the subscriptions worker counts them.
-            let causation = Causation(requestID: "stratus-gc/expire/\(UUID().uuidString)")
-            do {
-                let expired = try await records.expire(batch.map(\.recordName), zone: first.zone, in: first.database, causation: causation, logger: logger)
-                deleted += expired.count
-                collected.increment(by: expired.count)
-            } catch let error as StratusError where error.code == .zoneNotFound {
-                // The zone is gone with its records; its entries go too.
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            var running = 0
+            for key in zones {
+                guard let zone = firstEntry[key] else { continue }
+                let batch = try await index.due(zone: zone.zone, of: zone.database, limit: configuration.batchSize, logger: logger)
+                guard !batch.isEmpty else { continue }
+                handled += batch.count
+                try await pace.take(Double(batch.count))
+                if running >= max(1, configuration.concurrency), let done = try await group.next() {
+                    deleted += done
+                    running -= 1
+                }
+                group.addTask { try await collect(batch, now: now) }
+                running += 1
             }
-            try await index.remove(batch, logger: logger)
-            lag.record(Double(max(0, now - first.expiresAt)) / 1000)
+            for try await done in group { deleted += done }
         }
         if deleted > 0 { logger.debug("collected expired records", metadata: ["count": "\(deleted)"]) }
         return handled
+    }
+
+    /// Deletes one zone's due entries' records in one transaction, then removes the entries; returns
+    /// how many records it deleted.
+    private func collect(_ batch: [RecordExpirationIndex.Entry], now: Int64) async throws -> Int {
+        guard let first = batch.first else { return 0 }
+        // One write request per transaction, as the subscriptions worker counts them.
+        let causation = Causation(requestID: "stratus-gc/expire/\(UUID().uuidString)")
+        var deleted = 0
+        do {
+            let expired = try await records.expire(batch.map(\.recordName), zone: first.zone, in: first.database, causation: causation, logger: logger)
+            deleted = expired.count
+            collected.increment(by: expired.count)
+        } catch let error as StratusError where error.code == .zoneNotFound {
+            // The zone is gone with its records; its entries go too.
+        }
+        try await index.remove(batch, logger: logger)
+        lag.record(Double(max(0, now - first.expiresAt)) / 1000)
+        return deleted
     }
 }
 

@@ -22,6 +22,13 @@ public struct ExpiryProjection: Projection {
         }
     }
 
+    /// A batch in order, each run of deletions removing its entries with one statement per zone.
+    public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
+        try await apply(events, in: transaction, logger: logger) { run in
+            try await RecordExpirationIndex.apply(deletions: run.map(\.deleted), in: transaction)
+        }
+    }
+
     public func reset(in transaction: Transaction, logger: Logger) async throws {
         try await RecordExpirationIndex.reset(in: transaction)
     }
