@@ -32,40 +32,70 @@ public enum QueryIndexStore {
     /// The most text of one record that full-text search indexes, in UTF-8 bytes (`SearchDocument.maxBytes`).
     public static let maxSearchBytes = SearchDocument.maxBytes
 
-    /// Applies `record.deleted`: the row becomes a deletion marker (so an older event arriving late cannot bring it back).
+    /// Applies `record.deleted`. A generation being built gets a deletion marker (its rebuild may
+    /// still bring an older save of the record, which the marker's version outranks), and so does
+    /// the default zone everywhere (its events carry no zone sequence: the marker's version is how
+    /// `records/query` tells how far the index has come). A custom zone's row in the live generation
+    /// simply goes: its events reach the live index in zone order, each once (the zone's
+    /// checkpoint), so no older event of the record can follow — and a deleted row costs the table's
+    /// indexes nothing, where a marker is a new version of the row in every one of them.
     public static func apply(_ deleted: RecordDeleted, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
-        let database = deleted.database
-        try await transaction.connection.query("""
-            INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type, version, deleted)
-            SELECT g, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(deleted.zoneID.zoneName),
-                \(deleted.recordName), \(deleted.recordType), \(event.id), true
-            FROM unnest(coalesce(\(generations)::int[], \(unescaped: servedGenerations))) AS g
-            ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
-                version = EXCLUDED.version, deleted = true, record = NULL, search = NULL
-            WHERE r.version < EXCLUDED.version
-            """, logger: transaction.logger)
+        if let generations {
+            try await mark([(deleted, event.id)], generations: "ARRAY[\(generations.map(String.init).joined(separator: ","))]", in: transaction)
+        } else {
+            try await apply(deletions: [(deleted, event)], in: transaction)
+        }
     }
 
-    /// Applies a run of `record.deleted` events with one statement (a collector's or a zone's
-    /// deletions arrive hundreds at a time): the same markers as applying them one by one, a record
-    /// named twice getting its latest.
+    /// Applies a run of `record.deleted` events with one statement per kind of zone (a collector's
+    /// or a zone's deletions arrive hundreds at a time): what applying them one by one leaves, a
+    /// record named twice taking its latest.
     public static func apply(deletions: [(deleted: RecordDeleted, event: EventEnvelope)], in transaction: Transaction) async throws {
-        guard deletions.count > 1 else {
-            if let only = deletions.first { try await apply(only.deleted, event: only.event, in: transaction) }
-            return
-        }
         struct Key: Hashable {
             var database: DatabaseID
             var zoneName: String
             var recordName: String
         }
         var latest: [Key: (deleted: RecordDeleted, version: Int64)] = [:]
+        var order: [Key] = []
         for (deleted, event) in deletions {
             let key = Key(database: deleted.database, zoneName: deleted.zoneID.zoneName, recordName: deleted.recordName)
-            if let known = latest[key], known.version >= event.id { continue }
+            if let known = latest[key] {
+                if known.version >= event.id { continue }
+            } else {
+                order.append(key)
+            }
             latest[key] = (deleted, event.id)
         }
-        let rows = Array(latest.values)
+        let rows = order.compactMap { latest[$0] }
+        let defaultZone = rows.filter { $0.deleted.zoneID.isDefaultZone }
+        let customZones = rows.filter { !$0.deleted.zoneID.isDefaultZone }
+        if !defaultZone.isEmpty { try await mark(defaultZone, generations: servedGenerations, in: transaction) }
+        guard !customZones.isEmpty else { return }
+        // One statement per zone: the primary key finds each row (the zone's other rows are not read).
+        var zones: [ZoneKey: [(deleted: RecordDeleted, version: Int64)]] = [:]
+        var zoneOrder: [ZoneKey] = []
+        for row in customZones {
+            let key = ZoneKey(database: row.deleted.database, zoneName: row.deleted.zoneID.zoneName)
+            if zones[key] == nil { zoneOrder.append(key) }
+            zones[key, default: []].append(row)
+        }
+        for key in zoneOrder {
+            guard let zoneRows = zones[key], let first = zoneRows.first else { continue }
+            let names = zoneRows.map(\.deleted.recordName)
+            try await transaction.connection.query("""
+                DELETE FROM query_index.records AS r
+                USING unnest(\(names)::text[], \(zoneRows.map(\.version))::int8[]) AS d(record_name, version)
+                WHERE r.generation = (SELECT generation FROM query_index.generations WHERE state = 'live')
+                  AND \(zone: first.deleted.zoneID.zoneName, of: first.deleted.database) AND r.record_name = ANY(\(names))
+                  AND r.record_name = d.record_name AND r.version < d.version
+                """, logger: transaction.logger)
+        }
+        try await mark(customZones, generations: buildingGenerations, in: transaction)
+    }
+
+    /// Deletion markers for `rows` in the generations `generations` (SQL for an int[]) names.
+    private static func mark(_ rows: [(deleted: RecordDeleted, version: Int64)], generations: String, in transaction: Transaction) async throws {
         try await transaction.connection.query("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type, version, deleted)
             SELECT g, d.container, d.environment, d.scope, d.owner, d.zone_name, d.record_name, d.record_type, d.version, true
@@ -74,7 +104,7 @@ public enum QueryIndexStore {
                         \(rows.map(\.deleted.zoneID.zoneName))::text[], \(rows.map(\.deleted.recordName))::text[],
                         \(rows.map(\.deleted.recordType))::text[], \(rows.map(\.version))::int8[])
                  AS d(container, environment, scope, owner, zone_name, record_name, record_type, version)
-            CROSS JOIN unnest(\(unescaped: servedGenerations)) AS g
+            CROSS JOIN unnest(\(unescaped: generations)::int[]) AS g
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 version = EXCLUDED.version, deleted = true, record = NULL, search = NULL
             WHERE r.version < EXCLUDED.version
@@ -101,6 +131,8 @@ public enum QueryIndexStore {
     /// any being built. Read inside each write statement rather than by a query of its own, so an
     /// event costs the indexer one round trip.
     private static let servedGenerations = "ARRAY(SELECT generation FROM query_index.generations WHERE state IN ('live', 'building'))"
+    /// The generations a rebuild is filling, read the same way.
+    private static let buildingGenerations = "ARRAY(SELECT generation FROM query_index.generations WHERE state = 'building')"
 }
 
 /// Index generations: the live one serves queries; a rebuild fills a new one and swaps it in.

@@ -80,6 +80,61 @@ final class QueryTests: XCTestCase {
         }
     }
 
+    func testADeletionLeavesAMarkerOnlyWhereAnOlderSaveMayStillCome() async throws {
+        try await Self.withStack(indexer: false) { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Q")
+            var (status, reply) = try await RecordAPITests.modify(client, fixture, zone: "Q", [
+                ["operationType": "create", "record": RecordAPITests.note("custom", ["count": ["value": 1]], type: "Item")]])
+            XCTAssertEqual(status, 200, "\(reply)")
+            (status, reply) = try await RecordAPITests.modify(client, fixture, zone: nil, [
+                ["operationType": "create", "record": RecordAPITests.note("default", ["count": ["value": 2]], type: "Item")]])
+            XCTAssertEqual(status, 200, "\(reply)")
+            // A rebuild is filling generation 2 beside the live generation 1.
+            _ = try await fixture.store.withConnection { connection in
+                try await connection.query("INSERT INTO query_index.generations (generation, state) VALUES (2, 'building')", logger: TestSupport.logger)
+            }
+            let saves = try await EventLog(store: fixture.store).events(after: 0, limit: 1_000, logger: TestSupport.logger)
+            _ = try await Applier(projection: IndexerProjection(), store: fixture.store).apply(batch: saves, logger: TestSupport.logger)
+            let rows1 = try await Self.indexRows(fixture.store)
+            XCTAssertEqual(rows1, ["1/custom/live", "1/default/live", "2/custom/live", "2/default/live"])
+
+            (status, reply) = try await RecordAPITests.modify(client, fixture, zone: "Q", [["operationType": "forceDelete", "record": ["recordName": "custom"]]])
+            XCTAssertEqual(status, 200, "\(reply)")
+            (status, reply) = try await RecordAPITests.modify(client, fixture, zone: nil, [["operationType": "forceDelete", "record": ["recordName": "default"]]])
+            XCTAssertEqual(status, 200, "\(reply)")
+            let all = try await EventLog(store: fixture.store).events(after: 0, limit: 1_000, logger: TestSupport.logger)
+            let deletions = Array(all.dropFirst(saves.count))
+            XCTAssertEqual(deletions.map(\.type), [RecordDeleted.eventType, RecordDeleted.eventType])
+            _ = try await Applier(projection: IndexerProjection(), store: fixture.store).apply(batch: deletions, logger: TestSupport.logger)
+            // The live custom zone's row is gone; the default zone keeps a marker (how far the index has
+            // come is read from it), and so does the generation being built.
+            let rows2 = try await Self.indexRows(fixture.store)
+            XCTAssertEqual(rows2, ["1/default/deleted", "2/custom/deleted", "2/default/deleted"])
+
+            // The rebuild now reaches the old save: the marker outranks it.
+            guard let oldSave = saves.first(where: { $0.type == RecordSaved.eventType && (try? $0.decode(RecordSaved.self).record.recordName) == "custom" }) else {
+                return XCTFail("no save of custom in \(saves.map(\.type))")
+            }
+            try await fixture.store.serializable(logger: TestSupport.logger) { transaction in
+                try await QueryIndexStore.apply(try oldSave.decode(RecordSaved.self), event: oldSave, generations: [2], in: transaction)
+            }
+            let rows3 = try await Self.indexRows(fixture.store)
+            XCTAssertEqual(rows3, ["1/default/deleted", "2/custom/deleted", "2/default/deleted"])
+        }
+    }
+
+    /// Every row of the query index as generation/record/live or deleted, in order.
+    static func indexRows(_ store: PostgresStore) async throws -> [String] {
+        try await store.withConnection { connection in
+            var rows: [String] = []
+            for try await row in try await connection.query("""
+                SELECT generation || '/' || record_name || '/' || CASE WHEN deleted THEN 'deleted' ELSE 'live' END
+                FROM query_index.records ORDER BY generation, record_name
+                """, logger: TestSupport.logger).decode(String.self) { rows.append(row) }
+            return rows
+        }
+    }
+
     func testEveryComparatorSortOrderAndStablePaging() async throws {
         try await Self.withStack { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Q")
