@@ -212,6 +212,8 @@ struct ZoneWriter {
     /// Whom the writer acts for when it deletes an expired record: the record's creator (so its
     /// DELETE_SELF referrers go with it as they would in its creator's own delete); nil: the caller.
     var actingUser: String?
+    /// The record types' schemas this transaction read, and what it added to them.
+    var schema = SchemaCheck()
 
     /// A saved record not yet written to the tables.
     struct PendingSave {
@@ -288,6 +290,11 @@ struct ZoneWriter {
                             "Field '\(field)' of record '\(record.recordName.prefix(255))' refers with \(reference.action.rawValue) to '\(reference.recordName.prefix(255))', which belongs to another user: in the public database such references may point only at your own records"))
                     }
                 }
+            }
+            do {
+                record.fields = try await schema.admit(record, database: context.database, causation: context.causation, events: &events, in: transaction)
+            } catch let error as StratusError {
+                throw RecordStore.Failure(error: error)
             }
             let fields = EventCoding.encode(record.fields)
             guard fields.count <= context.limits.maxRecordBytes else {
