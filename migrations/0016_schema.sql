@@ -44,3 +44,13 @@ CREATE TABLE schema_roles (
     role_name    text NOT NULL,
     PRIMARY KEY (container, environment, role_name)
 );
+
+-- The users an operator assigned a custom role to (`stratus schema assign-role`), per environment
+-- as the roles are. A server-to-server key acts as its user, so it holds the roles assigned to it.
+CREATE TABLE schema_role_members (
+    container         text NOT NULL,
+    environment       text NOT NULL,
+    role_name         text NOT NULL,
+    user_record_name  text NOT NULL,
+    PRIMARY KEY (container, environment, user_record_name, role_name)
+);

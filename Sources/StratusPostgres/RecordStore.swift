@@ -260,9 +260,9 @@ struct ZoneWriter {
             try await expire([expired], in: transaction)
             current = nil
         }
-        if let current, !mayChange(current) {
+        if let current, !(try await mayChange(current, in: transaction)) {
             throw RecordStore.Failure(error: StratusError(.accessDenied,
-                "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database only a record's creator may change or delete it"))
+                "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database the security roles of record type '\(current.recordType.prefix(255))' let only its creator (and roles granted WRITE) change or delete it"))
         }
         let stamp = RecordStamp(timestamp: now, userRecordName: context.causation.userRecordName ?? "_server", deviceID: context.deviceID)
         let outcome: RecordDecision.Outcome
@@ -275,6 +275,11 @@ struct ZoneWriter {
         }
         switch outcome {
         case .save(var record, let before):
+            if isPublic, before == nil, !(try await schema.permits(
+                .create, recordType: record.recordType, creator: nil, user: writer, database: context.database, in: transaction)) {
+                throw RecordStore.Failure(error: StratusError(.accessDenied,
+                    "Record '\(record.recordName.prefix(255))' cannot be created: in the public database no security role this user holds has CREATE on record type '\(record.recordType.prefix(255))'"))
+            }
             for (field, reference) in record.references where reference.action == .validate {
                 guard reference.recordName == record.recordName ? true : try await exists(reference.recordName, in: transaction) else {
                     throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
@@ -285,7 +290,7 @@ struct ZoneWriter {
                 // A reference with an action binds its target (VALIDATE blocks its deletion, DELETE_SELF
                 // ties the referrer's life to it): in the public database only to the writer's own records.
                 for (field, reference) in record.references where reference.action != .none && reference.recordName != record.recordName {
-                    if let target = try await load(reference.recordName, in: transaction), !mayChange(target) {
+                    if let target = try await load(reference.recordName, in: transaction), !(try await mayChange(target, in: transaction)) {
                         throw RecordStore.Failure(error: StratusError(.accessDenied,
                             "Field '\(field)' of record '\(record.recordName.prefix(255))' refers with \(reference.action.rawValue) to '\(reference.recordName.prefix(255))', which belongs to another user: in the public database such references may point only at your own records"))
                     }
@@ -337,10 +342,16 @@ struct ZoneWriter {
     /// Whether the database is the public one, where records belong to their creators.
     private var isPublic: Bool { context.database.scope == .public }
 
+    /// Whom the writer acts for.
+    private var writer: String { actingUser ?? context.causation.userRecordName ?? "_server" }
+
     /// Whether the writer may change or delete `record`: anywhere but the public database, and there
-    /// only a record it created (CloudKit's default `_creator` rule; security roles widen it later).
-    private func mayChange(_ record: Record) -> Bool {
-        !isPublic || record.created.userRecordName == (actingUser ?? context.causation.userRecordName ?? "_server")
+    /// when the security roles of its record type give WRITE to a role the writer holds (by default
+    /// only `_creator`, the record's creator).
+    private mutating func mayChange(_ record: Record, in transaction: Transaction) async throws -> Bool {
+        guard isPublic else { return true }
+        return try await schema.permits(
+            .write, recordType: record.recordType, creator: record.created.userRecordName, user: writer, database: context.database, in: transaction)
     }
 
     /// Deletes records and, transitively, every record that points at one of them with DELETE_SELF;
@@ -362,7 +373,7 @@ struct ZoneWriter {
             var next: [Record] = []
             for record in level {
                 for name in referring[ExactName(record.recordName)] ?? [] where !names.contains(ExactName(name)) {
-                    guard case .some(.some(let referrer)) = known[ExactName(name)], mayChange(referrer) else { continue }
+                    guard case .some(.some(let referrer)) = known[ExactName(name)], try await mayChange(referrer, in: transaction) else { continue }
                     names.insert(ExactName(name))
                     order.append((referrer, record.recordName))
                     next.append(referrer)
@@ -374,7 +385,7 @@ struct ZoneWriter {
             let validating = try await referrers(of: order.map(\.0.recordName), action: .validate, in: transaction)
             for (record, _) in order {
                 for name in validating[ExactName(record.recordName)] ?? [] where !names.contains(ExactName(name)) {
-                    if isPublic, let referrer = try await load(name, in: transaction), !mayChange(referrer) { continue }
+                    if isPublic, let referrer = try await load(name, in: transaction), !(try await mayChange(referrer, in: transaction)) { continue }
                     throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
                         "Record '\(record.recordName.prefix(255))' cannot be deleted: '\(name.prefix(255))' refers to it with VALIDATE"))
                 }

@@ -57,6 +57,20 @@ extension Admin {
         }
     }
 
+    /// Assigns a custom role of an environment's schema to a user (a user record name; a server key
+    /// acts as its own), or takes it away.
+    public static func assignRole(
+        _ role: String, to user: String, remove: Bool, container: String, environment: Environment, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws {
+        guard !Schema.builtInRoles.contains(role) else { throw ConfigurationProblem("\(role) is built in: it is never assigned") }
+        guard !user.isEmpty, user.utf8.count <= 255 else { throw ConfigurationProblem("a user record name is 1 to 255 bytes") }
+        try await withSchemas(container: container, configuration, logger: logger) { schemas in
+            guard try await schemas.assignRole(role, to: user, remove: remove, container: container, environment: environment, logger: logger) else {
+                throw ConfigurationProblem("the \(environment.rawValue) schema of '\(container)' creates no role '\(role)'")
+            }
+        }
+    }
+
     private static func causation() -> Causation { Causation(requestID: "stratus-schema-" + UUID().uuidString.lowercased()) }
 
     private static func withSchemas<T: Sendable>(

@@ -7,7 +7,7 @@ import StratusRuntime
 struct SchemaCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "schema", abstract: "Manage a container's schemas (CloudKit's schema language, .ckdb).",
-        subcommands: [Export.self, Import.self, Deploy.self, Reset.self])
+        subcommands: [Export.self, Import.self, Deploy.self, Reset.self, AssignRole.self])
 
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print an environment's schema in CloudKit's schema language.")
@@ -74,6 +74,30 @@ struct SchemaCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-schema")
             let schema = try await Admin.resetSchema(container: container, configuration, logger: logger)
             print("development reset to production's \(schema.recordTypes.count) record types")
+        }
+    }
+
+    struct AssignRole: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "assign-role",
+            abstract: "Give a user (a user record name; a server key acts as its own) a custom security role of the public database, or take it away.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Argument(help: "The role, as the schema creates it (CREATE ROLE).")
+        var role: String
+        @Argument(help: "The user record name.")
+        var user: String
+        @Option(help: "development or production.")
+        var environment: String = "production"
+        @Flag(help: "Take the role away instead.")
+        var remove = false
+
+        func run() async throws {
+            guard let environment = Environment(rawValue: environment) else { throw ValidationError("the environment is development or production") }
+            let (configuration, logger) = try options.resolve(label: "stratus-schema")
+            try await Admin.assignRole(role, to: user, remove: remove, container: container, environment: environment, configuration, logger: logger)
+            print("\(user) \(remove ? "no longer holds" : "holds") \(role) in \(environment.rawValue)")
         }
     }
 }

@@ -262,4 +262,30 @@ final class SchemaLanguageTests: XCTestCase {
             }
         }
     }
+
+    func testSecurityRolesGrantByRoleAndWriteIncludesRead() throws {
+        let schema = try SchemaLanguage.parse("""
+            DEFINE SCHEMA
+            CREATE ROLE Moderator;
+            RECORD TYPE Post (text STRING, GRANT WRITE TO "_creator", GRANT CREATE TO "_icloud", GRANT READ TO "_world", GRANT WRITE TO Moderator);
+            RECORD TYPE Notice (text STRING, GRANT READ TO "_world", GRANT CREATE, WRITE TO Moderator);
+            """)
+        let post = try XCTUnwrap(schema.recordType(named: "Post")), notice = try XCTUnwrap(schema.recordType(named: "Notice"))
+        let alice = RoleHolder(userRecordName: "_alice"), bob = RoleHolder(userRecordName: "_bob")
+        let moderator = RoleHolder(userRecordName: "_mod", roles: ["Moderator"]), anonymous = RoleHolder(userRecordName: nil)
+        XCTAssertTrue(post.permits(.create, to: alice, creator: nil))
+        XCTAssertFalse(post.permits(.create, to: anonymous, creator: nil))
+        XCTAssertTrue(post.permits(.write, to: alice, creator: "_alice"))
+        XCTAssertTrue(post.permits(.read, to: alice, creator: "_alice"))
+        XCTAssertFalse(post.permits(.write, to: bob, creator: "_alice"), "another user may not write by default")
+        XCTAssertTrue(post.permits(.write, to: moderator, creator: "_alice"), "a custom role's grant allows it")
+        XCTAssertTrue(post.permits(.read, to: anonymous, creator: "_alice"), "_world reads")
+        XCTAssertFalse(notice.permits(.create, to: alice, creator: nil))
+        XCTAssertTrue(notice.permits(.create, to: moderator, creator: nil))
+        XCTAssertFalse(notice.permits(.write, to: alice, creator: "_alice"), "no grant to _creator: even the creator may not write")
+        XCTAssertFalse(RecordTypeSchema(name: "Closed").permits(.read, to: alice, creator: "_alice"))
+        XCTAssertTrue(post.grantsCustomRoles)
+        XCTAssertFalse(RecordTypeSchema.created(name: "New").grantsCustomRoles)
+        XCTAssertEqual(RecordTypeSchema.created(name: "New").permits(.write, to: bob, creator: "_alice"), false)
+    }
 }

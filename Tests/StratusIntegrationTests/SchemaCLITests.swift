@@ -101,7 +101,20 @@ final class SchemaCLITests: XCTestCase {
             let located = try await Self.cli(["schema", "import", Self.container, bad], settings)
             XCTAssertNotEqual(located.status, 0, located.output)
             XCTAssertTrue(located.output.contains("\(bad): line 3, column 5: expected a field type"), located.output)
+            // Roles are assigned by the operator, only roles the schema creates.
+            let roled = try Self.file("DEFINE SCHEMA CREATE ROLE Editor; RECORD TYPE A (a STRING, b INT64, GRANT WRITE TO Editor);")
+            let withRole = try await Self.cli(["schema", "import", Self.container, roled], settings)
+            XCTAssertEqual(withRole.status, 0, withRole.output)
+            let assigned = try await Self.cli(["schema", "assign-role", Self.container, "Editor", "_ed", "--environment", "development"], settings)
+            XCTAssertEqual(assigned.status, 0, assigned.output)
+            XCTAssertTrue(assigned.output.contains("_ed holds Editor in development"), assigned.output)
+            let roles = try await store.withConnection { connection in
+                try await SchemaStore.roles(of: "_ed", container: Self.container, environment: .development, on: connection, logger: TestSupport.logger)
+            }
+            XCTAssertEqual(roles, ["Editor"])
             for (arguments, message) in [
+                (["schema", "assign-role", Self.container, "Editor", "_ed"], "the production schema of '\(Self.container)' creates no role 'Editor'"),
+                (["schema", "assign-role", Self.container, "_world", "_ed"], "_world is built in"),
                 (["schema", "deploy", "iCloud.missing"], "no container 'iCloud.missing'"),
                 (["schema", "export", Self.container, "--environment", "staging"], "development or production"),
                 (["schema", "import", Self.container, "/nonexistent/file.ckdb"], "cannot read /nonexistent/file.ckdb"),

@@ -97,6 +97,44 @@ public struct SchemaStore: Sendable {
         }
     }
 
+    /// The custom roles assigned to a user in an environment.
+    static func roles(of user: String, container: String, environment: Environment, on connection: PostgresConnection, logger: Logger) async throws -> Set<String> {
+        var roles: Set<String> = []
+        for try await role in try await connection.query("""
+            SELECT role_name FROM schema_role_members
+            WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user)
+            """, logger: logger).decode(String.self) {
+            roles.insert(role)
+        }
+        return roles
+    }
+
+    /// Assigns a role the environment's schema creates to a user (or with `remove`, takes it away);
+    /// false when the schema creates no such role.
+    public func assignRole(
+        _ role: String, to user: String, remove: Bool = false, container: String, environment: Environment, logger: Logger
+    ) async throws -> Bool {
+        try await store.serializable(logger: logger) { transaction in
+            var exists = false
+            for try await _ in try await transaction.connection.query("""
+                SELECT 1 FROM schema_roles WHERE container = \(container) AND environment = \(environment.rawValue) AND role_name = \(role)
+                """, logger: transaction.logger) { exists = true }
+            guard exists else { return false }
+            if remove {
+                try await transaction.connection.execute("""
+                    DELETE FROM schema_role_members WHERE container = \(container) AND environment = \(environment.rawValue)
+                      AND role_name = \(role) AND user_record_name = \(user)
+                    """, logger: transaction.logger)
+            } else {
+                try await transaction.connection.execute("""
+                    INSERT INTO schema_role_members (container, environment, role_name, user_record_name)
+                    VALUES (\(container), \(environment.rawValue), \(role), \(user)) ON CONFLICT DO NOTHING
+                    """, logger: transaction.logger)
+            }
+            return true
+        }
+    }
+
     static func enforced(container: String, environment: Environment, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let rows = try await connection.query("""
             SELECT 1 FROM schema_environments WHERE container = \(container) AND environment = \(environment.rawValue)
@@ -111,20 +149,25 @@ public struct SchemaStore: Sendable {
         container: String, environment: Environment, recordTypes: [String], on connection: PostgresConnection, logger: Logger
     ) async throws -> (enforced: Bool, types: [String: RecordTypeSchema]) {
         let rows = try await connection.query("""
-            SELECT e.enforced, f.record_type, f.field_name, f.field_type, f.queryable, f.searchable, f.sortable
+            SELECT e.enforced, f.record_type, f.field_name, f.field_type, f.queryable, f.searchable, f.sortable, t.grants::text
             FROM (SELECT EXISTS (SELECT 1 FROM schema_environments
                                  WHERE container = \(container) AND environment = \(environment.rawValue)) AS enforced) AS e
             LEFT JOIN schema_fields AS f
               ON f.container = \(container) AND f.environment = \(environment.rawValue) AND f.record_type = ANY(\(recordTypes))
+            LEFT JOIN schema_record_types AS t
+              ON t.container = f.container AND t.environment = f.environment AND t.record_type = f.record_type
             """, logger: logger)
         var enforced = false
         var types: [String: RecordTypeSchema] = [:]
-        for try await (isEnforced, type, name, typeText, queryable, searchable, sortable)
-        in rows.decode((Bool, String?, String?, String?, Bool?, Bool?, Bool?).self) {
+        for try await (isEnforced, type, name, typeText, queryable, searchable, sortable, grants)
+        in rows.decode((Bool, String?, String?, String?, Bool?, Bool?, Bool?, String?).self) {
             enforced = isEnforced
             guard let type, let name, let typeText else { continue }
             let field = try Self.field(name: name, type: typeText, queryable: queryable ?? false, searchable: searchable ?? false, sortable: sortable ?? false)
-            types[type, default: RecordTypeSchema(name: type)].fields.append(field)
+            if types[type] == nil {
+                types[type] = RecordTypeSchema(name: type, grants: try grants.map { try EventCoding.decoder.decode([SchemaGrant].self, from: Data($0.utf8)) } ?? [])
+            }
+            types[type]?.fields.append(field)
         }
         return (enforced, types)
     }
@@ -215,24 +258,48 @@ public struct SchemaStore: Sendable {
 /// The schema's part in one save transaction: reads each record type's schema once (in the
 /// transaction, so never stale), checks the record against it, grows development's schema and
 /// returns the event that tells of the growth. Development grows; production, once deployed, refuses
-/// what its schema lacks; production before its first deploy is left alone.
+/// what its schema lacks; production before its first deploy is left alone. In the public database
+/// it also decides what the record type's security roles let the writer do.
 struct SchemaCheck {
     /// nil until the first read.
     var enforced: Bool?
     /// The record types read or grown in this transaction; absent types as nil.
     var types: [String: RecordTypeSchema?] = [:]
+    /// The writer's custom roles, read once when a grant names one.
+    var roles: Set<String>?
+
+    /// Reads a record type's schema (and whether the environment is enforced) unless this
+    /// transaction has read it.
+    mutating func load(_ recordType: String, database: DatabaseID, in transaction: Transaction) async throws {
+        guard enforced == nil || types[recordType] == nil else { return }
+        let (isEnforced, read) = try await SchemaStore.fields(
+            container: database.container, environment: database.environment, recordTypes: [recordType],
+            on: transaction.connection, logger: transaction.logger)
+        enforced = isEnforced
+        types[recordType] = .some(read[recordType])
+    }
+
+    /// Whether `user` may `permission` a record of `recordType` created by `creator` (nil: creating
+    /// one), by the type's grants; a type the schema lacks has CloudKit's default grants.
+    mutating func permits(
+        _ permission: SchemaPermission, recordType: String, creator: String?, user: String?, database: DatabaseID, in transaction: Transaction
+    ) async throws -> Bool {
+        try await load(recordType, database: database, in: transaction)
+        let type = (types[recordType] ?? nil) ?? RecordTypeSchema(name: recordType, grants: RecordTypeSchema.defaultGrants)
+        if type.permits(permission, to: RoleHolder(userRecordName: user), creator: creator) { return true }
+        guard type.grantsCustomRoles, let user else { return false }
+        if roles == nil {
+            roles = try await SchemaStore.roles(of: user, container: database.container, environment: database.environment,
+                                                on: transaction.connection, logger: transaction.logger)
+        }
+        return type.permits(permission, to: RoleHolder(userRecordName: user, roles: roles ?? []), creator: creator)
+    }
 
     /// The record's fields as stored (`SchemaAdmission`), after growing the schema when the save
     /// brings new types or fields; `events` gets the `schema.changed` event of the growth.
     mutating func admit(_ record: Record, database: DatabaseID, causation: Causation, events: inout [NewEvent], in transaction: Transaction) async throws -> [String: FieldValue] {
         let environment = database.environment
-        if enforced == nil || types[record.recordType] == nil {
-            let (isEnforced, read) = try await SchemaStore.fields(
-                container: database.container, environment: environment, recordTypes: [record.recordType],
-                on: transaction.connection, logger: transaction.logger)
-            enforced = isEnforced
-            types[record.recordType] = .some(read[record.recordType])
-        }
+        try await load(record.recordType, database: database, in: transaction)
         let grows = environment == .development
         guard grows || enforced == true else { return record.fields }
         let admission = try SchemaAdmission.admit(recordType: record.recordType, fields: record.fields, schema: types[record.recordType] ?? nil, grows: grows)
