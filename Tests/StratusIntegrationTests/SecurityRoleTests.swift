@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HummingbirdTesting
 import StratusCore
@@ -97,6 +98,42 @@ final class SecurityRoleTests: XCTestCase {
             XCTAssertNil(fresh["serverErrorCode"], "\(fresh)")
             let other = try await Self.write(client, fixture, user: "_bob", ["operationType": "forceDelete", "record": ["recordName": "f1"]])
             XCTAssertEqual(other["serverErrorCode"] as? String, "ACCESS_DENIED", "\(other)")
+        }
+    }
+
+    /// A server-to-server key acts as its own user: signed in, and holding what the operator assigns it.
+    func testAServerKeyActsWithTheRolesAnOperatorAssignsItsUser() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            let schemas = SchemaStore(store: fixture.store)
+            guard case .applied = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: Self.causation, logger: TestSupport.logger) else {
+                return XCTFail("the schema imports")
+            }
+            let privateKey = P256.Signing.PrivateKey()
+            let key = try await ServerKeyStore(store: fixture.store).register(
+                container: fixture.container, publicKey: try ServerPublicKey(text: privateKey.publicKey.pemRepresentation), label: "moderation", logger: TestSupport.logger)
+            func signed(_ operation: Body) async throws -> Body {
+                let subpath = AuthTests.path("records/modify")
+                let body = try AuthTests.json(["operations": [operation]])
+                let (status, answer) = try await AuthTests.send(
+                    client, subpath, headers: try AuthTests.signedHeaders(keyID: key.keyID, key: privateKey, body: body, subpath: subpath), body: body)
+                XCTAssertEqual(status, 200, "\(answer)")
+                return (answer["records"] as? [Body])?.first ?? answer
+            }
+            _ = try await Self.write(client, fixture, user: "_alice", ["operationType": "create", "record": Self.post("p1", "Alice's")])
+            let notice: Body = ["operationType": "create", "record": Self.post("n1", type: "Notice", "from the server")]
+            let unassigned = try await signed(notice)
+            XCTAssertEqual(unassigned["serverErrorCode"] as? String, "ACCESS_DENIED", "a key holds no custom role of its own: \(unassigned)")
+            let notMine = try await signed(["operationType": "forceDelete", "record": ["recordName": "p1"]])
+            XCTAssertEqual(notMine["serverErrorCode"] as? String, "ACCESS_DENIED", "\(notMine)")
+            let post = try await signed(["operationType": "create", "record": Self.post("p2", "the key's own")])
+            XCTAssertNil(post["serverErrorCode"], "a key creates what _icloud may: \(post)")
+
+            let assigned = try await schemas.assignRole("Moderator", to: key.userRecordName, container: fixture.container, environment: .development, logger: TestSupport.logger)
+            XCTAssertTrue(assigned)
+            let created = try await signed(notice)
+            XCTAssertNil(created["serverErrorCode"], "\(created)")
+            let moderated = try await signed(["operationType": "forceDelete", "record": ["recordName": "p1"]])
+            XCTAssertEqual(moderated["deleted"] as? Bool, true, "\(moderated)")
         }
     }
 }
