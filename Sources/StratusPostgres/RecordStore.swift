@@ -58,10 +58,12 @@ public struct RecordStore: Sendable {
         _ commands: [Command], zone: ZoneID, in database: DatabaseID, atomic: Bool, causation: Causation, deviceID: String?,
         limits: Limits = Limits(), logger: Logger
     ) async throws -> [Result<Outcome, Failure>] {
-        let context = WriteContext(database: database, zone: zone, causation: causation, deviceID: deviceID, limits: limits)
+        let request = WriteContext(database: database, zone: zone, causation: causation, deviceID: deviceID, limits: limits)
         if atomic {
             do {
-                return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue]) { transaction in
+                return try await SchemaGrowth.holdingLocks { schemaLocks in
+                let context = request.holding(schemaLocks)
+                return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
                     var writer = try await ZoneWriter.open(context, in: transaction)
                     try await writer.prefetch(commands.map(\.input.recordName), in: transaction)
                     var outcomes: [Result<Outcome, Failure>] = []
@@ -80,6 +82,7 @@ public struct RecordStore: Sendable {
                     }
                     return outcomes
                 }
+                }
             } catch let abort as AtomicAbort {
                 return commands.indices.map { index in
                     index == abort.index ? .failure(abort.failure) : .failure(Failure(error: StratusError(
@@ -90,24 +93,26 @@ public struct RecordStore: Sendable {
         var outcomes: [Result<Outcome, Failure>] = []
         for command in commands {
             do {
+                let outcome = try await SchemaGrowth.holdingLocks { schemaLocks in
+                let context = request.holding(schemaLocks)
                 let write: @Sendable (Transaction) async throws -> Outcome = { transaction in
                     var writer = try await ZoneWriter.open(context, in: transaction)
                     let outcome = try await writer.apply(command, in: transaction)
                     try await writer.close(in: transaction)
                     return outcome
                 }
-                let outcome: Outcome
                 if !zone.isDefaultZone {
                     // Every writer of a custom zone holds the zone's lock.
-                    outcome = try await store.locked(logger: logger, locks: [context.zoneKey.rawValue], write)
+                    return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks, write)
                 } else if command.type.isDelete || command.input.fields.values.contains(where: { $0.references.contains { $0.action != .none } }) {
                     // A default zone has no zone-wide lock. A delete's cascade, and a reference that
                     // binds its target, depend on records other than the one written: only
                     // SERIALIZABLE sees every such dependency (they are rare in a default zone).
-                    outcome = try await store.serializable(logger: logger, locks: context.recordLocks(command), write)
+                    return try await store.serializable(logger: logger, locks: context.recordLocks(command) + schemaLocks, write)
                 } else {
                     // Any other write depends on its own record alone, which its lock orders.
-                    outcome = try await store.locked(logger: logger, locks: context.recordLocks(command), write)
+                    return try await store.locked(logger: logger, locks: context.recordLocks(command) + schemaLocks, write)
+                }
                 }
                 outcomes.append(.success(outcome))
             } catch let failure as Failure {
@@ -177,6 +182,16 @@ struct WriteContext: Sendable {
     var causation: Causation
     var deviceID: String?
     var limits: RecordStore.Limits
+    /// The schema growth locks this attempt holds (`SchemaGrowth`): a save may add fields only to the
+    /// record types named here.
+    var schemaLocks: Set<String> = []
+
+    /// The same context for an attempt that holds `locks`.
+    func holding(_ locks: [String]) -> WriteContext {
+        var context = self
+        context.schemaLocks = Set(locks)
+        return context
+    }
 
     var zoneKey: ZoneKey { ZoneKey(database: database, zoneName: zone.zoneName) }
 
@@ -297,7 +312,8 @@ struct ZoneWriter {
                 }
             }
             do {
-                record.fields = try await schema.admit(record, database: context.database, causation: context.causation, events: &events, in: transaction)
+                record.fields = try await schema.admit(
+                    record, database: context.database, causation: context.causation, held: context.schemaLocks, events: &events, in: transaction)
             } catch let error as StratusError {
                 throw RecordStore.Failure(error: error)
             }
@@ -445,6 +461,9 @@ struct ZoneWriter {
 
     /// Writes the pending saves, appends the events and advances the zone's change counter.
     mutating func close(in transaction: Transaction) async throws {
+        // A save grew a record type's schema this attempt may not: nothing of it is kept, and the
+        // write runs again holding the growth locks (`SchemaGrowth`).
+        if !schema.needed.isEmpty { throw SchemaGrowth(locks: schema.needed) }
         try await flush(in: transaction)
         try await EventLog.append(events, on: transaction.connection, logger: transaction.logger)
         if let sequence, sequence != startSequence {

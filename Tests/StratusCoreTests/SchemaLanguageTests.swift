@@ -3,52 +3,12 @@ import StratusCore
 import XCTest
 
 final class SchemaLanguageTests: XCTestCase {
-    /// A file as CloudKit's tools export one: system fields quoted, aligned names, comments, every type.
-    static let exported = """
-        // Exported schema
-        DEFINE SCHEMA
-
-            CREATE ROLE Moderator;
-            CREATE ROLE "Editors2";
-
-            RECORD TYPE Note (
-                "___createTime" TIMESTAMP SORTABLE,
-                "___createdBy"  REFERENCE,
-                "___etag"       STRING,
-                "___modTime"    TIMESTAMP QUERYABLE SORTABLE,
-                "___modifiedBy" REFERENCE,
-                "___recordID"   REFERENCE QUERYABLE,
-                attachment      ASSET,
-                body            STRING SEARCHABLE,
-                count           INT64 QUERYABLE SORTABLE,
-                location        LOCATION QUERYABLE,
-                owner           REFERENCE QUERYABLE,
-                payload         BYTES,
-                score           NUMBER PREFERRED AS DOUBLE QUERYABLE,
-                secret          ENCRYPTED STRING,
-                tags            LIST<STRING> QUERYABLE SEARCHABLE,
-                title           STRING QUERYABLE SEARCHABLE SORTABLE,
-                "type"          STRING, -- a keyword as a name
-                updated         TIMESTAMP,
-                weights         LIST<DOUBLE>,
-                GRANT WRITE TO "_creator",
-                GRANT CREATE TO "_icloud",
-                GRANT READ TO "_world",
-                GRANT READ, CREATE, WRITE TO Moderator
-            );
-
-            RECORD TYPE Users (
-                "___createTime" TIMESTAMP,
-                "___createdBy"  REFERENCE,
-                "___etag"       STRING,
-                "___modTime"    TIMESTAMP,
-                "___modifiedBy" REFERENCE,
-                "___recordID"   REFERENCE,
-                roles           LIST<INT64>,
-                GRANT WRITE TO "_creator",
-                GRANT READ TO "_world"
-            );
-        """
+    /// A file as CloudKit's tools export one (system fields quoted, aligned names, comments, every
+    /// type), shared with the CLI tests.
+    static var exported: String {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/Note.ckdb")
+        return (try? String(contentsOf: url, encoding: .utf8)) ?? ""
+    }
 
     func testExportedFileIsReadAsWritten() throws {
         let schema = try SchemaLanguage.parse(Self.exported)

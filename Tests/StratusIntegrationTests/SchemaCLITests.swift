@@ -16,7 +16,7 @@ final class SchemaCLITests: XCTestCase {
     }
 
     static func cli(_ arguments: [String], _ settings: [String: String]) async throws -> (status: Int32, output: String) {
-        try await StratusExecutable.run("stratus", arguments, settings: settings)
+        try await PushAdminCLITests.cli(arguments, settings)
     }
 
     static func file(_ text: String) throws -> String {
@@ -127,44 +127,9 @@ final class SchemaCLITests: XCTestCase {
     }
 }
 
-/// The exported file the core tests read, shared with the CLI tests.
+/// The exported file the core tests read too (Tests/Fixtures/Note.ckdb).
 enum SchemaLanguageFixture {
-    static let exported = """
-        // Exported schema
-        DEFINE SCHEMA
-
-            CREATE ROLE Moderator;
-
-            RECORD TYPE Note (
-                "___createTime" TIMESTAMP SORTABLE,
-                "___createdBy"  REFERENCE,
-                "___etag"       STRING,
-                "___modTime"    TIMESTAMP QUERYABLE SORTABLE,
-                "___modifiedBy" REFERENCE,
-                "___recordID"   REFERENCE QUERYABLE,
-                attachment      ASSET,
-                body            STRING SEARCHABLE,
-                count           INT64 QUERYABLE SORTABLE,
-                score           NUMBER PREFERRED AS DOUBLE QUERYABLE,
-                secret          ENCRYPTED STRING,
-                tags            LIST<STRING> QUERYABLE SEARCHABLE,
-                title           STRING QUERYABLE SEARCHABLE SORTABLE,
-                GRANT WRITE TO "_creator",
-                GRANT CREATE TO "_icloud",
-                GRANT READ TO "_world",
-                GRANT READ, CREATE, WRITE TO Moderator
-            );
-
-            RECORD TYPE Users (
-                "___createTime" TIMESTAMP,
-                "___createdBy"  REFERENCE,
-                "___etag"       STRING,
-                "___modTime"    TIMESTAMP,
-                "___modifiedBy" REFERENCE,
-                "___recordID"   REFERENCE,
-                roles           LIST<INT64>,
-                GRANT WRITE TO "_creator",
-                GRANT READ TO "_world"
-            );
-        """
+    static var exported: String {
+        (try? String(contentsOf: TestSupport.repositoryRoot.appendingPathComponent("Tests/Fixtures/Note.ckdb"), encoding: .utf8)) ?? ""
+    }
 }

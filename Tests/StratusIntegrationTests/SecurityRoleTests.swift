@@ -20,6 +20,12 @@ final class SecurityRoleTests: XCTestCase {
         RECORD TYPE Notice (text STRING, GRANT READ TO "_world", GRANT CREATE, WRITE TO Moderator);
         """
 
+    static func importSchema(_ schemas: SchemaStore, _ fixture: RecordAPITests.Fixture) async throws {
+        let parsed = try SchemaLanguage.parse(schema)
+        let outcome = try await schemas.importSchema(parsed, container: fixture.container, causation: causation, logger: TestSupport.logger)
+        XCTAssertEqual(outcome, .applied(parsed.normalized), "the schema only adds")
+    }
+
     static func write(_ client: any TestClientProtocol, _ fixture: RecordAPITests.Fixture, user: String, _ operation: Body) async throws -> Body {
         let (status, results) = try await RecordAPITests.modify(client, fixture, zone: nil, user: user, database: "public", [operation])
         XCTAssertEqual(status, 200, "\(results)")
@@ -35,9 +41,7 @@ final class SecurityRoleTests: XCTestCase {
     func testACustomRoleGrantLetsAnotherUserChangeAndDeleteWhatDefaultsKeepToTheCreator() async throws {
         try await RecordAPITests.withAPI { fixture, client in
             let schemas = SchemaStore(store: fixture.store)
-            guard case .applied = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: Self.causation, logger: TestSupport.logger) else {
-                return XCTFail("the schema imports")
-            }
+            try await Self.importSchema(schemas, fixture)
             let assigned = try await schemas.assignRole("Moderator", to: "_mod", container: fixture.container, environment: .development, logger: TestSupport.logger)
             XCTAssertTrue(assigned)
             let unknownRole = try await schemas.assignRole("Nobody", to: "_mod", container: fixture.container, environment: .development, logger: TestSupport.logger)
@@ -73,9 +77,7 @@ final class SecurityRoleTests: XCTestCase {
     func testCreateNeedsAGrantAndWorldReadableTypesAreReadWithoutAUser() async throws {
         try await RecordAPITests.withAPI { fixture, client in
             let schemas = SchemaStore(store: fixture.store)
-            guard case .applied = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: Self.causation, logger: TestSupport.logger) else {
-                return XCTFail("the schema imports")
-            }
+            try await Self.importSchema(schemas, fixture)
             _ = try await schemas.assignRole("Moderator", to: "_mod", container: fixture.container, environment: .development, logger: TestSupport.logger)
             // Notice grants CREATE only to Moderator: a signed-in user is refused, the moderator creates.
             let refused = try await Self.write(client, fixture, user: "_alice", ["operationType": "create", "record": Self.post("n1", type: "Notice", "hi")])
@@ -105,9 +107,7 @@ final class SecurityRoleTests: XCTestCase {
     func testAServerKeyActsWithTheRolesAnOperatorAssignsItsUser() async throws {
         try await RecordAPITests.withAPI { fixture, client in
             let schemas = SchemaStore(store: fixture.store)
-            guard case .applied = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: Self.causation, logger: TestSupport.logger) else {
-                return XCTFail("the schema imports")
-            }
+            try await Self.importSchema(schemas, fixture)
             let privateKey = P256.Signing.PrivateKey()
             let key = try await ServerKeyStore(store: fixture.store).register(
                 container: fixture.container, publicKey: try ServerPublicKey(text: privateKey.publicKey.pemRepresentation), label: "moderation", logger: TestSupport.logger)

@@ -31,9 +31,10 @@ public struct SchemaStore: Sendable {
     /// and production before its first deploy), else the record type's flags (none for a type the
     /// schema lacks).
     public func queryPolicy(container: String, environment: Environment, recordType: String, logger: Logger) async throws -> IndexPolicy? {
-        try await store.snapshot(logger: logger) { transaction in
+        // One statement: whether the environment is enforced, and the type's fields.
+        try await store.withConnection { connection in
             let (enforced, types) = try await Self.fields(
-                container: container, environment: environment, recordTypes: [recordType], on: transaction.connection, logger: transaction.logger)
+                container: container, environment: environment, recordTypes: [recordType], on: connection, logger: logger)
             guard enforced else { return nil }
             return Schema(recordTypes: Array(types.values)).indexPolicy
         }
@@ -255,6 +256,36 @@ public struct SchemaStore: Sendable {
     }
 }
 
+/// A save that must grow its record type's schema without holding the type's growth lock: it is
+/// run again, from a new snapshot, holding the lock.
+///
+/// Saves of one new type or field would otherwise race to insert the same schema rows, and under
+/// REPEATABLE READ every loser aborts (it cannot see the winner's row): independent writers — other
+/// zones, other users — would abort each other. Holding the lock from before the snapshot is taken,
+/// growers of one record type take turns, each seeing what the one before committed. Saves that
+/// find their fields in place (all but the first few) never take it.
+struct SchemaGrowth: Error {
+    /// The advisory lock keys of the record types to grow.
+    var locks: [String]
+
+    static func lock(container: String, environment: Environment, recordType: String) -> String {
+        ["schema", container, environment.rawValue, recordType].joined(separator: "/")
+    }
+
+    /// Runs `write` with no growth lock and, when an attempt found record types to grow, once more
+    /// holding their locks (again only if meanwhile another type turned out to need growing).
+    static func holdingLocks<T>(_ write: ([String]) async throws -> T) async throws -> T {
+        var locks: [String] = []
+        while true {
+            do {
+                return try await write(locks)
+            } catch let growth as SchemaGrowth where !Set(growth.locks).isSubset(of: locks) {
+                locks = Array(Set(locks).union(growth.locks)).sorted()
+            }
+        }
+    }
+}
+
 /// The schema's part in one save transaction: reads each record type's schema once (in the
 /// transaction, so never stale), checks the record against it, grows development's schema and
 /// returns the event that tells of the growth. Development grows; production, once deployed, refuses
@@ -267,6 +298,8 @@ struct SchemaCheck {
     var types: [String: RecordTypeSchema?] = [:]
     /// The writer's custom roles, read once when a grant names one.
     var roles: Set<String>?
+    /// The growth locks of the record types this attempt must grow but may not (`SchemaGrowth`).
+    var needed: [String] = []
 
     /// Reads a record type's schema (and whether the environment is enforced) unless this
     /// transaction has read it.
@@ -297,26 +330,29 @@ struct SchemaCheck {
 
     /// The record's fields as stored (`SchemaAdmission`), after growing the schema when the save
     /// brings new types or fields; `events` gets the `schema.changed` event of the growth.
-    mutating func admit(_ record: Record, database: DatabaseID, causation: Causation, events: inout [NewEvent], in transaction: Transaction) async throws -> [String: FieldValue] {
+    mutating func admit(
+        _ record: Record, database: DatabaseID, causation: Causation, held: Set<String>, events: inout [NewEvent], in transaction: Transaction
+    ) async throws -> [String: FieldValue] {
         let environment = database.environment
         try await load(record.recordType, database: database, in: transaction)
         let grows = environment == .development
         guard grows || enforced == true else { return record.fields }
         let admission = try SchemaAdmission.admit(recordType: record.recordType, fields: record.fields, schema: types[record.recordType] ?? nil, grows: grows)
         guard admission.changesSchema else { return admission.fields }
-        var added: RecordTypeSchema
-        if let created = admission.createdType {
-            added = created
-            try await SchemaStore.insert([created], fieldsOnly: false, container: database.container, environment: environment,
-                                         on: transaction.connection, logger: transaction.logger)
-        } else {
-            added = RecordTypeSchema(name: record.recordType, fields: admission.createdFields)
-            try await SchemaStore.insert([added], fieldsOnly: true, container: database.container, environment: environment,
-                                         on: transaction.connection, logger: transaction.logger)
-        }
+        let added = admission.createdType ?? RecordTypeSchema(name: record.recordType, fields: admission.createdFields)
         var grown = (types[record.recordType] ?? nil) ?? RecordTypeSchema(name: record.recordType)
         if admission.createdType != nil { grown = added } else { grown.fields += admission.createdFields }
+        // Later records of this transaction are checked against the grown type either way.
         types[record.recordType] = .some(grown)
+        let lock = SchemaGrowth.lock(container: database.container, environment: environment, recordType: record.recordType)
+        guard held.contains(lock) else {
+            // Not this attempt's to grow: the write goes on (a later failure still decides the
+            // request) and `close` asks for another attempt holding the lock.
+            if !needed.contains(lock) { needed.append(lock) }
+            return admission.fields
+        }
+        try await SchemaStore.insert([added], fieldsOnly: admission.createdType == nil, container: database.container, environment: environment,
+                                     on: transaction.connection, logger: transaction.logger)
         events.append(NewEvent(
             zoneKey: SchemaChanged.key(container: database.container, environment: environment), zoneSequence: nil,
             payload: SchemaChanged(container: database.container, environment: environment, cause: .save, added: [added]), causation: causation))
