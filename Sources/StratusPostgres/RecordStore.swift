@@ -62,26 +62,26 @@ public struct RecordStore: Sendable {
         if atomic {
             do {
                 return try await SchemaGrowth.holdingLocks { schemaLocks in
-                let context = request.holding(schemaLocks)
-                return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
-                    var writer = try await ZoneWriter.open(context, in: transaction)
-                    try await writer.prefetch(commands.map(\.input.recordName), in: transaction)
-                    var outcomes: [Result<Outcome, Failure>] = []
-                    for (index, command) in commands.enumerated() {
-                        do {
-                            outcomes.append(.success(try await writer.apply(command, in: transaction)))
-                        } catch let failure as Failure {
-                            throw AtomicAbort(index: index, failure: failure)
+                    let context = request.holding(schemaLocks)
+                    return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
+                        var writer = try await ZoneWriter.open(context, in: transaction)
+                        try await writer.prefetch(commands.map(\.input.recordName), in: transaction)
+                        var outcomes: [Result<Outcome, Failure>] = []
+                        for (index, command) in commands.enumerated() {
+                            do {
+                                outcomes.append(.success(try await writer.apply(command, in: transaction)))
+                            } catch let failure as Failure {
+                                throw AtomicAbort(index: index, failure: failure)
+                            }
                         }
+                        do {
+                            try await writer.close(in: transaction)
+                        } catch let quota as QuotaExceeded {
+                            let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(quota.recordName) } ?? commands.count - 1
+                            throw AtomicAbort(index: index, failure: quota.failure)
+                        }
+                        return outcomes
                     }
-                    do {
-                        try await writer.close(in: transaction)
-                    } catch let quota as QuotaExceeded {
-                        let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(quota.recordName) } ?? commands.count - 1
-                        throw AtomicAbort(index: index, failure: quota.failure)
-                    }
-                    return outcomes
-                }
                 }
             } catch let abort as AtomicAbort {
                 return commands.indices.map { index in
@@ -94,25 +94,25 @@ public struct RecordStore: Sendable {
         for command in commands {
             do {
                 let outcome = try await SchemaGrowth.holdingLocks { schemaLocks in
-                let context = request.holding(schemaLocks)
-                let write: @Sendable (Transaction) async throws -> Outcome = { transaction in
-                    var writer = try await ZoneWriter.open(context, in: transaction)
-                    let outcome = try await writer.apply(command, in: transaction)
-                    try await writer.close(in: transaction)
-                    return outcome
-                }
-                if !zone.isDefaultZone {
-                    // Every writer of a custom zone holds the zone's lock.
-                    return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks, write)
-                } else if command.type.isDelete || command.input.fields.values.contains(where: { $0.references.contains { $0.action != .none } }) {
-                    // A default zone has no zone-wide lock. A delete's cascade, and a reference that
-                    // binds its target, depend on records other than the one written: only
-                    // SERIALIZABLE sees every such dependency (they are rare in a default zone).
-                    return try await store.serializable(logger: logger, locks: context.recordLocks(command) + schemaLocks, write)
-                } else {
-                    // Any other write depends on its own record alone, which its lock orders.
-                    return try await store.locked(logger: logger, locks: context.recordLocks(command) + schemaLocks, write)
-                }
+                    let context = request.holding(schemaLocks)
+                    let write: @Sendable (Transaction) async throws -> Outcome = { transaction in
+                        var writer = try await ZoneWriter.open(context, in: transaction)
+                        let outcome = try await writer.apply(command, in: transaction)
+                        try await writer.close(in: transaction)
+                        return outcome
+                    }
+                    if !zone.isDefaultZone {
+                        // Every writer of a custom zone holds the zone's lock.
+                        return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks, write)
+                    } else if command.type.isDelete || command.input.fields.values.contains(where: { $0.references.contains { $0.action != .none } }) {
+                        // A default zone has no zone-wide lock. A delete's cascade, and a reference that
+                        // binds its target, depend on records other than the one written: only
+                        // SERIALIZABLE sees every such dependency (they are rare in a default zone).
+                        return try await store.serializable(logger: logger, locks: context.recordLocks(command) + schemaLocks, write)
+                    } else {
+                        // Any other write depends on its own record alone, which its lock orders.
+                        return try await store.locked(logger: logger, locks: context.recordLocks(command) + schemaLocks, write)
+                    }
                 }
                 outcomes.append(.success(outcome))
             } catch let failure as Failure {
