@@ -248,4 +248,18 @@ final class SchemaLanguageTests: XCTestCase {
         XCTAssertFalse(RecordTypeSchema.created(name: "New").grantsCustomRoles)
         XCTAssertEqual(RecordTypeSchema.created(name: "New").permits(.write, to: bob, creator: "_alice"), false)
     }
+
+    func testARecordTypeGrowsToABoundedNumberOfFields() throws {
+        let fields = Dictionary(uniqueKeysWithValues: (0..<3).map { ("f\($0)", FieldValue.int64(1)) })
+        XCTAssertThrowsError(try SchemaAdmission.admit(recordType: "Wide", fields: fields, schema: nil, grows: true, maxFields: 8)) { error in
+            XCTAssertEqual((error as? StratusError)?.code, .limitExceeded)
+            XCTAssertTrue((error as? StratusError)?.reason.contains("the limit is 8") == true, "\(error)")
+        }
+        let type = try XCTUnwrap(SchemaAdmission.admit(recordType: "Wide", fields: ["a": .int64(1)], schema: nil, grows: true, maxFields: 8).createdType)
+        XCTAssertEqual(type.fields.count, 7)
+        XCTAssertNoThrow(try SchemaAdmission.admit(recordType: "Wide", fields: ["b": .int64(1)], schema: type, grows: true, maxFields: 8))
+        XCTAssertThrowsError(try SchemaAdmission.admit(recordType: "Wide", fields: ["b": .int64(1), "c": .int64(1)], schema: type, grows: true, maxFields: 8))
+        // A type at its limit still takes saves of the fields it has.
+        XCTAssertNoThrow(try SchemaAdmission.admit(recordType: "Wide", fields: ["a": .int64(2)], schema: type, grows: true, maxFields: 7))
+    }
 }
