@@ -67,7 +67,7 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         assetSettings: configuration.assets
     ).register(on: router)
     QueryRoutes<APIRequestContext>(
-        queries: QueryStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
+        queries: QueryStore(store: dependencies.store), schemas: SchemaStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
         assetSettings: configuration.assets
     ).register(on: router)
     SubscriptionRoutes<APIRequestContext>(subscriptions: SubscriptionStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)

@@ -8,6 +8,7 @@ import StratusPostgres
 /// `records/query`, served from the asynchronously maintained query index.
 struct QueryRoutes<Context: StratusRequestContext>: Sendable {
     let queries: QueryStore
+    let schemas: SchemaStore
     let authenticator: Authenticator
     let limits: APILimits
     let secretKey: SecretKey
@@ -41,7 +42,11 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         let parsed = try RequestBody.decode(QueryRequest.self, from: opened.body)
         let query = try RecordQuery.parse(parsed.query, limits: limits.query)
         try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
-        try IndexPolicy.development.check(query)
+        // Development serves every field; a deployed production only what its schema flags.
+        let policy = database.environment == .production
+            ? try await schemas.queryPolicy(container: database.container, environment: database.environment, recordType: query.recordType, logger: context.logger)
+            : nil
+        try (policy ?? .development).check(query)
         if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
         let zoneName = parsed.zoneID?.zoneName ?? ZoneID.defaultZoneName

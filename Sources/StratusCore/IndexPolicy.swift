@@ -20,11 +20,15 @@ public struct IndexPolicy: Sendable, Hashable {
     public var fields: [String: [String: FieldIndexes]]
     /// What an unnamed field gets.
     public var defaultIndexes: FieldIndexes
+    /// Whether filters and sorts on the system fields (`___recordID`, `___createTime`, `___modTime`)
+    /// need their flags too, as in a schema's enforced environment; otherwise they are always served.
+    public var checksSystemFields: Bool
 
     /// Creates a policy.
-    public init(fields: [String: [String: FieldIndexes]] = [:], defaultIndexes: FieldIndexes = .all) {
+    public init(fields: [String: [String: FieldIndexes]] = [:], defaultIndexes: FieldIndexes = .all, checksSystemFields: Bool = false) {
         self.fields = fields
         self.defaultIndexes = defaultIndexes
+        self.checksSystemFields = checksSystemFields
     }
 
     /// Every field of every type, fully indexed.
@@ -35,20 +39,27 @@ public struct IndexPolicy: Sendable, Hashable {
         fields[recordType]?[field] ?? defaultIndexes
     }
 
-    /// Refuses a query that needs an index a field does not have.
+    /// Refuses a query that needs an index a field does not have, in CloudKit's words ("Field 'x' is
+    /// not marked queryable"), naming the flag the schema would need.
     public func check(_ query: RecordQuery) throws(StratusError) {
-        for filter in query.filters where !RecordQuery.systemFields.contains(filter.fieldName) && filter.fieldName != "___all" {
+        for filter in query.filters where checked(filter.fieldName) && filter.fieldName != "___all" {
             let token = filter.comparator == .containsAllTokens || filter.comparator == .containsAnyTokens
             let needed: FieldIndexes = token ? .searchable : .queryable
             guard indexes(recordType: query.recordType, field: filter.fieldName).contains(needed) else {
-                throw StratusError(.badRequest, "Field '\(filter.fieldName)' of \(query.recordType) is not \(token ? "searchable" : "queryable")")
+                throw Self.notMarked(filter.fieldName, recordType: query.recordType, token ? "searchable" : "queryable")
             }
         }
-        for sort in query.sorts where !RecordQuery.systemFields.contains(sort.fieldName) {
+        for sort in query.sorts where checked(sort.fieldName) {
             guard indexes(recordType: query.recordType, field: sort.fieldName).contains(.sortable) else {
-                throw StratusError(.badRequest, "Field '\(sort.fieldName)' of \(query.recordType) is not sortable")
+                throw Self.notMarked(sort.fieldName, recordType: query.recordType, "sortable")
             }
         }
+    }
+
+    private func checked(_ field: String) -> Bool { checksSystemFields || !RecordQuery.systemFields.contains(field) }
+
+    private static func notMarked(_ field: String, recordType: String, _ flag: String) -> StratusError {
+        StratusError(.badRequest, "Field '\(field.prefix(255))' is not marked \(flag): record type '\(recordType.prefix(255))' needs \(flag.uppercased()) on it in the schema")
     }
 
     /// Whether a field's text goes into the record's search document (`___all`).

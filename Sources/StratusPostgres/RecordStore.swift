@@ -58,27 +58,30 @@ public struct RecordStore: Sendable {
         _ commands: [Command], zone: ZoneID, in database: DatabaseID, atomic: Bool, causation: Causation, deviceID: String?,
         limits: Limits = Limits(), logger: Logger
     ) async throws -> [Result<Outcome, Failure>] {
-        let context = WriteContext(database: database, zone: zone, causation: causation, deviceID: deviceID, limits: limits)
+        let request = WriteContext(database: database, zone: zone, causation: causation, deviceID: deviceID, limits: limits)
         if atomic {
             do {
-                return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue]) { transaction in
-                    var writer = try await ZoneWriter.open(context, in: transaction)
-                    try await writer.prefetch(commands.map(\.input.recordName), in: transaction)
-                    var outcomes: [Result<Outcome, Failure>] = []
-                    for (index, command) in commands.enumerated() {
-                        do {
-                            outcomes.append(.success(try await writer.apply(command, in: transaction)))
-                        } catch let failure as Failure {
-                            throw AtomicAbort(index: index, failure: failure)
+                return try await SchemaGrowth.holdingLocks { schemaLocks in
+                    let context = request.holding(schemaLocks)
+                    return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
+                        var writer = try await ZoneWriter.open(context, in: transaction)
+                        try await writer.prefetch(commands.map(\.input.recordName), in: transaction)
+                        var outcomes: [Result<Outcome, Failure>] = []
+                        for (index, command) in commands.enumerated() {
+                            do {
+                                outcomes.append(.success(try await writer.apply(command, in: transaction)))
+                            } catch let failure as Failure {
+                                throw AtomicAbort(index: index, failure: failure)
+                            }
                         }
+                        do {
+                            try await writer.close(in: transaction)
+                        } catch let quota as QuotaExceeded {
+                            let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(quota.recordName) } ?? commands.count - 1
+                            throw AtomicAbort(index: index, failure: quota.failure)
+                        }
+                        return outcomes
                     }
-                    do {
-                        try await writer.close(in: transaction)
-                    } catch let quota as QuotaExceeded {
-                        let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(quota.recordName) } ?? commands.count - 1
-                        throw AtomicAbort(index: index, failure: quota.failure)
-                    }
-                    return outcomes
                 }
             } catch let abort as AtomicAbort {
                 return commands.indices.map { index in
@@ -90,24 +93,26 @@ public struct RecordStore: Sendable {
         var outcomes: [Result<Outcome, Failure>] = []
         for command in commands {
             do {
-                let write: @Sendable (Transaction) async throws -> Outcome = { transaction in
-                    var writer = try await ZoneWriter.open(context, in: transaction)
-                    let outcome = try await writer.apply(command, in: transaction)
-                    try await writer.close(in: transaction)
-                    return outcome
-                }
-                let outcome: Outcome
-                if !zone.isDefaultZone {
-                    // Every writer of a custom zone holds the zone's lock.
-                    outcome = try await store.locked(logger: logger, locks: [context.zoneKey.rawValue], write)
-                } else if command.type.isDelete || command.input.fields.values.contains(where: { $0.references.contains { $0.action != .none } }) {
-                    // A default zone has no zone-wide lock. A delete's cascade, and a reference that
-                    // binds its target, depend on records other than the one written: only
-                    // SERIALIZABLE sees every such dependency (they are rare in a default zone).
-                    outcome = try await store.serializable(logger: logger, locks: context.recordLocks(command), write)
-                } else {
-                    // Any other write depends on its own record alone, which its lock orders.
-                    outcome = try await store.locked(logger: logger, locks: context.recordLocks(command), write)
+                let outcome = try await SchemaGrowth.holdingLocks { schemaLocks in
+                    let context = request.holding(schemaLocks)
+                    let write: @Sendable (Transaction) async throws -> Outcome = { transaction in
+                        var writer = try await ZoneWriter.open(context, in: transaction)
+                        let outcome = try await writer.apply(command, in: transaction)
+                        try await writer.close(in: transaction)
+                        return outcome
+                    }
+                    if !zone.isDefaultZone {
+                        // Every writer of a custom zone holds the zone's lock.
+                        return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks, write)
+                    } else if command.type.isDelete || command.input.fields.values.contains(where: { $0.references.contains { $0.action != .none } }) {
+                        // A default zone has no zone-wide lock. A delete's cascade, and a reference that
+                        // binds its target, depend on records other than the one written: only
+                        // SERIALIZABLE sees every such dependency (they are rare in a default zone).
+                        return try await store.serializable(logger: logger, locks: context.recordLocks(command) + schemaLocks, write)
+                    } else {
+                        // Any other write depends on its own record alone, which its lock orders.
+                        return try await store.locked(logger: logger, locks: context.recordLocks(command) + schemaLocks, write)
+                    }
                 }
                 outcomes.append(.success(outcome))
             } catch let failure as Failure {
@@ -177,6 +182,16 @@ struct WriteContext: Sendable {
     var causation: Causation
     var deviceID: String?
     var limits: RecordStore.Limits
+    /// The schema growth locks this attempt holds (`SchemaGrowth`): a save may add fields only to the
+    /// record types named here.
+    var schemaLocks: Set<String> = []
+
+    /// The same context for an attempt that holds `locks`.
+    func holding(_ locks: [String]) -> WriteContext {
+        var context = self
+        context.schemaLocks = Set(locks)
+        return context
+    }
 
     var zoneKey: ZoneKey { ZoneKey(database: database, zoneName: zone.zoneName) }
 
@@ -212,6 +227,8 @@ struct ZoneWriter {
     /// Whom the writer acts for when it deletes an expired record: the record's creator (so its
     /// DELETE_SELF referrers go with it as they would in its creator's own delete); nil: the caller.
     var actingUser: String?
+    /// The record types' schemas this transaction read, and what it added to them.
+    var schema = SchemaCheck()
 
     /// A saved record not yet written to the tables.
     struct PendingSave {
@@ -258,9 +275,9 @@ struct ZoneWriter {
             try await expire([expired], in: transaction)
             current = nil
         }
-        if let current, !mayChange(current) {
+        if let current, !(try await mayChange(current, in: transaction)) {
             throw RecordStore.Failure(error: StratusError(.accessDenied,
-                "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database only a record's creator may change or delete it"))
+                "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database the security roles of record type '\(current.recordType.prefix(255))' let only its creator (and roles granted WRITE) change or delete it"))
         }
         let stamp = RecordStamp(timestamp: now, userRecordName: context.causation.userRecordName ?? "_server", deviceID: context.deviceID)
         let outcome: RecordDecision.Outcome
@@ -273,6 +290,11 @@ struct ZoneWriter {
         }
         switch outcome {
         case .save(var record, let before):
+            if isPublic, before == nil, !(try await schema.permits(
+                .create, recordType: record.recordType, creator: nil, user: writer, database: context.database, in: transaction)) {
+                throw RecordStore.Failure(error: StratusError(.accessDenied,
+                    "Record '\(record.recordName.prefix(255))' cannot be created: in the public database no security role this user holds has CREATE on record type '\(record.recordType.prefix(255))'"))
+            }
             for (field, reference) in record.references where reference.action == .validate {
                 guard reference.recordName == record.recordName ? true : try await exists(reference.recordName, in: transaction) else {
                     throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
@@ -283,11 +305,17 @@ struct ZoneWriter {
                 // A reference with an action binds its target (VALIDATE blocks its deletion, DELETE_SELF
                 // ties the referrer's life to it): in the public database only to the writer's own records.
                 for (field, reference) in record.references where reference.action != .none && reference.recordName != record.recordName {
-                    if let target = try await load(reference.recordName, in: transaction), !mayChange(target) {
+                    if let target = try await load(reference.recordName, in: transaction), !(try await mayChange(target, in: transaction)) {
                         throw RecordStore.Failure(error: StratusError(.accessDenied,
                             "Field '\(field)' of record '\(record.recordName.prefix(255))' refers with \(reference.action.rawValue) to '\(reference.recordName.prefix(255))', which belongs to another user: in the public database such references may point only at your own records"))
                     }
                 }
+            }
+            do {
+                record.fields = try await schema.admit(
+                    record, database: context.database, causation: context.causation, held: context.schemaLocks, events: &events, in: transaction)
+            } catch let error as StratusError {
+                throw RecordStore.Failure(error: error)
             }
             let fields = EventCoding.encode(record.fields)
             guard fields.count <= context.limits.maxRecordBytes else {
@@ -330,10 +358,16 @@ struct ZoneWriter {
     /// Whether the database is the public one, where records belong to their creators.
     private var isPublic: Bool { context.database.scope == .public }
 
+    /// Whom the writer acts for.
+    private var writer: String { actingUser ?? context.causation.userRecordName ?? "_server" }
+
     /// Whether the writer may change or delete `record`: anywhere but the public database, and there
-    /// only a record it created (CloudKit's default `_creator` rule; security roles widen it later).
-    private func mayChange(_ record: Record) -> Bool {
-        !isPublic || record.created.userRecordName == (actingUser ?? context.causation.userRecordName ?? "_server")
+    /// when the security roles of its record type give WRITE to a role the writer holds (by default
+    /// only `_creator`, the record's creator).
+    private mutating func mayChange(_ record: Record, in transaction: Transaction) async throws -> Bool {
+        guard isPublic else { return true }
+        return try await schema.permits(
+            .write, recordType: record.recordType, creator: record.created.userRecordName, user: writer, database: context.database, in: transaction)
     }
 
     /// Deletes records and, transitively, every record that points at one of them with DELETE_SELF;
@@ -355,7 +389,7 @@ struct ZoneWriter {
             var next: [Record] = []
             for record in level {
                 for name in referring[ExactName(record.recordName)] ?? [] where !names.contains(ExactName(name)) {
-                    guard case .some(.some(let referrer)) = known[ExactName(name)], mayChange(referrer) else { continue }
+                    guard case .some(.some(let referrer)) = known[ExactName(name)], try await mayChange(referrer, in: transaction) else { continue }
                     names.insert(ExactName(name))
                     order.append((referrer, record.recordName))
                     next.append(referrer)
@@ -367,7 +401,7 @@ struct ZoneWriter {
             let validating = try await referrers(of: order.map(\.0.recordName), action: .validate, in: transaction)
             for (record, _) in order {
                 for name in validating[ExactName(record.recordName)] ?? [] where !names.contains(ExactName(name)) {
-                    if isPublic, let referrer = try await load(name, in: transaction), !mayChange(referrer) { continue }
+                    if isPublic, let referrer = try await load(name, in: transaction), !(try await mayChange(referrer, in: transaction)) { continue }
                     throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
                         "Record '\(record.recordName.prefix(255))' cannot be deleted: '\(name.prefix(255))' refers to it with VALIDATE"))
                 }
@@ -427,6 +461,9 @@ struct ZoneWriter {
 
     /// Writes the pending saves, appends the events and advances the zone's change counter.
     mutating func close(in transaction: Transaction) async throws {
+        // A save grew a record type's schema this attempt may not: nothing of it is kept, and the
+        // write runs again holding the growth locks (`SchemaGrowth`).
+        if !schema.needed.isEmpty { throw SchemaGrowth(locks: schema.needed) }
         try await flush(in: transaction)
         try await EventLog.append(events, on: transaction.connection, logger: transaction.logger)
         if let sequence, sequence != startSequence {

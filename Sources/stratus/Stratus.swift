@@ -10,7 +10,7 @@ struct Stratus: AsyncParsableCommand {
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
         subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self,
-                      WebhookCommand.self, APNsCommand.self]
+                      WebhookCommand.self, APNsCommand.self, SchemaCommand.self]
     )
 }
 

@@ -84,8 +84,14 @@ final class QueryPredicateAgreementTests: XCTestCase {
         XCTAssertEqual(SearchText.maxSearchBytes, QueryIndexStore.maxSearchBytes, "the in-memory search document is cut where the index's is")
         try await QueryTests.withStack { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Q")
-            let (status, saved) = try await RecordAPITests.modify(client, fixture, zone: "Q", Self.records.map { QueryTests.item($0.0, $0.1) })
-            XCTAssertEqual(status, 200, "\(saved)")
+            // The records hold values of every type in the same fields, as records written under earlier
+            // development schemas do (a schema gives each field one type): the schema is reset before each.
+            for record in Self.records {
+                try await SchemaTests.resetDevelopmentSchema(fixture)
+                let (status, saved) = try await RecordAPITests.modify(client, fixture, zone: "Q", [QueryTests.item(record.0, record.1)])
+                XCTAssertEqual(status, 200, "\(saved)")
+                XCTAssertNil(saved.first?["serverErrorCode"], "\(saved)")
+            }
             _ = try await RecordAPITests.modify(client, fixture, zone: "Q", [["operationType": "create", "record": RecordAPITests.note("o1", ["s": ["value": "Apple"]], type: "Other")]])
             try await QueryTests.waitForIndex(client, fixture, ["recordType": "Item"], count: Self.records.count)
             try await QueryTests.waitForIndex(client, fixture, ["recordType": "Other"], count: 1)

@@ -1,0 +1,361 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// Schemas per container and environment (`schema_*` tables, migration 0016): read whole for
+/// export, deploy and queries, and replaced whole by deploy, import and reset, each in one
+/// transaction that also appends its `schema.changed` event. Saves read and grow them through
+/// `SchemaCheck`, inside their own transaction.
+public struct SchemaStore: Sendable {
+    let store: PostgresStore
+
+    /// Creates the schema store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// An environment's whole schema.
+    public func schema(container: String, environment: Environment, logger: Logger) async throws -> Schema {
+        try await store.snapshot(logger: logger) { transaction in
+            try await Self.load(container: container, environment: environment, in: transaction)
+        }
+    }
+
+    /// Whether the environment's schema is enforced (production, once deployed).
+    public func isEnforced(container: String, environment: Environment, logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            try await Self.enforced(container: container, environment: environment, on: connection, logger: logger)
+        }
+    }
+
+    /// What a query of `recordType` may filter and sort on: nil where nothing is enforced (development,
+    /// and production before its first deploy), else the record type's flags (none for a type the
+    /// schema lacks).
+    public func queryPolicy(container: String, environment: Environment, recordType: String, logger: Logger) async throws -> IndexPolicy? {
+        // One statement: whether the environment is enforced, and the type's fields.
+        try await store.withConnection { connection in
+            let (enforced, types) = try await Self.fields(
+                container: container, environment: environment, recordTypes: [recordType], on: connection, logger: logger)
+            guard enforced else { return nil }
+            return Schema(recordTypes: Array(types.values)).indexPolicy
+        }
+    }
+
+    /// What an operator's change did: applied, or refused with every problem.
+    public enum Outcome: Sendable, Hashable {
+        /// The schema was replaced.
+        case applied(Schema)
+        /// Nothing changed: the replacement would lose these.
+        case refused([SchemaChangeProblem])
+    }
+
+    /// Copies development's schema to production, only if that adds (no record type or field of
+    /// production deleted, no field's type changed); from then on production is enforced.
+    public func deploy(container: String, causation: Causation, logger: Logger) async throws -> Outcome {
+        try await replace(container: container, environment: .production, cause: .deploy, causation: causation, logger: logger) { transaction in
+            try await Self.load(container: container, environment: .development, in: transaction)
+        }
+    }
+
+    /// Makes development's schema production's again (the types and fields only development has go;
+    /// records keep their values).
+    public func reset(container: String, causation: Causation, logger: Logger) async throws -> Outcome {
+        try await replace(container: container, environment: .development, cause: .reset, causation: causation, logger: logger) { transaction in
+            try await Self.load(container: container, environment: .production, in: transaction)
+        }
+    }
+
+    /// Makes `schema` (a schema file as read) development's schema, if it only adds to production's,
+    /// as CloudKit's tools import a schema.
+    public func importSchema(_ schema: Schema, container: String, causation: Causation, logger: Logger) async throws -> Outcome {
+        try await replace(container: container, environment: .development, cause: .import, causation: causation, logger: logger) { _ in schema }
+    }
+
+    private func replace(
+        container: String, environment: Environment, cause: SchemaChanged.Cause, causation: Causation, logger: Logger,
+        _ source: @escaping @Sendable (Transaction) async throws -> Schema
+    ) async throws -> Outcome {
+        // One schema change of a container at a time; saves are not held up (they take no such lock).
+        try await store.serializable(logger: logger, lock: "schema/" + container) { transaction in
+            let schema = try await source(transaction).normalized
+            let production = try await Self.load(container: container, environment: .production, in: transaction)
+            // Production's data must stay readable: whatever replaces production, or development
+            // (which is deployed later), may only add to it. A reset copies production itself.
+            let problems = cause == .reset ? [] : schema.problems(replacing: production)
+            guard problems.isEmpty else { return .refused(problems) }
+            try await Self.write(schema, container: container, environment: environment, in: transaction)
+            if environment == .production {
+                try await transaction.connection.execute("""
+                    INSERT INTO schema_environments (container, environment) VALUES (\(container), \(environment.rawValue))
+                    ON CONFLICT (container, environment) DO UPDATE SET deployed_at = now()
+                    """, logger: transaction.logger)
+            }
+            let event = NewEvent(
+                zoneKey: SchemaChanged.key(container: container, environment: environment), zoneSequence: nil,
+                payload: SchemaChanged(container: container, environment: environment, cause: cause, recordTypes: schema.recordTypes.map(\.name)),
+                causation: causation)
+            try await EventLog.append([event], on: transaction.connection, logger: transaction.logger)
+            return .applied(schema)
+        }
+    }
+
+    /// The custom roles assigned to a user in an environment.
+    static func roles(of user: String, container: String, environment: Environment, on connection: PostgresConnection, logger: Logger) async throws -> Set<String> {
+        var roles: Set<String> = []
+        for try await role in try await connection.query("""
+            SELECT role_name FROM schema_role_members
+            WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user)
+            """, logger: logger).decode(String.self) {
+            roles.insert(role)
+        }
+        return roles
+    }
+
+    /// Assigns a role the environment's schema creates to a user (or with `remove`, takes it away);
+    /// false when the schema creates no such role.
+    public func assignRole(
+        _ role: String, to user: String, remove: Bool = false, container: String, environment: Environment, logger: Logger
+    ) async throws -> Bool {
+        try await store.serializable(logger: logger) { transaction in
+            var exists = false
+            for try await _ in try await transaction.connection.query("""
+                SELECT 1 FROM schema_roles WHERE container = \(container) AND environment = \(environment.rawValue) AND role_name = \(role)
+                """, logger: transaction.logger) { exists = true }
+            guard exists else { return false }
+            if remove {
+                try await transaction.connection.execute("""
+                    DELETE FROM schema_role_members WHERE container = \(container) AND environment = \(environment.rawValue)
+                      AND role_name = \(role) AND user_record_name = \(user)
+                    """, logger: transaction.logger)
+            } else {
+                try await transaction.connection.execute("""
+                    INSERT INTO schema_role_members (container, environment, role_name, user_record_name)
+                    VALUES (\(container), \(environment.rawValue), \(role), \(user)) ON CONFLICT DO NOTHING
+                    """, logger: transaction.logger)
+            }
+            return true
+        }
+    }
+
+    static func enforced(container: String, environment: Environment, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query("""
+            SELECT 1 FROM schema_environments WHERE container = \(container) AND environment = \(environment.rawValue)
+            """, logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// In one statement: whether the environment is enforced, and the fields of the named record
+    /// types (a type the schema lacks is absent). A save's one read of the schema.
+    static func fields(
+        container: String, environment: Environment, recordTypes: [String], on connection: PostgresConnection, logger: Logger
+    ) async throws -> (enforced: Bool, types: [String: RecordTypeSchema]) {
+        let rows = try await connection.query("""
+            SELECT e.enforced, f.record_type, f.field_name, f.field_type, f.queryable, f.searchable, f.sortable, t.grants::text
+            FROM (SELECT EXISTS (SELECT 1 FROM schema_environments
+                                 WHERE container = \(container) AND environment = \(environment.rawValue)) AS enforced) AS e
+            LEFT JOIN schema_fields AS f
+              ON f.container = \(container) AND f.environment = \(environment.rawValue) AND f.record_type = ANY(\(recordTypes))
+            LEFT JOIN schema_record_types AS t
+              ON t.container = f.container AND t.environment = f.environment AND t.record_type = f.record_type
+            """, logger: logger)
+        var enforced = false
+        var types: [String: RecordTypeSchema] = [:]
+        for try await (isEnforced, type, name, typeText, queryable, searchable, sortable, grants)
+        in rows.decode((Bool, String?, String?, String?, Bool?, Bool?, Bool?, String?).self) {
+            enforced = isEnforced
+            guard let type, let name, let typeText else { continue }
+            let field = try Self.field(name: name, type: typeText, queryable: queryable ?? false, searchable: searchable ?? false, sortable: sortable ?? false)
+            if types[type] == nil {
+                types[type] = RecordTypeSchema(name: type, grants: try grants.map { try EventCoding.decoder.decode([SchemaGrant].self, from: Data($0.utf8)) } ?? [])
+            }
+            types[type]?.fields.append(field)
+        }
+        return (enforced, types)
+    }
+
+    static func field(name: String, type text: String, queryable: Bool, searchable: Bool, sortable: Bool) throws -> SchemaField {
+        guard let type = SchemaLanguage.fieldType(text) else {
+            throw StratusError(.internalError, "The stored schema has a field type that cannot be read")
+        }
+        var indexes: FieldIndexes = []
+        if queryable { indexes.insert(.queryable) }
+        if searchable { indexes.insert(.searchable) }
+        if sortable { indexes.insert(.sortable) }
+        return SchemaField(name: name, type: type, indexes: indexes)
+    }
+
+    /// An environment's whole schema, read in `transaction`.
+    static func load(container: String, environment: Environment, in transaction: Transaction) async throws -> Schema {
+        let connection = transaction.connection
+        let logger = transaction.logger
+        var schema = Schema()
+        for try await role in try await connection.query("""
+            SELECT role_name FROM schema_roles WHERE container = \(container) AND environment = \(environment.rawValue)
+            """, logger: logger).decode(String.self) {
+            schema.roles.append(role)
+        }
+        var types: [String: RecordTypeSchema] = [:]
+        for try await (name, grants) in try await connection.query("""
+            SELECT record_type, grants::text FROM schema_record_types WHERE container = \(container) AND environment = \(environment.rawValue)
+            """, logger: logger).decode((String, String).self) {
+            types[name] = RecordTypeSchema(name: name, grants: try EventCoding.decoder.decode([SchemaGrant].self, from: Data(grants.utf8)))
+        }
+        for try await (type, name, typeText, queryable, searchable, sortable) in try await connection.query("""
+            SELECT record_type, field_name, field_type, queryable, searchable, sortable FROM schema_fields
+            WHERE container = \(container) AND environment = \(environment.rawValue)
+            """, logger: logger).decode((String, String, String, Bool, Bool, Bool).self) {
+            types[type]?.fields.append(try field(name: name, type: typeText, queryable: queryable, searchable: searchable, sortable: sortable))
+        }
+        schema.recordTypes = Array(types.values)
+        return schema.normalized
+    }
+
+    /// Replaces an environment's whole schema.
+    static func write(_ schema: Schema, container: String, environment: Environment, in transaction: Transaction) async throws {
+        let connection = transaction.connection
+        let logger = transaction.logger
+        try await connection.execute("""
+            DELETE FROM schema_record_types WHERE container = \(container) AND environment = \(environment.rawValue)
+            """, logger: logger)
+        try await connection.execute("""
+            DELETE FROM schema_roles WHERE container = \(container) AND environment = \(environment.rawValue)
+            """, logger: logger)
+        try await connection.execute("""
+            INSERT INTO schema_roles (container, environment, role_name)
+            SELECT \(container), \(environment.rawValue), role FROM unnest(\(schema.roles)::text[]) AS r(role)
+            """, logger: logger)
+        try await insert(schema.recordTypes, fieldsOnly: false, container: container, environment: environment, on: connection, logger: logger)
+    }
+
+    /// Inserts record types (their rows and fields), or with `fieldsOnly` only the fields of types
+    /// that exist. Rows that exist already are left as they are: a concurrent save that added the
+    /// same field first wins, and this transaction, finding it unseen in its snapshot, is retried.
+    static func insert(
+        _ types: [RecordTypeSchema], fieldsOnly: Bool, container: String, environment: Environment, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        if !fieldsOnly {
+            let names = types.map(\.name)
+            let grants = types.map { String(decoding: EventCoding.encode($0.grants), as: UTF8.self) }
+            try await connection.execute("""
+                INSERT INTO schema_record_types (container, environment, record_type, grants)
+                SELECT \(container), \(environment.rawValue), t.name, t.grants::jsonb FROM unnest(\(names)::text[], \(grants)::text[]) AS t(name, grants)
+                ON CONFLICT DO NOTHING
+                """, logger: logger)
+        }
+        let fields = types.flatMap { type in type.fields.map { (type.name, $0) } }
+        guard !fields.isEmpty else { return }
+        try await connection.execute("""
+            INSERT INTO schema_fields (container, environment, record_type, field_name, field_type, queryable, searchable, sortable)
+            SELECT \(container), \(environment.rawValue), f.record_type, f.field_name, f.field_type, f.queryable, f.searchable, f.sortable
+            FROM unnest(\(fields.map(\.0))::text[], \(fields.map(\.1.name))::text[], \(fields.map(\.1.type.description))::text[],
+                        \(fields.map { $0.1.indexes.contains(.queryable) })::bool[], \(fields.map { $0.1.indexes.contains(.searchable) })::bool[],
+                        \(fields.map { $0.1.indexes.contains(.sortable) })::bool[])
+                 AS f(record_type, field_name, field_type, queryable, searchable, sortable)
+            ON CONFLICT DO NOTHING
+            """, logger: logger)
+    }
+}
+
+/// A save that must grow its record type's schema without holding the type's growth lock: it is
+/// run again, from a new snapshot, holding the lock.
+///
+/// Saves of one new type or field would otherwise race to insert the same schema rows, and under
+/// REPEATABLE READ every loser aborts (it cannot see the winner's row): independent writers — other
+/// zones, other users — would abort each other. Holding the lock from before the snapshot is taken,
+/// growers of one record type take turns, each seeing what the one before committed. Saves that
+/// find their fields in place (all but the first few) never take it.
+struct SchemaGrowth: Error {
+    /// The advisory lock keys of the record types to grow.
+    var locks: [String]
+
+    static func lock(container: String, environment: Environment, recordType: String) -> String {
+        ["schema", container, environment.rawValue, recordType].joined(separator: "/")
+    }
+
+    /// Runs `write` with no growth lock and, when an attempt found record types to grow, once more
+    /// holding their locks (again only if meanwhile another type turned out to need growing).
+    static func holdingLocks<T>(_ write: ([String]) async throws -> T) async throws -> T {
+        var locks: [String] = []
+        while true {
+            do {
+                return try await write(locks)
+            } catch let growth as SchemaGrowth where !Set(growth.locks).isSubset(of: locks) {
+                locks = Array(Set(locks).union(growth.locks)).sorted()
+            }
+        }
+    }
+}
+
+/// The schema's part in one save transaction: reads each record type's schema once (in the
+/// transaction, so never stale), checks the record against it, grows development's schema and
+/// returns the event that tells of the growth. Development grows; production, once deployed, refuses
+/// what its schema lacks; production before its first deploy is left alone. In the public database
+/// it also decides what the record type's security roles let the writer do.
+struct SchemaCheck {
+    /// nil until the first read.
+    var enforced: Bool?
+    /// The record types read or grown in this transaction; absent types as nil.
+    var types: [String: RecordTypeSchema?] = [:]
+    /// The writer's custom roles, read once when a grant names one.
+    var roles: Set<String>?
+    /// The growth locks of the record types this attempt must grow but may not (`SchemaGrowth`).
+    var needed: [String] = []
+
+    /// Reads a record type's schema (and whether the environment is enforced) unless this
+    /// transaction has read it.
+    mutating func load(_ recordType: String, database: DatabaseID, in transaction: Transaction) async throws {
+        guard enforced == nil || types[recordType] == nil else { return }
+        let (isEnforced, read) = try await SchemaStore.fields(
+            container: database.container, environment: database.environment, recordTypes: [recordType],
+            on: transaction.connection, logger: transaction.logger)
+        enforced = isEnforced
+        types[recordType] = .some(read[recordType])
+    }
+
+    /// Whether `user` may `permission` a record of `recordType` created by `creator` (nil: creating
+    /// one), by the type's grants; a type the schema lacks has CloudKit's default grants.
+    mutating func permits(
+        _ permission: SchemaPermission, recordType: String, creator: String?, user: String?, database: DatabaseID, in transaction: Transaction
+    ) async throws -> Bool {
+        try await load(recordType, database: database, in: transaction)
+        let type = (types[recordType] ?? nil) ?? RecordTypeSchema(name: recordType, grants: RecordTypeSchema.defaultGrants)
+        if type.permits(permission, to: RoleHolder(userRecordName: user), creator: creator) { return true }
+        guard type.grantsCustomRoles, let user else { return false }
+        if roles == nil {
+            roles = try await SchemaStore.roles(of: user, container: database.container, environment: database.environment,
+                                                on: transaction.connection, logger: transaction.logger)
+        }
+        return type.permits(permission, to: RoleHolder(userRecordName: user, roles: roles ?? []), creator: creator)
+    }
+
+    /// The record's fields as stored (`SchemaAdmission`), after growing the schema when the save
+    /// brings new types or fields; `events` gets the `schema.changed` event of the growth.
+    mutating func admit(
+        _ record: Record, database: DatabaseID, causation: Causation, held: Set<String>, events: inout [NewEvent], in transaction: Transaction
+    ) async throws -> [String: FieldValue] {
+        let environment = database.environment
+        try await load(record.recordType, database: database, in: transaction)
+        let grows = environment == .development
+        guard grows || enforced == true else { return record.fields }
+        let admission = try SchemaAdmission.admit(recordType: record.recordType, fields: record.fields, schema: types[record.recordType] ?? nil, grows: grows)
+        guard admission.changesSchema else { return admission.fields }
+        let added = admission.createdType ?? RecordTypeSchema(name: record.recordType, fields: admission.createdFields)
+        var grown = (types[record.recordType] ?? nil) ?? RecordTypeSchema(name: record.recordType)
+        if admission.createdType != nil { grown = added } else { grown.fields += admission.createdFields }
+        // Later records of this transaction are checked against the grown type either way.
+        types[record.recordType] = .some(grown)
+        let lock = SchemaGrowth.lock(container: database.container, environment: environment, recordType: record.recordType)
+        guard held.contains(lock) else {
+            // Not this attempt's to grow: the write goes on (a later failure still decides the
+            // request) and `close` asks for another attempt holding the lock.
+            if !needed.contains(lock) { needed.append(lock) }
+            return admission.fields
+        }
+        try await SchemaStore.insert([added], fieldsOnly: admission.createdType == nil, container: database.container, environment: environment,
+                                     on: transaction.connection, logger: transaction.logger)
+        events.append(NewEvent(
+            zoneKey: SchemaChanged.key(container: database.container, environment: environment), zoneSequence: nil,
+            payload: SchemaChanged(container: database.container, environment: environment, cause: .save, added: [added]), causation: causation))
+        return admission.fields
+    }
+}
