@@ -1,0 +1,278 @@
+import Mustache
+
+/// The console's pages, as mustache templates kept in the source so a fresh clone builds and serves
+/// them without resource bundles. `{{value}}` escapes HTML; nothing here uses the unescaped form.
+enum ConsoleTemplates {
+    /// The library every page renders with (the partials `head` and `foot` frame each page).
+    static let library: MustacheLibrary = {
+        var library = MustacheLibrary()
+        for (name, text) in templates {
+            // The templates are constants of this file: one that does not parse is a programming error
+            // that the first test of any page shows.
+            do { try library.register(text, named: name) } catch { preconditionFailure("console template \(name) does not parse: \(error)") }
+        }
+        return library
+    }()
+
+    static let templates: [(String, String)] = [
+        ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
+        ("record", record), ("query", query), ("hidden", hidden), ("recordTable", recordTable),
+    ]
+
+    static let head = """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>{{title}} · Stratus console</title>
+        <style>
+        :root { color-scheme: light dark; --accent: #2563eb; --muted: #6b7280; --line: #d1d5db; }
+        * { box-sizing: border-box; }
+        body { font: 16px/1.5 system-ui, sans-serif; margin: 0; }
+        header { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; padding: .5rem 1rem; border-bottom: 1px solid var(--line); }
+        header .brand { font-weight: 700; margin-right: auto; }
+        nav.crumbs { padding: .5rem 1rem 0; font-size: .95rem; overflow-wrap: anywhere; }
+        main { padding: 1rem; max-width: 72rem; }
+        a { color: var(--accent); }
+        a:focus, button:focus, input:focus, select:focus, textarea:focus { outline: 3px solid var(--accent); outline-offset: 2px; }
+        label { display: block; font-weight: 600; margin-top: .5rem; }
+        input, select, textarea, button { font: inherit; padding: .35rem .5rem; max-width: 100%; }
+        textarea { width: 100%; min-height: 6rem; font-family: ui-monospace, monospace; }
+        button { cursor: pointer; border: 1px solid var(--accent); background: var(--accent); color: #fff; border-radius: 4px; }
+        button.secondary { background: transparent; color: var(--accent); }
+        form.inline { display: inline; }
+        .table { overflow-x: auto; }
+        table { border-collapse: collapse; width: 100%; }
+        th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: anywhere; }
+        code, .mono { font-family: ui-monospace, monospace; font-size: .9em; }
+        .muted { color: var(--muted); }
+        .error { border: 1px solid #dc2626; padding: .5rem 1rem; border-radius: 4px; }
+        .notice { border: 1px solid #16a34a; padding: .5rem 1rem; border-radius: 4px; }
+        fieldset { border: 1px solid var(--line); border-radius: 4px; margin: 1rem 0; }
+        @media (max-width: 40rem) { main { padding: .5rem; } th, td { padding: .25rem; } }
+        </style>
+        </head>
+        <body>
+        <header>
+        <span class="brand">Stratus console</span>
+        {{#signedIn}}
+        <span>Signed in as <strong id="operator">{{signedIn}}</strong></span>
+        <form class="inline" method="post" action="/console/signout">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <button type="submit" class="secondary">Sign out</button>
+        </form>
+        {{/signedIn}}
+        </header>
+        {{#hasCrumbs}}
+        <nav class="crumbs" aria-label="Breadcrumb">{{#crumbs}}<a href="{{href}}">{{label}}</a> / {{/crumbs}}</nav>
+        {{/hasCrumbs}}
+        <main id="main">
+        <h1>{{title}}</h1>
+        {{#notice}}<p class="notice" role="status">{{notice}}</p>{{/notice}}
+        """
+
+    static let foot = """
+        </main>
+        </body>
+        </html>
+        """
+
+    static let signin = """
+        {{> head}}
+        {{#error}}<p class="error" role="alert" id="signin-error">{{error}}</p>{{/error}}
+        <form method="post" action="/console/signin">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label for="login">Login</label>
+        <input id="login" name="login" autocomplete="username" required maxlength="255" value="{{login}}">
+        <label for="password">Password</label>
+        <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024">
+        <p><button type="submit" id="signin">Sign in</button></p>
+        </form>
+        {{> foot}}
+        """
+
+    static let home = """
+        {{> head}}
+        <h2>Containers</h2>
+        {{^containers}}<p class="muted">No container to show.</p>{{/containers}}
+        <ul id="containers">
+        {{#containers}}<li><a href="{{href}}">{{name}}</a></li>{{/containers}}
+        </ul>
+        {{#more}}<p class="muted">Only the first {{shown}} are listed.</p>{{/more}}
+        {{> foot}}
+        """
+
+    static let container = """
+        {{> head}}
+        <form method="get" action="/console/zones">
+        <input type="hidden" name="container" value="{{container}}">
+        <fieldset>
+        <legend>Open a database</legend>
+        <label for="environment">Environment</label>
+        <select id="environment" name="environment">
+        {{#environments}}<option value="{{name}}">{{name}}</option>{{/environments}}
+        </select>
+        <label for="database">Database</label>
+        <select id="database" name="database">
+        <option value="public">public</option>
+        <option value="private">a user's private database</option>
+        </select>
+        <label for="user">User record name (for a private database)</label>
+        <input id="user" name="user" maxlength="255" placeholder="_3f9c…" class="mono">
+        <p><button type="submit" id="open-database">Open</button></p>
+        </fieldset>
+        </form>
+        {{> foot}}
+        """
+
+    /// The hidden fields that name the page's database (inside a form).
+    static let hidden = """
+        {{#hidden}}<input type="hidden" name="{{name}}" value="{{value}}">{{/hidden}}
+        """
+
+    static let zones = """
+        {{> head}}
+        <p class="muted">{{database}}</p>
+        <h2>Zones</h2>
+        <ul id="zones">
+        {{#zones}}<li><a href="{{href}}">{{name}}</a></li>{{/zones}}
+        </ul>
+        {{#more}}<p class="muted">Only the first {{shown}} are listed.</p>{{/more}}
+        <form method="post" action="/console/zones">
+        <fieldset>
+        <legend>Create a zone</legend>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        {{> hidden}}
+        <label for="zoneName">Zone name</label>
+        <input id="zoneName" name="zoneName" required maxlength="255">
+        <p><button type="submit" id="create-zone">Create zone</button></p>
+        </fieldset>
+        </form>
+        {{> foot}}
+        """
+
+    /// Records as a table: name, type, and every field with its type.
+    static let recordTable = """
+        <div class="table"><table>
+        <thead><tr><th scope="col">Record name</th><th scope="col">Type</th><th scope="col">Fields (type: value)</th><th scope="col">Modified</th></tr></thead>
+        <tbody>
+        {{#rows}}<tr><td><a href="{{href}}" class="mono">{{recordName}}</a></td><td>{{recordType}}</td>
+        <td>{{#fields}}<div><code>{{name}}</code> <span class="muted">{{type}}</span>: <code>{{value}}</code></div>{{/fields}}</td>
+        <td class="muted">{{modified}}</td></tr>{{/rows}}
+        </tbody>
+        </table></div>
+        """
+
+    static let records = """
+        {{> head}}
+        <p class="muted">{{database}}</p>
+        <form method="get" action="/console/records" class="inline">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <label for="lookup">Look up a record by name</label>
+        <input id="lookup" name="lookup" required maxlength="255" class="mono">
+        <button type="submit" id="lookup-record">Look up</button>
+        </form>
+        <h2>Records</h2>
+        {{#empty}}<p class="muted" id="no-records">No records.</p>{{/empty}}
+        <div id="records">{{> recordTable}}</div>
+        <p>{{#first}}<a href="{{first}}">First page</a> {{/first}}{{#next}}<a href="{{next}}" id="next-page">Next {{pageSize}}</a>{{/next}}</p>
+        <form method="get" action="/console/query">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <p><button type="submit" class="secondary" id="open-query">Query this zone</button></p>
+        </form>
+        <form method="post" action="/console/record/save">
+        <fieldset>
+        <legend>Create a record</legend>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <label for="recordName">Record name (empty: a new id)</label>
+        <input id="recordName" name="recordName" maxlength="255" class="mono">
+        <label for="recordType">Record type</label>
+        <input id="recordType" name="recordType" required maxlength="255">
+        <label for="fields">Fields (JSON, as records/modify takes them)</label>
+        <textarea id="fields" name="fields" placeholder='{"title": {"value": "Hello"}}'></textarea>
+        <p><button type="submit" id="create-record">Create record</button></p>
+        </fieldset>
+        </form>
+        {{> foot}}
+        """
+
+    static let record = """
+        {{> head}}
+        <dl>
+        <dt>Record type</dt><dd id="record-type">{{recordType}}</dd>
+        <dt>Change tag</dt><dd class="mono">{{changeTag}}</dd>
+        <dt>Created</dt><dd>{{created}}</dd>
+        <dt>Modified</dt><dd>{{modified}}</dd>
+        {{#expiration}}<dt>Expires</dt><dd>{{expiration}}</dd>{{/expiration}}
+        </dl>
+        <h2>Fields</h2>
+        <div class="table"><table id="fields-table">
+        <thead><tr><th scope="col">Field</th><th scope="col">Type</th><th scope="col">Value</th></tr></thead>
+        <tbody>
+        {{#fields}}<tr><td><code>{{name}}</code></td><td>{{type}}</td><td><code>{{value}}</code></td></tr>{{/fields}}
+        </tbody>
+        </table></div>
+        <form method="post" action="/console/record/save">
+        <fieldset>
+        <legend>Edit</legend>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <input type="hidden" name="recordName" value="{{recordName}}">
+        <input type="hidden" name="recordType" value="{{recordType}}">
+        <input type="hidden" name="changeTag" value="{{changeTag}}">
+        <label for="fields">Fields to change (JSON; <code>{}</code> as a value removes a field)</label>
+        <textarea id="fields" name="fields">{{fieldsJSON}}</textarea>
+        <p><button type="submit" id="save-record">Save</button></p>
+        </fieldset>
+        </form>
+        <form method="post" action="/console/record/delete">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <input type="hidden" name="recordName" value="{{recordName}}">
+        <input type="hidden" name="changeTag" value="{{changeTag}}">
+        <p><button type="submit" class="secondary" id="delete-record">Delete record</button></p>
+        </form>
+        {{> foot}}
+        """
+
+    static let query = """
+        {{> head}}
+        <p class="muted">{{database}} · zone {{zone}}</p>
+        <form method="get" action="/console/query">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <fieldset>
+        <legend>Query</legend>
+        <label for="recordType">Record type</label>
+        <input id="recordType" name="recordType" required maxlength="255" value="{{recordType}}">
+        <label for="field">Filter: field</label>
+        <input id="field" name="field" maxlength="255" value="{{field}}">
+        <label for="comparator">Comparator</label>
+        <select id="comparator" name="comparator">{{#comparators}}<option{{#selected}} selected{{/selected}}>{{name}}</option>{{/comparators}}</select>
+        <label for="value">Value</label>
+        <input id="value" name="value" maxlength="1024" value="{{value}}">
+        <label for="valueType">Value type</label>
+        <select id="valueType" name="valueType">{{#valueTypes}}<option{{#selected}} selected{{/selected}}>{{name}}</option>{{/valueTypes}}</select>
+        <label for="sort">Sort by field</label>
+        <input id="sort" name="sort" maxlength="255" value="{{sort}}">
+        <label for="order">Order</label>
+        <select id="order" name="order"><option value="ascending">ascending</option><option value="descending"{{#descending}} selected{{/descending}}>descending</option></select>
+        <p><button type="submit" id="run-query">Run query</button></p>
+        </fieldset>
+        </form>
+        {{#ran}}
+        <h2>Results</h2>
+        <p id="result-count">{{count}} records{{#more}} (the first {{pageSize}}){{/more}}</p>
+        <div id="results">{{> recordTable}}</div>
+        {{/ran}}
+        {{> foot}}
+        """
+
+    static let message = """
+        {{> head}}
+        <p class="error" role="alert" id="message">{{message}}</p>
+        {{#back}}<p><a href="{{back}}">Back</a></p>{{/back}}
+        {{> foot}}
+        """
+}
