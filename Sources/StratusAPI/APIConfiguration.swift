@@ -77,6 +77,8 @@ public struct ConsoleSettings: Sendable {
     /// `STRATUS_CONSOLE_SECURE_COOKIES`: cookies marked `Secure` (the console is reached over TLS,
     /// e.g. through a proxy). A request a proxy marks `X-Forwarded-Proto: https` gets them anyway.
     public var secureCookies = false
+    /// The workers whose progress the operations page shows (their checkpoint names).
+    public var workers = ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"]
 
     /// The defaults: served, 8-hour sessions, cookies not marked `Secure`.
     public init() {}

@@ -197,6 +197,7 @@ public struct StratusConfiguration: Sendable {
             }
         }
         api.console.enabled = try flag("STRATUS_CONSOLE", api.console.enabled)
+        api.console.workers = StratusProcess.workerNames
         api.console.secureCookies = try flag("STRATUS_CONSOLE_SECURE_COOKIES", deployment == .production)
         let seconds = try int("STRATUS_CONSOLE_SESSION_SECONDS", Int(api.console.sessionLifetime.components.seconds))
         guard (60...2_592_000).contains(seconds) else {

@@ -22,6 +22,8 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
     let signInLimiter: SignInLimiter
     /// What the data and operations pages read and write.
     let data: ConsoleData
+    /// The operations page's samples of worker lag, kept in this process.
+    let history = OperationsHistory()
 
     static var sessionCookie: String { "stratus_console" }
     static var signInCookie: String { "stratus_console_signin" }
@@ -37,6 +39,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         router.post("/console/signin") { request, context in await page(request, context) { try await signIn(request, context) } }
         router.post("/console/signout") { request, context in await page(request, context) { try await signOut(request, context) } }
         ConsoleDataPages<Context>(routes: self).register(on: router)
+        ConsoleOperationsPage<Context>(routes: self).register(on: router)
     }
 
     /// Runs a page's handler, rendering what it throws as an HTML page (never the API's JSON).

@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
-        ("record", record), ("query", query), ("hidden", hidden), ("recordTable", recordTable),
+        ("record", record), ("query", query), ("operations", operations), ("hidden", hidden), ("recordTable", recordTable),
     ]
 
     static let head = """
@@ -94,6 +94,7 @@ enum ConsoleTemplates {
 
     static let home = """
         {{> head}}
+        <p><a href="/console/operations" id="operations-link">Operations</a>: relay backlog, worker lag, dead letters</p>
         <h2>Containers</h2>
         {{^containers}}<p class="muted">No container to show.</p>{{/containers}}
         <ul id="containers">
@@ -266,6 +267,43 @@ enum ConsoleTemplates {
         <p id="result-count">{{count}} records{{#more}} (the first {{pageSize}}){{/more}}</p>
         <div id="results">{{> recordTable}}</div>
         {{/ran}}
+        {{> foot}}
+        """
+
+    static let operations = """
+        {{> head}}
+        <h2>Relay</h2>
+        <p id="backlog">Backlog: <strong>{{backlog}}</strong> events not yet published (the oldest {{backlogAge}} s old).</p>
+        <h2>Workers</h2>
+        <div class="table"><table id="workers">
+        <thead><tr><th scope="col">Worker</th><th scope="col">Lag (events)</th><th scope="col">Zones behind</th><th scope="col">Applied (events)</th><th scope="col">Applied per second</th><th scope="col">Dead letters</th></tr></thead>
+        <tbody>
+        {{#workers}}<tr id="worker-{{worker}}"><th scope="row">{{worker}}</th><td class="lag">{{lag}}</td><td>{{zonesBehind}}</td><td>{{applied}}</td><td>{{rate}}</td><td>{{deadLetters}}</td></tr>{{/workers}}
+        </tbody>
+        </table></div>
+        <p class="muted">From the workers' checkpoints in custom zones; the rate is between this view and the one before. Reload to add a sample ({{samples}} so far).</p>
+        {{#chart}}
+        <figure>
+        <svg id="lag-chart" role="img" aria-labelledby="lag-chart-title" viewBox="0 0 {{width}} {{height}}" width="100%" style="max-width: {{width}}px; border: 1px solid var(--line);">
+        <title id="lag-chart-title">{{label}}</title>
+        <text x="4" y="14" font-size="12" fill="currentColor">{{top}}</text>
+        <text x="4" y="{{height}}" dy="-4" font-size="12" fill="currentColor">0</text>
+        {{#lines}}<polyline fill="none" stroke="{{color}}" stroke-width="2" points="{{points}}"><title>{{worker}}</title></polyline>{{/lines}}
+        </svg>
+        <figcaption>{{#lines}}<span style="color: {{color}}">■</span> {{worker}} {{/lines}}· the last {{seconds}} s</figcaption>
+        </figure>
+        {{/chart}}
+        <h2>Dead letters</h2>
+        {{#noDeadLetters}}<p class="muted" id="no-dead-letters">No dead letters.</p>{{/noDeadLetters}}
+        <div class="table"><table id="dead-letters">
+        <thead><tr><th scope="col">Id</th><th scope="col">Worker</th><th scope="col">Event</th><th scope="col">Zone</th><th scope="col">Reason</th><th scope="col">When</th><th scope="col">Action</th></tr></thead>
+        <tbody>
+        {{#deadLetters}}<tr id="dead-letter-{{id}}"><td>{{id}}</td><td>{{worker}}</td><td>{{event}}</td><td class="mono">{{zone}}</td><td>{{reason}}</td><td class="muted">{{at}}</td>
+        <td><form class="inline" method="post" action="/console/operations/dead-letters/retry"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="id" value="{{id}}"><button type="submit" id="retry-{{id}}" aria-label="Retry dead letter {{id}}">Retry</button></form>
+        <form class="inline" method="post" action="/console/operations/dead-letters/discard"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="id" value="{{id}}"><button type="submit" class="secondary" id="discard-{{id}}" aria-label="Discard dead letter {{id}}">Discard</button></form></td></tr>{{/deadLetters}}
+        </tbody>
+        </table></div>
+        {{#older}}<p><a href="{{older}}">Older {{pageSize}}</a></p>{{/older}}
         {{> foot}}
         """
 
