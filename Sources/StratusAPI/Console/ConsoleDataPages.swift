@@ -136,7 +136,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
             throw StratusError(.notFound, "No container '\(container)'")
         }
         return ConsolePage.render("container", title: container, session: session, crumbs: [("Containers", "/console")], [
-            "container": container, "environments": Environment.allCases.map { ["name": $0.rawValue] },
+            "container": container, "containerQuery": ConsolePage.escape(container), "environments": Environment.allCases.map { ["name": $0.rawValue] },
         ])
     }
 

@@ -40,6 +40,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         router.post("/console/signout") { request, context in await page(request, context) { try await signOut(request, context) } }
         ConsoleDataPages<Context>(routes: self).register(on: router)
         ConsoleOperationsPage<Context>(routes: self).register(on: router)
+        ConsoleAccessPage<Context>(routes: self).register(on: router)
     }
 
     /// Runs a page's handler, rendering what it throws as an HTML page (never the API's JSON).

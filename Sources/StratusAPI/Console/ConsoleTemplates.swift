@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
-        ("record", record), ("query", query), ("operations", operations), ("hidden", hidden), ("recordTable", recordTable),
+        ("record", record), ("query", query), ("operations", operations), ("access", access), ("hidden", hidden), ("recordTable", recordTable),
     ]
 
     static let head = """
@@ -106,6 +106,7 @@ enum ConsoleTemplates {
 
     static let container = """
         {{> head}}
+        <p><a href="/console/access?container={{containerQuery}}" id="access-link">Access</a>: API tokens, server-to-server keys, users</p>
         <form method="get" action="/console/zones">
         <input type="hidden" name="container" value="{{container}}">
         <fieldset>
@@ -304,6 +305,55 @@ enum ConsoleTemplates {
         </tbody>
         </table></div>
         {{#older}}<p><a href="{{older}}">Older {{pageSize}}</a></p>{{/older}}
+        {{> foot}}
+        """
+
+    static let access = """
+        {{> head}}
+        {{#newToken}}<p class="notice" role="status">The new API token — copy it now, it is not shown again: <code id="new-token">{{newToken}}</code></p>{{/newToken}}
+        <h2>API tokens</h2>
+        <div class="table"><table id="tokens">
+        <thead><tr><th scope="col">Digest</th><th scope="col">Label</th><th scope="col">Created</th><th scope="col">Action</th></tr></thead>
+        <tbody>
+        {{#tokens}}<tr><td class="mono" title="{{digest}}">{{short}}…</td><td>{{label}}</td><td class="muted">{{created}}</td>
+        <td><form class="inline" method="post" action="/console/access/tokens/revoke"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="digest" value="{{digest}}"><button type="submit" class="secondary" aria-label="Revoke API token {{short}}">Revoke</button></form></td></tr>{{/tokens}}
+        </tbody></table></div>
+        <form method="post" action="/console/access/tokens/create">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="token-label">Label of a new API token</label>
+        <input id="token-label" name="label" maxlength="255">
+        <button type="submit" id="create-token">Create API token</button>
+        </form>
+        <h2>Server-to-server keys</h2>
+        <div class="table"><table id="keys">
+        <thead><tr><th scope="col">Key id</th><th scope="col">Label</th><th scope="col">Created</th><th scope="col">State</th></tr></thead>
+        <tbody>
+        {{#keys}}<tr><td class="mono" title="{{keyID}}">{{short}}…</td><td>{{label}}</td><td class="muted">{{created}}</td>
+        <td>{{#revoked}}revoked {{revoked}}{{/revoked}}{{^revoked}}<form class="inline" method="post" action="/console/access/keys/revoke"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="keyID" value="{{keyID}}"><button type="submit" class="secondary" aria-label="Revoke key {{short}}">Revoke</button></form>{{/revoked}}</td></tr>{{/keys}}
+        </tbody></table></div>
+        <form method="post" action="/console/access/keys/create">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="key-label">Label</label>
+        <input id="key-label" name="label" maxlength="255">
+        <label for="public-key">P-256 public key (PEM)</label>
+        <textarea id="public-key" name="publicKey" required placeholder="-----BEGIN PUBLIC KEY-----"></textarea>
+        <button type="submit" id="register-key">Register key</button>
+        </form>
+        <h2>Users</h2>
+        <div class="table"><table id="users">
+        <thead><tr><th scope="col">Login</th><th scope="col">User record name</th><th scope="col">Created</th></tr></thead>
+        <tbody>
+        {{#users}}<tr><td>{{login}}</td><td class="mono">{{userRecordName}}</td><td class="muted">{{created}}</td></tr>{{/users}}
+        </tbody></table></div>
+        {{#moreUsers}}<p><a href="{{moreUsers}}">Next {{pageSize}} users</a></p>{{/moreUsers}}
+        <form method="post" action="/console/access/users/create">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="user-login">Login of a new user</label>
+        <input id="user-login" name="login" required maxlength="255" autocomplete="off">
+        <label for="user-password">Password (at least 8 characters)</label>
+        <input id="user-password" name="password" type="password" required minlength="8" maxlength="1024" autocomplete="new-password">
+        <button type="submit" id="create-user">Add user</button>
+        </form>
         {{> foot}}
         """
 
