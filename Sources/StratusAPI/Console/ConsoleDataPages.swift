@@ -146,7 +146,10 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         let database = try ConsoleDatabase(items, session: session)
         let zones = try await data.zones.list(in: database.database, logger: context.logger)
         let names = [ZoneID.defaultZoneName] + zones.map(\.zoneID.zoneName).filter { $0 != ZoneID.defaultZoneName }
+        let subscriptions = database.database.scope == .private
+            ? database.link("/console/subscriptions").replacingOccurrences(of: "&database=private", with: "") : nil
         return ConsolePage.render("zones", title: "Zones", session: session, crumbs: Array(crumbs(database).dropLast()), [
+            "subscriptionsLink": subscriptions as Any,
             "database": database.label, "notice": Self.notice(items) as Any, "hidden": database.hidden,
             "zones": names.prefix(ConsoleData.maxZones).map { ["name": $0, "href": database.link("/console/records", [("zone", $0)])] },
             "more": names.count > ConsoleData.maxZones, "shown": ConsoleData.maxZones,

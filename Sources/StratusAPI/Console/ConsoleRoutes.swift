@@ -41,6 +41,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         ConsoleDataPages<Context>(routes: self).register(on: router)
         ConsoleOperationsPage<Context>(routes: self).register(on: router)
         ConsoleAccessPage<Context>(routes: self).register(on: router)
+        ConsoleSubscriptionsPage<Context>(routes: self).register(on: router)
     }
 
     /// Runs a page's handler, rendering what it throws as an HTML page (never the API's JSON).

@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
-        ("record", record), ("query", query), ("operations", operations), ("access", access), ("hidden", hidden), ("recordTable", recordTable),
+        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("hidden", hidden), ("recordTable", recordTable),
     ]
 
     static let head = """
@@ -141,6 +141,7 @@ enum ConsoleTemplates {
         {{#zones}}<li><a href="{{href}}">{{name}}</a></li>{{/zones}}
         </ul>
         {{#more}}<p class="muted">Only the first {{shown}} are listed.</p>{{/more}}
+        {{#subscriptionsLink}}<p><a href="{{subscriptionsLink}}" id="subscriptions-link">Subscriptions and notifications of this user</a></p>{{/subscriptionsLink}}
         <form method="post" action="/console/zones">
         <fieldset>
         <legend>Create a zone</legend>
@@ -354,6 +355,28 @@ enum ConsoleTemplates {
         <input id="user-password" name="password" type="password" required minlength="8" maxlength="1024" autocomplete="new-password">
         <button type="submit" id="create-user">Add user</button>
         </form>
+        {{> foot}}
+        """
+
+    static let subscriptions = """
+        {{> head}}
+        <p class="muted">{{environment}}</p>
+        <h2>Subscriptions</h2>
+        {{#noSubscriptions}}<p class="muted" id="no-subscriptions">No subscriptions.</p>{{/noSubscriptions}}
+        <div class="table"><table id="subscriptions">
+        <thead><tr><th scope="col">Id</th><th scope="col">Type</th><th scope="col">Database</th><th scope="col">Zone</th><th scope="col">Record type</th><th scope="col">Definition</th></tr></thead>
+        <tbody>
+        {{#subscriptions}}<tr><td class="mono">{{id}}</td><td>{{type}}</td><td>{{scope}}</td><td>{{zone}}</td><td>{{recordType}}</td><td><code>{{definition}}</code></td></tr>{{/subscriptions}}
+        </tbody></table></div>
+        <h2>Notifications</h2>
+        {{#noNotifications}}<p class="muted" id="no-notifications">No notifications.</p>{{/noNotifications}}
+        <div class="table"><table id="notifications">
+        <thead><tr><th scope="col">Position</th><th scope="col">Type</th><th scope="col">Subscription</th><th scope="col">Zone / record</th><th scope="col">When</th><th scope="col">Deliveries (channel, target: state, attempts)</th></tr></thead>
+        <tbody>
+        {{#notifications}}<tr id="notification-{{position}}"><td>{{position}} <span class="muted">{{read}}</span></td><td>{{type}} {{reason}}</td><td class="mono">{{subscription}}</td><td>{{zone}} {{record}}</td><td class="muted">{{created}}</td>
+        <td>{{#noDeliveries}}<span class="muted">no push target</span>{{/noDeliveries}}{{#deliveries}}<div class="delivery">{{channel}} <span class="mono">{{target}}</span>: <strong>{{state}}</strong>, {{attempts}} attempts{{#error}} — {{error}}{{/error}}</div>{{/deliveries}}</td></tr>{{/notifications}}
+        </tbody></table></div>
+        {{#older}}<p><a href="{{older}}">Older {{pageSize}}</a></p>{{/older}}
         {{> foot}}
         """
 
