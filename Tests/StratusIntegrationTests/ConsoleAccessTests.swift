@@ -105,11 +105,7 @@ final class ConsoleAccessTests: XCTestCase {
             XCTAssertEqual(other.status, 403)
             let token = try await browser.request("/console/access/tokens/create", method: .post, form: ["csrf": csrf, "container": "iCloud.other"])
             XCTAssertEqual(token.status, 403)
-            let tokens = try await fixture.store.withConnection { connection in
-                let rows = try await connection.query("SELECT count(*)::bigint FROM api_tokens WHERE container = 'iCloud.other'", logger: TestSupport.logger)
-                for try await count in rows.decode(Int64.self) { return count }
-                return -1
-            }
+            let tokens = try await ConsoleOperationsTests.scalar(fixture.store, "SELECT count(*)::bigint FROM api_tokens WHERE container = 'iCloud.other'")
             XCTAssertEqual(tokens, 1, "no token was made for a container the operator may not reach")
             let missing = try await browser.request("/console/access/tokens/create", method: .post, form: ["csrf": csrf, "container": "iCloud.missing"])
             XCTAssertEqual(missing.status, 403)

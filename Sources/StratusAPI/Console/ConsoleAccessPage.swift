@@ -72,12 +72,7 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
 
     /// The container a page or form names, checked and reachable by the operator.
     func container(_ items: [String: String], _ session: ConsoleSession) throws(StratusError) -> String {
-        guard let container = items["container"], !container.isEmpty, container.utf8.count <= 255 else {
-            throw StratusError(.badRequest, "Name a container")
-        }
-        try ClientText.check(container, "The container")
-        guard session.operator.mayReach(container) else { throw StratusError(.accessDenied, "You may not reach container '\(container)'") }
-        return container
+        try ConsoleDatabase.container(items["container"], session: session)
     }
 
     func link(_ container: String, _ more: String = "") -> String { "/console/access?container=\(ConsolePage.escape(container))\(more)" }

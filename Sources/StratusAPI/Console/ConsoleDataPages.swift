@@ -25,12 +25,18 @@ struct ConsoleData: Sendable {
 struct ConsoleDatabase: Sendable {
     let database: DatabaseID
 
-    init(_ items: [String: String], session: ConsoleSession) throws(StratusError) {
-        guard let container = items["container"], !container.isEmpty, container.utf8.count <= 255 else {
+    /// A container named by a page or form, checked as the API checks names, that the operator may reach.
+    static func container(_ name: String?, session: ConsoleSession) throws(StratusError) -> String {
+        guard let container = name, !container.isEmpty, container.utf8.count <= 255 else {
             throw StratusError(.badRequest, "Name a container")
         }
         try ClientText.check(container, "The container")
         guard session.operator.mayReach(container) else { throw StratusError(.accessDenied, "You may not reach container '\(container)'") }
+        return container
+    }
+
+    init(_ items: [String: String], session: ConsoleSession) throws(StratusError) {
+        let container = try Self.container(items["container"], session: session)
         guard let environment = Environment(rawValue: items["environment"] ?? "") else {
             throw StratusError(.badRequest, "The environment is development or production")
         }
@@ -127,11 +133,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
 
     func container(_ request: Request, _ context: Context) async throws -> Response {
         let session = try await routes.session(request, context)
-        guard let container = context.parameters.get("container"), !container.isEmpty, container.utf8.count <= 255 else {
-            throw StratusError(.badRequest, "The path must name a container")
-        }
-        try ClientText.check(container, "The container in the path")
-        guard session.operator.mayReach(container) else { throw StratusError(.accessDenied, "You may not reach container '\(container)'") }
+        let container = try ConsoleDatabase.container(context.parameters.get("container"), session: session)
         guard try await ContainerStore(store: data.store).exists(container: container, logger: context.logger) else {
             throw StratusError(.notFound, "No container '\(container)'")
         }
@@ -171,6 +173,14 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
 
     // MARK: Records
 
+    /// What a zone's page starts from: the session, the query items, and the database and zone they name.
+    func opened(_ request: Request, _ context: Context) async throws -> (ConsoleSession, [String: String], ConsoleDatabase, ZoneID) {
+        let session = try await routes.session(request, context)
+        let items = Self.items(request)
+        let database = try ConsoleDatabase(items, session: session)
+        return (session, items, database, try Self.zone(items["zone"], database: database))
+    }
+
     /// A record as the pages show it: system fields, and every field with its type and its value as the API writes it.
     func view(_ record: Record, zone: ZoneID, request: Request) -> [String: Any] {
         let links = AssetLinks(request: request, key: data.secretKey, settings: data.assetSettings)
@@ -202,10 +212,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
     }
 
     func records(_ request: Request, _ context: Context) async throws -> Response {
-        let session = try await routes.session(request, context)
-        let items = Self.items(request)
-        let database = try ConsoleDatabase(items, session: session)
-        let zone = try Self.zone(items["zone"], database: database)
+        let (session, items, database, zone) = try await opened(request, context)
         if let name = items["lookup"]?.trimmingCharacters(in: .whitespaces), !name.isEmpty {
             try Record.validate(recordName: name)
             return ConsolePage.redirect(database.link("/console/record", [("zone", zone.zoneName), ("record", name)]))
@@ -229,10 +236,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
     }
 
     func record(_ request: Request, _ context: Context) async throws -> Response {
-        let session = try await routes.session(request, context)
-        let items = Self.items(request)
-        let database = try ConsoleDatabase(items, session: session)
-        let zone = try Self.zone(items["zone"], database: database)
+        let (session, items, database, zone) = try await opened(request, context)
         let name = items["record"] ?? ""
         try Record.validate(recordName: name)
         guard let record = try await data.records.lookup([name], zone: zone, in: database.database, logger: context.logger)[ExactName(name)] else {
@@ -319,10 +323,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
 
     /// Runs `records/query`'s parser and store on the form's one filter and one sort.
     func query(_ request: Request, _ context: Context) async throws -> Response {
-        let session = try await routes.session(request, context)
-        let items = Self.items(request)
-        let database = try ConsoleDatabase(items, session: session)
-        let zone = try Self.zone(items["zone"], database: database)
+        let (session, items, database, zone) = try await opened(request, context)
         let recordType = items["recordType"] ?? ""
         var values: [String: Any] = [
             "database": database.label, "zone": zone.zoneName, "hidden": database.hidden, "recordType": recordType,
