@@ -37,7 +37,9 @@ public struct APIDependencies: Sendable {
 /// Builds the router: operations endpoints and the CloudKit Web Services routes.
 public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfiguration) -> Router<APIRequestContext> {
     let router = Router(context: APIRequestContext.self)
+    let recentErrors = RecentErrors()
     router.add(middleware: RequestIDMiddleware())
+    if configuration.console.enabled { router.add(middleware: RecentErrorsMiddleware(recent: recentErrors)) }
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: CloudKitErrorMiddleware())
@@ -54,7 +56,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     if configuration.console.enabled {
         ConsoleRoutes<APIRequestContext>(
             operators: OperatorStore(store: dependencies.store), settings: configuration.console, signInLimiter: signInLimiter,
-            data: ConsoleData(store: dependencies.store, limits: configuration.limits, secretKey: configuration.secretKey, assetSettings: configuration.assets)
+            data: ConsoleData(store: dependencies.store, limits: configuration.limits, secretKey: configuration.secretKey, assetSettings: configuration.assets),
+            recentErrors: recentErrors
         ).register(on: router)
     }
     ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)

@@ -24,6 +24,8 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
     let data: ConsoleData
     /// The operations page's samples of worker lag, kept in this process.
     let history = OperationsHistory()
+    /// The API's latest error answers in this process, for the request-id search.
+    let recentErrors: RecentErrors
 
     static var sessionCookie: String { "stratus_console" }
     static var signInCookie: String { "stratus_console_signin" }
@@ -42,6 +44,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         ConsoleOperationsPage<Context>(routes: self).register(on: router)
         ConsoleAccessPage<Context>(routes: self).register(on: router)
         ConsoleSubscriptionsPage<Context>(routes: self).register(on: router)
+        ConsoleErrorsPage<Context>(routes: self).register(on: router)
     }
 
     /// Runs a page's handler, rendering what it throws as an HTML page (never the API's JSON).

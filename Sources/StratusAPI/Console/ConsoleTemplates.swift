@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
-        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("hidden", hidden), ("recordTable", recordTable),
+        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("hidden", hidden), ("recordTable", recordTable),
     ]
 
     static let head = """
@@ -94,7 +94,8 @@ enum ConsoleTemplates {
 
     static let home = """
         {{> head}}
-        <p><a href="/console/operations" id="operations-link">Operations</a>: relay backlog, worker lag, dead letters</p>
+        <p><a href="/console/operations" id="operations-link">Operations</a>: relay backlog, worker lag, dead letters ·
+        <a href="/console/errors" id="errors-link">Recent errors</a>: search by request id</p>
         <h2>Containers</h2>
         {{^containers}}<p class="muted">No container to show.</p>{{/containers}}
         <ul id="containers">
@@ -377,6 +378,23 @@ enum ConsoleTemplates {
         <td>{{#noDeliveries}}<span class="muted">no push target</span>{{/noDeliveries}}{{#deliveries}}<div class="delivery">{{channel}} <span class="mono">{{target}}</span>: <strong>{{state}}</strong>, {{attempts}} attempts{{#error}} — {{error}}{{/error}}</div>{{/deliveries}}</td></tr>{{/notifications}}
         </tbody></table></div>
         {{#older}}<p><a href="{{older}}">Older {{pageSize}}</a></p>{{/older}}
+        {{> foot}}
+        """
+
+    static let errors = """
+        {{> head}}
+        <form method="get" action="/console/errors">
+        <label for="requestID">Request id (or its beginning)</label>
+        <input id="requestID" name="requestID" maxlength="128" class="mono" value="{{requestID}}">
+        <button type="submit" id="search-errors">Search</button>
+        </form>
+        <p class="muted">The latest {{capacity}} error answers of this stratus-api process, newest first (at most {{pageSize}} shown).</p>
+        {{#none}}<p class="muted" id="no-errors">No errors.</p>{{/none}}
+        <div class="table"><table id="errors">
+        <thead><tr><th scope="col">When</th><th scope="col">Request id</th><th scope="col">Request</th><th scope="col">Status</th><th scope="col">Code and reason</th></tr></thead>
+        <tbody>
+        {{#errors}}<tr><td class="muted">{{at}}</td><td class="mono">{{requestID}}</td><td><code>{{method}} {{path}}</code></td><td>{{status}}</td><td>{{code}} {{reason}}</td></tr>{{/errors}}
+        </tbody></table></div>
         {{> foot}}
         """
 
