@@ -26,6 +26,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -96,16 +97,23 @@ def changes(sync_token):
     return reply.get("records", []), reply["syncToken"]
 
 
+# A page that is being replaced by the next one leaves stale elements behind: waits look again.
+STALE = (StaleElementReferenceException,)
+
+
 def wait_for(driver, locator, timeout=20):
-    return WebDriverWait(driver, timeout).until(conditions.presence_of_element_located(locator))
+    return WebDriverWait(driver, timeout, ignored_exceptions=STALE).until(conditions.presence_of_element_located(locator))
 
 
 def text_of(driver):
-    return driver.find_element(By.TAG_NAME, "body").text
+    try:
+        return driver.find_element(By.TAG_NAME, "body").text
+    except StaleElementReferenceException:
+        return ""
 
 
 def run(driver):
-    wait = WebDriverWait(driver, 20)
+    wait = WebDriverWait(driver, 20, ignored_exceptions=STALE)
 
     step("a wrong password is refused")
     driver.get(BASE + "/console")
@@ -190,6 +198,8 @@ def run(driver):
     step("run a query with a filter and a sort")
     driver.find_element(By.LINK_TEXT, ZONE).click()
     wait_for(driver, (By.ID, "open-query")).click()
+    # The records page has a recordType field too: wait for the query page itself.
+    wait.until(lambda d: "/console/query" in d.current_url)
     wait_for(driver, (By.ID, "recordType")).send_keys("Note")
     driver.find_element(By.ID, "field").send_keys("title")
     Select(driver.find_element(By.ID, "comparator")).select_by_visible_text("BEGINS_WITH")
@@ -232,6 +242,30 @@ def run(driver):
         driver.get(BASE + "/console/operations")
         wait_for(driver, (By.ID, "worker-stratus-indexer"))
     shot(driver, "08-operations-after-retry")
+
+    step("the recent errors, a container's access, a user's subscriptions")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.ID, "errors-link")).click()
+    wait_for(driver, (By.ID, "requestID")).send_keys("", Keys.ENTER)
+    wait.until(lambda d: "requestID=" in d.current_url)
+    wait_for(driver, (By.ID, "errors"))
+    check("/console/zones" in driver.find_element(By.ID, "errors").text, "the refused CSRF-less post is not among the recent errors")
+    shot(driver, "10-errors")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.LINK_TEXT, CONTAINER)).click()
+    wait_for(driver, (By.ID, "access-link")).click()
+    wait_for(driver, (By.ID, "token-label")).send_keys("browser test", Keys.ENTER)
+    token = wait_for(driver, (By.ID, "new-token")).text
+    check(len(token) == 64, f"the new API token is shown once: {token!r}")
+    shot(driver, "11-access")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.LINK_TEXT, CONTAINER)).click()
+    Select(wait_for(driver, (By.ID, "database"))).select_by_value("private")
+    driver.find_element(By.ID, "user").send_keys(USER)
+    driver.find_element(By.ID, "open-database").click()
+    wait_for(driver, (By.ID, "subscriptions-link")).click()
+    wait_for(driver, (By.ID, "subscriptions"))
+    shot(driver, "12-subscriptions")
 
     step("a narrow screen")
     driver.set_window_size(390, 900)

@@ -96,7 +96,6 @@ enum ConsoleTemplates {
         {{> head}}
         <p><a href="/console/operations" id="operations-link">Operations</a>: relay backlog, worker lag, dead letters ·
         <a href="/console/errors" id="errors-link">Recent errors</a>: search by request id</p>
-        <h2>Containers</h2>
         {{^containers}}<p class="muted">No container to show.</p>{{/containers}}
         <ul id="containers">
         {{#containers}}<li><a href="{{href}}">{{name}}</a></li>{{/containers}}
