@@ -62,6 +62,11 @@ final class ConsoleOperationsTests: XCTestCase {
             XCTAssertTrue(second.html.contains("<td class=\"lag\">1</td><td>1</td><td>3</td>"), second.html)
             let points = try XCTUnwrap(second.html.range(of: "points=\"[^\"]*\"", options: .regularExpression).map { String(second.html[$0]) })
             XCTAssertEqual(points.split(separator: " ").count, 2, "one point per sample: \(points)")
+            // The applied-rate chart has a point per pair of samples: the gc applied one event between them.
+            let rateChart = try XCTUnwrap(second.html.range(of: "<svg id=\"rate-chart\"[^§]*?</svg>", options: .regularExpression).map { String(second.html[$0]) })
+            let gcLine = try XCTUnwrap(rateChart.range(of: "points=\"[^\"]*\"><title>stratus-gc</title>", options: .regularExpression).map { String(rateChart[$0]) })
+            XCTAssertEqual(gcLine.split(separator: " ").count, 1, "one rate between two samples: \(gcLine)")
+            XCTAssertTrue(rateChart.contains("Events each worker applied per second"))
 
             // Dead letters: the indexer set the second save (sequence 3) aside, and one message it could not read.
             let found = try await Self.scalar(store, "SELECT id FROM events WHERE zone_key = \(zoneKey) AND zone_sequence = 3")

@@ -26,7 +26,7 @@ final class OperationsHistory: Sendable {
     }
 }
 
-/// The operations page: relay backlog, each worker's lag and applied rate with a chart of lag, and
+/// The operations page: relay backlog, each worker's lag and applied rate with charts of both, and
 /// the dead letters (view, retry, discard). Only an operator who reaches every container sees it:
 /// dead letters and lag span every tenant.
 struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
@@ -68,7 +68,7 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
         }
         var values: [String: Any] = [
             "backlog": backlog.count, "backlogAge": String(format: "%.1f", backlog.oldestAgeSeconds),
-            "workers": workers, "chart": Self.chart(samples, workers: routes.settings.workers), "samples": samples.count,
+            "workers": workers, "charts": Self.charts(samples, workers: routes.settings.workers), "samples": samples.count,
             "deadLetters": letters.map { letter -> [String: Any] in
                 ["id": letter.id, "worker": letter.worker, "event": letter.eventID.map(String.init) ?? "none", "zone": letter.zoneKey ?? "none",
                  "reason": letter.reason, "at": ISO8601DateFormatter().string(from: letter.createdAt)]
@@ -94,24 +94,39 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
         return String(format: "%.1f", Double(max(0, b - a)) / seconds)
     }
 
-    /// An inline SVG line chart of each worker's lag over the samples: no script, no outside file.
-    static func chart(_ samples: [OperationsHistory.Sample], workers: [String]) -> [String: Any] {
-        let (width, height, pad) = (600.0, 160.0, 20.0)
-        let top = max(1, samples.flatMap { $0.workers.values.map(\.lag) }.max() ?? 1)
-        let colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"]
-        let first = samples.first?.at ?? Date()
-        let span = max(1, (samples.last?.at ?? first).timeIntervalSince(first))
-        let lines = workers.enumerated().map { index, worker -> [String: Any] in
-            let points = samples.compactMap { sample -> String? in
-                guard let lag = sample.workers[worker]?.lag else { return nil }
-                let x = pad + (width - 2 * pad) * sample.at.timeIntervalSince(first) / span
-                let y = height - pad - (height - 2 * pad) * Double(lag) / Double(top)
-                return String(format: "%.1f,%.1f", x, y)
-            }
-            return ["worker": worker, "points": points.joined(separator: " "), "color": colors[index % colors.count]]
+    /// The charts of the page: each worker's lag at each sample, and its applied events per second
+    /// between consecutive samples.
+    static func charts(_ samples: [OperationsHistory.Sample], workers: [String]) -> [[String: Any]] {
+        let lag = workers.map { worker in (worker, samples.compactMap { sample in sample.workers[worker].map { (sample.at, Double($0.lag)) } }) }
+        let rate = workers.map { worker in
+            (worker, zip(samples, samples.dropFirst()).compactMap { previous, sample -> (Date, Double)? in
+                guard let a = previous.workers[worker]?.applied, let b = sample.workers[worker]?.applied else { return nil }
+                let seconds = sample.at.timeIntervalSince(previous.at)
+                return seconds > 0 ? (sample.at, Double(max(0, b - a)) / seconds) : nil
+            })
         }
-        return ["lines": lines, "top": top, "width": Int(width), "height": Int(height),
-                "seconds": Int(span.rounded()), "label": "Lag in events of each worker over the last \(samples.count) samples"]
+        return [
+            chart(id: "lag-chart", lag, label: "Lag in events of each worker over the last \(samples.count) samples"),
+            chart(id: "rate-chart", rate, label: "Events each worker applied per second between samples"),
+        ]
+    }
+
+    /// An inline SVG line chart, one line a series: no script, no outside file.
+    static func chart(id: String, _ series: [(name: String, points: [(Date, Double)])], label: String) -> [String: Any] {
+        let (width, height, pad) = (600.0, 160.0, 20.0)
+        let top = max(1, series.flatMap { $0.points.map(\.1) }.max() ?? 1)
+        let colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"]
+        let times = series.flatMap { $0.points.map(\.0) }
+        let first = times.min() ?? Date()
+        let span = max(1, (times.max() ?? first).timeIntervalSince(first))
+        let lines = series.enumerated().map { index, series -> [String: Any] in
+            let points = series.points.map { at, value in
+                String(format: "%.1f,%.1f", pad + (width - 2 * pad) * at.timeIntervalSince(first) / span, height - pad - (height - 2 * pad) * value / top)
+            }
+            return ["worker": series.name, "points": points.joined(separator: " "), "color": colors[index % colors.count]]
+        }
+        return ["id": id, "lines": lines, "top": top.rounded() == top ? String(Int(top)) : String(format: "%.1f", top), "width": Int(width),
+                "height": Int(height), "seconds": Int(span.rounded()), "label": label]
     }
 
     func deadLetter(_ request: Request, _ context: Context, retry: Bool) async throws -> Response {

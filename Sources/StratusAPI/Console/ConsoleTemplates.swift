@@ -284,17 +284,17 @@ enum ConsoleTemplates {
         </tbody>
         </table></div>
         <p class="muted">From the workers' checkpoints in custom zones; the rate is between this view and the one before. Reload to add a sample ({{samples}} so far).</p>
-        {{#chart}}
+        {{#charts}}
         <figure>
-        <svg id="lag-chart" role="img" aria-labelledby="lag-chart-title" viewBox="0 0 {{width}} {{height}}" width="100%" style="max-width: {{width}}px; border: 1px solid var(--line);">
-        <title id="lag-chart-title">{{label}}</title>
+        <svg id="{{id}}" role="img" aria-labelledby="{{id}}-title" viewBox="0 0 {{width}} {{height}}" width="100%" style="max-width: {{width}}px; border: 1px solid var(--line);">
+        <title id="{{id}}-title">{{label}}</title>
         <text x="4" y="14" font-size="12" fill="currentColor">{{top}}</text>
         <text x="4" y="{{height}}" dy="-4" font-size="12" fill="currentColor">0</text>
         {{#lines}}<polyline fill="none" stroke="{{color}}" stroke-width="2" points="{{points}}"><title>{{worker}}</title></polyline>{{/lines}}
         </svg>
-        <figcaption>{{#lines}}<span style="color: {{color}}">■</span> {{worker}} {{/lines}}· the last {{seconds}} s</figcaption>
+        <figcaption>{{label}}: {{#lines}}<span style="color: {{color}}">■</span> {{worker}} {{/lines}}· the last {{seconds}} s</figcaption>
         </figure>
-        {{/chart}}
+        {{/charts}}
         <h2>Dead letters</h2>
         {{#noDeadLetters}}<p class="muted" id="no-dead-letters">No dead letters.</p>{{/noDeadLetters}}
         <div class="table"><table id="dead-letters">
