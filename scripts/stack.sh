@@ -226,6 +226,21 @@ else
     rm -f "$WEB_TOKEN_FILE"
 fi
 
+# --- a development console operator (once) ---------------------------------------------------------
+OPERATOR_FILE="$DATA_DIR/dev-console-password"
+DEV_OPERATOR="${STRATUS_DEV_OPERATOR:-dev}"
+OPERATOR_PASSWORD="$(read_secret "$OPERATOR_FILE")"
+if [[ -z "$OPERATOR_PASSWORD" ]]; then
+    OPERATOR_PASSWORD="$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+    if printf '%s\n' "$OPERATOR_PASSWORD" | "$BIN/stratus" operator create "$DEV_OPERATOR" >>"$LOGS/stratus-cli.log" 2>&1; then
+        write_secret "$OPERATOR_FILE" "console password of operator $DEV_OPERATOR" "$OPERATOR_PASSWORD"
+        log "console operator $DEV_OPERATOR created (password in $OPERATOR_FILE)"
+    else
+        OPERATOR_PASSWORD=""
+        log "console operator $DEV_OPERATOR not created (see $LOGS/stratus-cli.log); make one with: stratus operator create LOGIN"
+    fi
+fi
+
 # --- the API and the workers ----------------------------------------------------------------------
 start_app() {
     local name="$1"
@@ -266,6 +281,7 @@ Stratus is running (Ctrl-C stops everything).
   broker       $STRATUS_KAFKA_BROKERS   (topic $TOPIC)
   logs         $LOGS/
   container    $DEV_CONTAINER   (API token in $TOKEN_FILE; locally generated development secret)
+  console      http://$host_for_curl:$HTTP_PORT/console   (operator $DEV_OPERATOR, password in $OPERATOR_FILE)
 
 Try it:
   TOKEN=\$(grep -v '^#' '$TOKEN_FILE')

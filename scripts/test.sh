@@ -122,13 +122,16 @@ STRATUS_TEST_DATABASE_URL="postgres://stratus@127.0.0.1:$pg_port/stratus"
 STRATUS_TEST_KAFKA_BROKERS="127.0.0.1:$broker_port"
 STRATUS_TANSU_BIN="$(tansu_path)"
 STRATUS_TEST_S3_ENDPOINT="http://127.0.0.1:$s3_port"
-export STRATUS_TEST_DATABASE_URL STRATUS_TEST_KAFKA_BROKERS STRATUS_TANSU_BIN STRATUS_TEST_S3_ENDPOINT
+# The Python that has selenium, for the console's browser tests.
+STRATUS_TEST_PYTHON="$(deps_python)"
+export STRATUS_TEST_DATABASE_URL STRATUS_TEST_KAFKA_BROKERS STRATUS_TANSU_BIN STRATUS_TEST_S3_ENDPOINT STRATUS_TEST_PYTHON
 
 if ((servers_only)); then
     printf 'export STRATUS_TEST_DATABASE_URL=%q\n' "$STRATUS_TEST_DATABASE_URL"
     printf 'export STRATUS_TEST_KAFKA_BROKERS=%q\n' "$STRATUS_TEST_KAFKA_BROKERS"
     printf 'export STRATUS_TANSU_BIN=%q\n' "$STRATUS_TANSU_BIN"
     printf 'export STRATUS_TEST_S3_ENDPOINT=%q\n' "$STRATUS_TEST_S3_ENDPOINT"
+    printf 'export STRATUS_TEST_PYTHON=%q\n' "$STRATUS_TEST_PYTHON"
     log "servers are up; Ctrl-C stops them"
     while kill -0 "$TANSU_PID" 2>/dev/null && kill -0 "$S3_PID" 2>/dev/null && pg_running "$pg_dir"; do
         sleep 1

@@ -61,9 +61,27 @@ public struct APIConfiguration: Sendable {
     public var webAuthTokenLifetime: Int64 = 7 * 86_400
     /// Asset limits and URL lifetimes.
     public var assets = AssetSettings()
+    /// The web console under `/console`.
+    public var console = ConsoleSettings()
 
     /// Creates a configuration.
     public init(secretKey: SecretKey) { self.secretKey = secretKey }
+}
+
+/// The web console's settings (`STRATUS_CONSOLE*`).
+public struct ConsoleSettings: Sendable {
+    /// `STRATUS_CONSOLE`: whether `/console` is served at all.
+    public var enabled = true
+    /// `STRATUS_CONSOLE_SESSION_SECONDS`: how long a sign-in lasts.
+    public var sessionLifetime: Duration = .seconds(8 * 3600)
+    /// `STRATUS_CONSOLE_SECURE_COOKIES`: cookies marked `Secure` (the console is reached over TLS,
+    /// e.g. through a proxy). A request a proxy marks `X-Forwarded-Proto: https` gets them anyway.
+    public var secureCookies = false
+    /// The workers whose progress the operations page shows (their checkpoint names).
+    public var workers = ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"]
+
+    /// The defaults: served, 8-hour sessions, cookies not marked `Secure`.
+    public init() {}
 }
 
 /// A named readiness check: throws when the dependency is unreachable.

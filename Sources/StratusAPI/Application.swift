@@ -37,7 +37,9 @@ public struct APIDependencies: Sendable {
 /// Builds the router: operations endpoints and the CloudKit Web Services routes.
 public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfiguration) -> Router<APIRequestContext> {
     let router = Router(context: APIRequestContext.self)
+    let recentErrors = RecentErrors()
     router.add(middleware: RequestIDMiddleware())
+    if configuration.console.enabled { router.add(middleware: RecentErrorsMiddleware(recent: recentErrors)) }
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: CloudKitErrorMiddleware())
@@ -46,10 +48,18 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     let authenticator = Authenticator(
         containers: containers, serverKeys: ServerKeyStore(store: dependencies.store), secretKey: configuration.secretKey,
         signInURL: configuration.signInURL, limiter: RequestLimiter(configuration.rateLimits))
+    let signInLimiter = SignInLimiter(configuration.signInLimits)
     AuthRoutes<APIRequestContext>(
         users: UserStore(store: dependencies.store), containers: containers, authenticator: authenticator, limits: configuration.limits,
-        tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: SignInLimiter(configuration.signInLimits)
+        tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: signInLimiter
     ).register(on: router)
+    if configuration.console.enabled {
+        ConsoleRoutes<APIRequestContext>(
+            operators: OperatorStore(store: dependencies.store), settings: configuration.console, signInLimiter: signInLimiter,
+            data: ConsoleData(store: dependencies.store, limits: configuration.limits, secretKey: configuration.secretKey, assetSettings: configuration.assets),
+            recentErrors: recentErrors
+        ).register(on: router)
+    }
     ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
         .register(on: router)
     let records = RecordStore(store: dependencies.store)

@@ -122,6 +122,20 @@ public enum Admin {
         }
     }
 
+    /// Adds a console operator who signs in with a login and password; `containers` limits the
+    /// operator to those containers (nil: every container).
+    public static func createOperator(
+        login: String, password: String, containers: [String]?, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            do {
+                try await OperatorStore(store: store).create(login: login, password: password, containers: containers, logger: logger)
+            } catch let error as StratusError {
+                throw ConfigurationProblem(error.reason)
+            }
+        }
+    }
+
     /// Registers a webhook for an existing container after checking its URL (`WebhookURLPolicy`:
     /// https, or plain http to a loopback host when `allowInsecureLoopback`); returns it with its
     /// new secret, which is shown only here.

@@ -179,12 +179,36 @@ public struct StratusConfiguration: Sendable {
             }
             configuration.expiry.ratePerSecond = rate
         }
+        try readConsole(environment, into: &configuration.api, deployment: deployment, int: int)
         switch environment["STRATUS_WEBHOOK_ALLOW_LOOPBACK"] ?? "false" {
         case "true", "1": configuration.webhookAllowInsecureLoopback = true
         case "false", "0": configuration.webhookAllowInsecureLoopback = false
         case let text: throw ConfigurationProblem("STRATUS_WEBHOOK_ALLOW_LOOPBACK must be true or false, got '\(text)'")
         }
         return configuration
+    }
+
+    /// The console's settings (`STRATUS_CONSOLE`, `STRATUS_CONSOLE_SESSION_SECONDS`,
+    /// `STRATUS_CONSOLE_SECURE_COOKIES`); a production deployment marks its cookies `Secure` unless told not to.
+    static func readConsole(
+        _ environment: [String: String], into api: inout APIConfiguration, deployment: Deployment, int: (String, Int) throws -> Int
+    ) throws {
+        func flag(_ name: String, _ fallback: Bool) throws -> Bool {
+            switch environment[name] {
+            case nil: return fallback
+            case "true", "1", "on": return true
+            case "false", "0", "off": return false
+            case let text?: throw ConfigurationProblem("\(name) must be true or false, got '\(text)'")
+            }
+        }
+        api.console.enabled = try flag("STRATUS_CONSOLE", api.console.enabled)
+        api.console.workers = StratusProcess.workerNames
+        api.console.secureCookies = try flag("STRATUS_CONSOLE_SECURE_COOKIES", deployment == .production)
+        let seconds = try int("STRATUS_CONSOLE_SESSION_SECONDS", Int(api.console.sessionLifetime.components.seconds))
+        guard (60...2_592_000).contains(seconds) else {
+            throw ConfigurationProblem("STRATUS_CONSOLE_SESSION_SECONDS must be 60 to 2592000 (30 days), got \(seconds)")
+        }
+        api.console.sessionLifetime = .seconds(seconds)
     }
 
     /// The rate limits, sign-in limits and storage quota (`STRATUS_RATE_*`, `STRATUS_SIGNIN_*`,

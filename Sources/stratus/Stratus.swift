@@ -10,7 +10,7 @@ struct Stratus: AsyncParsableCommand {
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
         subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self,
-                      WebhookCommand.self, APNsCommand.self, SchemaCommand.self]
+                      WebhookCommand.self, APNsCommand.self, SchemaCommand.self, OperatorCommand.self]
     )
 }
 
@@ -206,9 +206,12 @@ struct UserCommand: AsyncParsableCommand {
         var passwordFile: String = "-"
 
         /// The first line of the password file (or of standard input).
-        func password() throws -> String {
-            let data = passwordFile == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: passwordFile)
-            guard let data else { throw ValidationError("cannot read \(passwordFile)") }
+        func password() throws -> String { try Self.readPassword(passwordFile) }
+
+        /// The first line of `file` (or of standard input for '-').
+        static func readPassword(_ file: String) throws -> String {
+            let data = file == "-" ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: file)
+            guard let data else { throw ValidationError("cannot read \(file)") }
             return String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
         }
     }
@@ -251,6 +254,29 @@ struct UserCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-user")
             configuration.logSecretKeySource(logger)
             print(try await Admin.webAuthToken(container: container, user: user, days: days, configuration, logger: logger))
+        }
+    }
+}
+
+struct OperatorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "operator", abstract: "The operators who sign in to the web console (/console).", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add an operator who signs in to the console with a login and password.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The operator's login.")
+        var login: String
+        @Option(name: .customLong("container"), help: "Limit the operator to this container (repeat for several; default: every container).")
+        var containers: [String] = []
+        @Option(help: "A file whose first line is the password, or '-' for standard input.")
+        var passwordFile: String = "-"
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-operator")
+            let password = try UserCommand.Login.readPassword(passwordFile)
+            try await Admin.createOperator(login: login, password: password, containers: containers.isEmpty ? nil : containers, configuration, logger: logger)
+            print(containers.isEmpty ? "operator \(login) created (every container)" : "operator \(login) created (\(containers.joined(separator: ", ")))")
         }
     }
 }

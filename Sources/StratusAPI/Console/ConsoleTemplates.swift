@@ -1,0 +1,406 @@
+import Mustache
+
+/// The console's pages, as mustache templates kept in the source so a fresh clone builds and serves
+/// them without resource bundles. `{{value}}` escapes HTML; nothing here uses the unescaped form.
+enum ConsoleTemplates {
+    /// The library every page renders with (the partials `head` and `foot` frame each page).
+    static let library: MustacheLibrary = {
+        var library = MustacheLibrary()
+        for (name, text) in templates {
+            // The templates are constants of this file: one that does not parse is a programming error
+            // that the first test of any page shows.
+            do { try library.register(text, named: name) } catch { preconditionFailure("console template \(name) does not parse: \(error)") }
+        }
+        return library
+    }()
+
+    static let templates: [(String, String)] = [
+        ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
+        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("hidden", hidden), ("recordTable", recordTable),
+    ]
+
+    static let head = """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>{{title}} · Stratus console</title>
+        <style>
+        :root { color-scheme: light dark; --accent: #2563eb; --muted: #6b7280; --line: #d1d5db; }
+        * { box-sizing: border-box; }
+        body { font: 16px/1.5 system-ui, sans-serif; margin: 0; }
+        header { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: center; padding: .5rem 1rem; border-bottom: 1px solid var(--line); }
+        header .brand { font-weight: 700; margin-right: auto; }
+        nav.crumbs { padding: .5rem 1rem 0; font-size: .95rem; overflow-wrap: anywhere; }
+        main { padding: 1rem; max-width: 72rem; }
+        a { color: var(--accent); }
+        a:focus, button:focus, input:focus, select:focus, textarea:focus { outline: 3px solid var(--accent); outline-offset: 2px; }
+        label { display: block; font-weight: 600; margin-top: .5rem; }
+        input, select, textarea, button { font: inherit; padding: .35rem .5rem; max-width: 100%; }
+        textarea { width: 100%; min-height: 6rem; font-family: ui-monospace, monospace; }
+        button { cursor: pointer; border: 1px solid var(--accent); background: var(--accent); color: #fff; border-radius: 4px; }
+        button.secondary { background: transparent; color: var(--accent); }
+        form.inline { display: inline; }
+        .table { overflow-x: auto; }
+        table { border-collapse: collapse; width: 100%; }
+        th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: anywhere; }
+        code, .mono { font-family: ui-monospace, monospace; font-size: .9em; }
+        .muted { color: var(--muted); }
+        .error { border: 1px solid #dc2626; padding: .5rem 1rem; border-radius: 4px; }
+        .notice { border: 1px solid #16a34a; padding: .5rem 1rem; border-radius: 4px; }
+        fieldset { border: 1px solid var(--line); border-radius: 4px; margin: 1rem 0; }
+        @media (max-width: 40rem) { main { padding: .5rem; } th, td { padding: .25rem; } }
+        </style>
+        </head>
+        <body>
+        <header>
+        <span class="brand">Stratus console</span>
+        {{#signedIn}}
+        <span>Signed in as <strong id="operator">{{signedIn}}</strong></span>
+        <form class="inline" method="post" action="/console/signout">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <button type="submit" class="secondary">Sign out</button>
+        </form>
+        {{/signedIn}}
+        </header>
+        {{#hasCrumbs}}
+        <nav class="crumbs" aria-label="Breadcrumb">{{#crumbs}}<a href="{{href}}">{{label}}</a> / {{/crumbs}}</nav>
+        {{/hasCrumbs}}
+        <main id="main">
+        <h1>{{title}}</h1>
+        {{#notice}}<p class="notice" role="status">{{notice}}</p>{{/notice}}
+        """
+
+    static let foot = """
+        </main>
+        </body>
+        </html>
+        """
+
+    static let signin = """
+        {{> head}}
+        {{#error}}<p class="error" role="alert" id="signin-error">{{error}}</p>{{/error}}
+        <form method="post" action="/console/signin">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label for="login">Login</label>
+        <input id="login" name="login" autocomplete="username" required maxlength="255" value="{{login}}">
+        <label for="password">Password</label>
+        <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024">
+        <p><button type="submit" id="signin">Sign in</button></p>
+        </form>
+        {{> foot}}
+        """
+
+    static let home = """
+        {{> head}}
+        <p><a href="/console/operations" id="operations-link">Operations</a>: relay backlog, worker lag, dead letters ·
+        <a href="/console/errors" id="errors-link">Recent errors</a>: search by request id</p>
+        {{^containers}}<p class="muted">No container to show.</p>{{/containers}}
+        <ul id="containers">
+        {{#containers}}<li><a href="{{href}}">{{name}}</a></li>{{/containers}}
+        </ul>
+        {{#more}}<p class="muted">Only the first {{shown}} are listed.</p>{{/more}}
+        {{> foot}}
+        """
+
+    static let container = """
+        {{> head}}
+        <p><a href="/console/access?container={{containerQuery}}" id="access-link">Access</a>: API tokens, server-to-server keys, users</p>
+        <form method="get" action="/console/zones">
+        <input type="hidden" name="container" value="{{container}}">
+        <fieldset>
+        <legend>Open a database</legend>
+        <label for="environment">Environment</label>
+        <select id="environment" name="environment">
+        {{#environments}}<option value="{{name}}">{{name}}</option>{{/environments}}
+        </select>
+        <label for="database">Database</label>
+        <select id="database" name="database">
+        <option value="public">public</option>
+        <option value="private">a user's private database</option>
+        </select>
+        <label for="user">User record name (for a private database)</label>
+        <input id="user" name="user" maxlength="255" placeholder="_3f9c…" class="mono">
+        <p><button type="submit" id="open-database">Open</button></p>
+        </fieldset>
+        </form>
+        {{> foot}}
+        """
+
+    /// The hidden fields that name the page's database (inside a form).
+    static let hidden = """
+        {{#hidden}}<input type="hidden" name="{{name}}" value="{{value}}">{{/hidden}}
+        """
+
+    static let zones = """
+        {{> head}}
+        <p class="muted">{{database}}</p>
+        <h2>Zones</h2>
+        <ul id="zones">
+        {{#zones}}<li><a href="{{href}}">{{name}}</a></li>{{/zones}}
+        </ul>
+        {{#more}}<p class="muted">Only the first {{shown}} are listed.</p>{{/more}}
+        {{#subscriptionsLink}}<p><a href="{{subscriptionsLink}}" id="subscriptions-link">Subscriptions and notifications of this user</a></p>{{/subscriptionsLink}}
+        <form method="post" action="/console/zones">
+        <fieldset>
+        <legend>Create a zone</legend>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        {{> hidden}}
+        <label for="zoneName">Zone name</label>
+        <input id="zoneName" name="zoneName" required maxlength="255">
+        <p><button type="submit" id="create-zone">Create zone</button></p>
+        </fieldset>
+        </form>
+        {{> foot}}
+        """
+
+    /// Records as a table: name, type, and every field with its type.
+    static let recordTable = """
+        <div class="table"><table>
+        <thead><tr><th scope="col">Record name</th><th scope="col">Type</th><th scope="col">Fields (type: value)</th><th scope="col">Modified</th></tr></thead>
+        <tbody>
+        {{#rows}}<tr><td><a href="{{href}}" class="mono">{{recordName}}</a></td><td>{{recordType}}</td>
+        <td>{{#fields}}<div><code>{{name}}</code> <span class="muted">{{type}}</span>: <code>{{value}}</code></div>{{/fields}}</td>
+        <td class="muted">{{modified}}</td></tr>{{/rows}}
+        </tbody>
+        </table></div>
+        """
+
+    static let records = """
+        {{> head}}
+        <p class="muted">{{database}}</p>
+        <form method="get" action="/console/records" class="inline">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <label for="lookup">Look up a record by name</label>
+        <input id="lookup" name="lookup" required maxlength="255" class="mono">
+        <button type="submit" id="lookup-record">Look up</button>
+        </form>
+        <h2>Records</h2>
+        {{#empty}}<p class="muted" id="no-records">No records.</p>{{/empty}}
+        <div id="records">{{> recordTable}}</div>
+        <p>{{#first}}<a href="{{first}}">First page</a> {{/first}}{{#next}}<a href="{{next}}" id="next-page">Next {{pageSize}}</a>{{/next}}</p>
+        <form method="get" action="/console/query">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <p><button type="submit" class="secondary" id="open-query">Query this zone</button></p>
+        </form>
+        <form method="post" action="/console/record/save">
+        <fieldset>
+        <legend>Create a record</legend>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <label for="recordName">Record name (empty: a new id)</label>
+        <input id="recordName" name="recordName" maxlength="255" class="mono">
+        <label for="recordType">Record type</label>
+        <input id="recordType" name="recordType" required maxlength="255">
+        <label for="fields">Fields (JSON, as records/modify takes them)</label>
+        <textarea id="fields" name="fields" placeholder='{"title": {"value": "Hello"}}'></textarea>
+        <p><button type="submit" id="create-record">Create record</button></p>
+        </fieldset>
+        </form>
+        {{> foot}}
+        """
+
+    static let record = """
+        {{> head}}
+        <dl>
+        <dt>Record type</dt><dd id="record-type">{{recordType}}</dd>
+        <dt>Change tag</dt><dd class="mono">{{changeTag}}</dd>
+        <dt>Created</dt><dd>{{created}}</dd>
+        <dt>Modified</dt><dd>{{modified}}</dd>
+        {{#expiration}}<dt>Expires</dt><dd>{{expiration}}</dd>{{/expiration}}
+        </dl>
+        <h2>Fields</h2>
+        <div class="table"><table id="fields-table">
+        <thead><tr><th scope="col">Field</th><th scope="col">Type</th><th scope="col">Value</th></tr></thead>
+        <tbody>
+        {{#fields}}<tr><td><code>{{name}}</code></td><td>{{type}}</td><td><code>{{value}}</code></td></tr>{{/fields}}
+        </tbody>
+        </table></div>
+        <form method="post" action="/console/record/save">
+        <fieldset>
+        <legend>Edit</legend>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <input type="hidden" name="recordName" value="{{recordName}}">
+        <input type="hidden" name="recordType" value="{{recordType}}">
+        <input type="hidden" name="changeTag" value="{{changeTag}}">
+        <label for="fields">Fields to change (JSON; <code>{}</code> as a value removes a field)</label>
+        <textarea id="fields" name="fields">{{fieldsJSON}}</textarea>
+        <p><button type="submit" id="save-record">Save</button></p>
+        </fieldset>
+        </form>
+        <form method="post" action="/console/record/delete">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <input type="hidden" name="recordName" value="{{recordName}}">
+        <input type="hidden" name="changeTag" value="{{changeTag}}">
+        <p><button type="submit" class="secondary" id="delete-record">Delete record</button></p>
+        </form>
+        {{> foot}}
+        """
+
+    static let query = """
+        {{> head}}
+        <p class="muted">{{database}} · zone {{zone}}</p>
+        <form method="get" action="/console/query">
+        {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
+        <fieldset>
+        <legend>Query</legend>
+        <label for="recordType">Record type</label>
+        <input id="recordType" name="recordType" required maxlength="255" value="{{recordType}}">
+        <label for="field">Filter: field</label>
+        <input id="field" name="field" maxlength="255" value="{{field}}">
+        <label for="comparator">Comparator</label>
+        <select id="comparator" name="comparator">{{#comparators}}<option{{#selected}} selected{{/selected}}>{{name}}</option>{{/comparators}}</select>
+        <label for="value">Value</label>
+        <input id="value" name="value" maxlength="1024" value="{{value}}">
+        <label for="valueType">Value type</label>
+        <select id="valueType" name="valueType">{{#valueTypes}}<option{{#selected}} selected{{/selected}}>{{name}}</option>{{/valueTypes}}</select>
+        <label for="sort">Sort by field</label>
+        <input id="sort" name="sort" maxlength="255" value="{{sort}}">
+        <label for="order">Order</label>
+        <select id="order" name="order"><option value="ascending">ascending</option><option value="descending"{{#descending}} selected{{/descending}}>descending</option></select>
+        <p><button type="submit" id="run-query">Run query</button></p>
+        </fieldset>
+        </form>
+        {{#ran}}
+        <h2>Results</h2>
+        <p id="result-count">{{count}} records{{#more}} (the first {{pageSize}}){{/more}}</p>
+        <div id="results">{{> recordTable}}</div>
+        {{/ran}}
+        {{> foot}}
+        """
+
+    static let operations = """
+        {{> head}}
+        <h2>Relay</h2>
+        <p id="backlog">Backlog: <strong>{{backlog}}</strong> events not yet published (the oldest {{backlogAge}} s old).</p>
+        <h2>Workers</h2>
+        <div class="table"><table id="workers">
+        <thead><tr><th scope="col">Worker</th><th scope="col">Lag (events)</th><th scope="col">Zones behind</th><th scope="col">Applied (events)</th><th scope="col">Applied per second</th><th scope="col">Dead letters</th></tr></thead>
+        <tbody>
+        {{#workers}}<tr id="worker-{{worker}}"><th scope="row">{{worker}}</th><td class="lag">{{lag}}</td><td>{{zonesBehind}}</td><td>{{applied}}</td><td>{{rate}}</td><td>{{deadLetters}}</td></tr>{{/workers}}
+        </tbody>
+        </table></div>
+        <p class="muted">From the workers' checkpoints in custom zones; the rate is between this view and the one before. Reload to add a sample ({{samples}} so far).</p>
+        {{#charts}}
+        <figure>
+        <svg id="{{id}}" role="img" aria-labelledby="{{id}}-title" viewBox="0 0 {{width}} {{height}}" width="100%" style="max-width: {{width}}px; border: 1px solid var(--line);">
+        <title id="{{id}}-title">{{label}}</title>
+        <text x="4" y="14" font-size="12" fill="currentColor">{{top}}</text>
+        <text x="4" y="{{height}}" dy="-4" font-size="12" fill="currentColor">0</text>
+        {{#lines}}<polyline fill="none" stroke="{{color}}" stroke-width="2" points="{{points}}"><title>{{worker}}</title></polyline>{{/lines}}
+        </svg>
+        <figcaption>{{label}}: {{#lines}}<span style="color: {{color}}">■</span> {{worker}} {{/lines}}· the last {{seconds}} s</figcaption>
+        </figure>
+        {{/charts}}
+        <h2>Dead letters</h2>
+        {{#noDeadLetters}}<p class="muted" id="no-dead-letters">No dead letters.</p>{{/noDeadLetters}}
+        <div class="table"><table id="dead-letters">
+        <thead><tr><th scope="col">Id</th><th scope="col">Worker</th><th scope="col">Event</th><th scope="col">Zone</th><th scope="col">Reason</th><th scope="col">When</th><th scope="col">Action</th></tr></thead>
+        <tbody>
+        {{#deadLetters}}<tr id="dead-letter-{{id}}"><td>{{id}}</td><td>{{worker}}</td><td>{{event}}</td><td class="mono">{{zone}}</td><td>{{reason}}</td><td class="muted">{{at}}</td>
+        <td><form class="inline" method="post" action="/console/operations/dead-letters/retry"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="id" value="{{id}}"><button type="submit" id="retry-{{id}}" aria-label="Retry dead letter {{id}}">Retry</button></form>
+        <form class="inline" method="post" action="/console/operations/dead-letters/discard"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="id" value="{{id}}"><button type="submit" class="secondary" id="discard-{{id}}" aria-label="Discard dead letter {{id}}">Discard</button></form></td></tr>{{/deadLetters}}
+        </tbody>
+        </table></div>
+        {{#older}}<p><a href="{{older}}">Older {{pageSize}}</a></p>{{/older}}
+        {{> foot}}
+        """
+
+    static let access = """
+        {{> head}}
+        {{#newToken}}<p class="notice" role="status">The new API token — copy it now, it is not shown again: <code id="new-token">{{newToken}}</code></p>{{/newToken}}
+        <h2>API tokens</h2>
+        <div class="table"><table id="tokens">
+        <thead><tr><th scope="col">Digest</th><th scope="col">Label</th><th scope="col">Created</th><th scope="col">Action</th></tr></thead>
+        <tbody>
+        {{#tokens}}<tr><td class="mono" title="{{digest}}">{{short}}…</td><td>{{label}}</td><td class="muted">{{created}}</td>
+        <td><form class="inline" method="post" action="/console/access/tokens/revoke"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="digest" value="{{digest}}"><button type="submit" class="secondary" aria-label="Revoke API token {{short}}">Revoke</button></form></td></tr>{{/tokens}}
+        </tbody></table></div>
+        <form method="post" action="/console/access/tokens/create">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="token-label">Label of a new API token</label>
+        <input id="token-label" name="label" maxlength="255">
+        <button type="submit" id="create-token">Create API token</button>
+        </form>
+        <h2>Server-to-server keys</h2>
+        <div class="table"><table id="keys">
+        <thead><tr><th scope="col">Key id</th><th scope="col">Label</th><th scope="col">Created</th><th scope="col">State</th></tr></thead>
+        <tbody>
+        {{#keys}}<tr><td class="mono" title="{{keyID}}">{{short}}…</td><td>{{label}}</td><td class="muted">{{created}}</td>
+        <td>{{#revoked}}revoked {{revoked}}{{/revoked}}{{^revoked}}<form class="inline" method="post" action="/console/access/keys/revoke"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="keyID" value="{{keyID}}"><button type="submit" class="secondary" aria-label="Revoke key {{short}}">Revoke</button></form>{{/revoked}}</td></tr>{{/keys}}
+        </tbody></table></div>
+        <form method="post" action="/console/access/keys/create">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="key-label">Label</label>
+        <input id="key-label" name="label" maxlength="255">
+        <label for="public-key">P-256 public key (PEM)</label>
+        <textarea id="public-key" name="publicKey" required placeholder="-----BEGIN PUBLIC KEY-----"></textarea>
+        <button type="submit" id="register-key">Register key</button>
+        </form>
+        <h2>Users</h2>
+        <div class="table"><table id="users">
+        <thead><tr><th scope="col">Login</th><th scope="col">User record name</th><th scope="col">Created</th></tr></thead>
+        <tbody>
+        {{#users}}<tr><td>{{login}}</td><td class="mono">{{userRecordName}}</td><td class="muted">{{created}}</td></tr>{{/users}}
+        </tbody></table></div>
+        {{#moreUsers}}<p><a href="{{moreUsers}}">Next {{pageSize}} users</a></p>{{/moreUsers}}
+        <form method="post" action="/console/access/users/create">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="user-login">Login of a new user</label>
+        <input id="user-login" name="login" required maxlength="255" autocomplete="off">
+        <label for="user-password">Password (at least 8 characters)</label>
+        <input id="user-password" name="password" type="password" required minlength="8" maxlength="1024" autocomplete="new-password">
+        <button type="submit" id="create-user">Add user</button>
+        </form>
+        {{> foot}}
+        """
+
+    static let subscriptions = """
+        {{> head}}
+        <p class="muted">{{environment}}</p>
+        <h2>Subscriptions</h2>
+        {{#noSubscriptions}}<p class="muted" id="no-subscriptions">No subscriptions.</p>{{/noSubscriptions}}
+        <div class="table"><table id="subscriptions">
+        <thead><tr><th scope="col">Id</th><th scope="col">Type</th><th scope="col">Database</th><th scope="col">Zone</th><th scope="col">Record type</th><th scope="col">Definition</th></tr></thead>
+        <tbody>
+        {{#subscriptions}}<tr><td class="mono">{{id}}</td><td>{{type}}</td><td>{{scope}}</td><td>{{zone}}</td><td>{{recordType}}</td><td><code>{{definition}}</code></td></tr>{{/subscriptions}}
+        </tbody></table></div>
+        <h2>Notifications</h2>
+        {{#noNotifications}}<p class="muted" id="no-notifications">No notifications.</p>{{/noNotifications}}
+        <div class="table"><table id="notifications">
+        <thead><tr><th scope="col">Position</th><th scope="col">Type</th><th scope="col">Subscription</th><th scope="col">Zone / record</th><th scope="col">When</th><th scope="col">Deliveries (channel, target: state, attempts)</th></tr></thead>
+        <tbody>
+        {{#notifications}}<tr id="notification-{{position}}"><td>{{position}} <span class="muted">{{read}}</span></td><td>{{type}} {{reason}}</td><td class="mono">{{subscription}}</td><td>{{zone}} {{record}}</td><td class="muted">{{created}}</td>
+        <td>{{#noDeliveries}}<span class="muted">no push target</span>{{/noDeliveries}}{{#deliveries}}<div class="delivery">{{channel}} <span class="mono">{{target}}</span>: <strong>{{state}}</strong>, {{attempts}} attempts{{#error}} — {{error}}{{/error}}</div>{{/deliveries}}</td></tr>{{/notifications}}
+        </tbody></table></div>
+        {{#older}}<p><a href="{{older}}">Older {{pageSize}}</a></p>{{/older}}
+        {{> foot}}
+        """
+
+    static let errors = """
+        {{> head}}
+        <form method="get" action="/console/errors">
+        <label for="requestID">Request id (or its beginning)</label>
+        <input id="requestID" name="requestID" maxlength="128" class="mono" value="{{requestID}}">
+        <button type="submit" id="search-errors">Search</button>
+        </form>
+        <p class="muted">The latest {{capacity}} error answers of this stratus-api process, newest first (at most {{pageSize}} shown).</p>
+        {{#none}}<p class="muted" id="no-errors">No errors.</p>{{/none}}
+        <div class="table"><table id="errors">
+        <thead><tr><th scope="col">When</th><th scope="col">Request id</th><th scope="col">Request</th><th scope="col">Status</th><th scope="col">Code and reason</th></tr></thead>
+        <tbody>
+        {{#errors}}<tr><td class="muted">{{at}}</td><td class="mono">{{requestID}}</td><td><code>{{method}} {{path}}</code></td><td>{{status}}</td><td>{{code}} {{reason}}</td></tr>{{/errors}}
+        </tbody></table></div>
+        {{> foot}}
+        """
+
+    static let message = """
+        {{> head}}
+        <p class="error" role="alert" id="message">{{message}}</p>
+        {{#back}}<p><a href="{{back}}">Back</a></p>{{/back}}
+        {{> foot}}
+        """
+}

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""The console in a real browser: headless Chromium driven through chromium-driver (WebDriver).
+
+Run by ConsoleBrowserTests against a live stratus-api (and stratus-indexer) the test started; it
+reads where everything is from the environment:
+
+  CONSOLE_BASE_URL       e.g. http://127.0.0.1:PORT
+  CONSOLE_LOGIN / CONSOLE_PASSWORD   an operator's credentials
+  CONSOLE_CONTAINER / CONSOLE_USER   the container and the user whose private database is used
+  CONSOLE_API_QUERY      ckAPIToken=…&ckWebAuthToken=… for that user, to read the API's sync
+  CONSOLE_DEAD_LETTER    the id of a stratus-indexer dead letter to retry
+  CONSOLE_ARTIFACTS      where screenshots go (one PNG per page)
+
+Prints each step; exits 0 when every check held, 1 (with the reason) otherwise. SIGTERM ends the
+browser and its driver before exiting, so a test that gives up leaves nothing running.
+"""
+import json
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as conditions
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+BASE = os.environ["CONSOLE_BASE_URL"]
+LOGIN = os.environ["CONSOLE_LOGIN"]
+PASSWORD = os.environ["CONSOLE_PASSWORD"]
+CONTAINER = os.environ["CONSOLE_CONTAINER"]
+USER = os.environ["CONSOLE_USER"]
+API_QUERY = os.environ["CONSOLE_API_QUERY"]
+DEAD_LETTER = os.environ["CONSOLE_DEAD_LETTER"]
+ARTIFACTS = os.environ["CONSOLE_ARTIFACTS"]
+ZONE = "Console"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def step(text):
+    print(f"[console browser test] {text}", flush=True)
+
+
+def on_term(signum, frame):
+    raise SystemExit(f"stopped by signal {signum}")
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = os.environ.get("CONSOLE_CHROMIUM", "/usr/bin/chromium")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1280,1000", "--no-first-run", "--disable-extensions"):
+        options.add_argument(argument)
+    service = Service(os.environ.get("CONSOLE_CHROMEDRIVER", "/usr/bin/chromedriver"))
+    return webdriver.Chrome(service=service, options=options)
+
+
+def shot(driver, name):
+    path = os.path.join(ARTIFACTS, f"{name}.png")
+    driver.save_screenshot(path)
+    step(f"screenshot {path}")
+
+
+def http(method, path, body=None, headers=None):
+    """A request outside the browser: (status, text)."""
+    request = urllib.request.Request(BASE + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def changes(sync_token):
+    """records/changes of the zone through the API, as a device syncs."""
+    body = {"zoneID": {"zoneName": ZONE}}
+    if sync_token:
+        body["syncToken"] = sync_token
+    status, text = http("POST", f"/database/1/{CONTAINER}/development/private/records/changes?{API_QUERY}",
+                        json.dumps(body).encode(), {"Content-Type": "application/json"})
+    check(status == 200, f"records/changes answered {status}: {text[:500]}")
+    reply = json.loads(text)
+    return reply.get("records", []), reply["syncToken"]
+
+
+# A page that is being replaced by the next one leaves stale elements behind: waits look again.
+STALE = (StaleElementReferenceException,)
+
+
+def wait_for(driver, locator, timeout=20):
+    return WebDriverWait(driver, timeout, ignored_exceptions=STALE).until(conditions.presence_of_element_located(locator))
+
+
+def text_of(driver):
+    try:
+        return driver.find_element(By.TAG_NAME, "body").text
+    except StaleElementReferenceException:
+        return ""
+
+
+def run(driver):
+    wait = WebDriverWait(driver, 20, ignored_exceptions=STALE)
+
+    step("a wrong password is refused")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.ID, "login"))
+    check(driver.current_url.endswith("/console/signin"), f"without a session /console went to {driver.current_url}")
+    driver.find_element(By.ID, "login").send_keys(LOGIN)
+    driver.find_element(By.ID, "password").send_keys("not the password")
+    driver.find_element(By.ID, "signin").click()
+    error = wait_for(driver, (By.ID, "signin-error"))
+    check("wrong" in error.text, f"the failed sign-in said: {error.text}")
+    check(not any(c["name"] == "stratus_console" for c in driver.get_cookies()), "a failed sign-in made a session")
+    shot(driver, "01-signin-refused")
+
+    step("a sign-in post without its CSRF token is refused")
+    status, text = http("POST", "/console/signin", urllib.parse.urlencode({"login": LOGIN, "password": PASSWORD}).encode(),
+                        {"Content-Type": "application/x-www-form-urlencoded"})
+    check(status == 403 and "CSRF" in text, f"a CSRF-less sign-in got {status}")
+
+    step("sign in with the keyboard only")
+    login = driver.find_element(By.ID, "login")
+    login.clear()
+    login.send_keys(LOGIN, Keys.TAB, PASSWORD, Keys.ENTER)
+    wait_for(driver, (By.ID, "operator"))
+    check(driver.find_element(By.ID, "operator").text == LOGIN, "the header does not name the operator")
+    session = next((c for c in driver.get_cookies() if c["name"] == "stratus_console"), None)
+    check(session is not None and session.get("httpOnly") and session.get("sameSite") == "Strict",
+          f"the session cookie is not HttpOnly/SameSite=Strict: {session}")
+    shot(driver, "02-containers")
+
+    step("a form post without the session's CSRF token is refused")
+    status, text = http("POST", "/console/zones",
+                        urllib.parse.urlencode({"container": CONTAINER, "environment": "development", "database": "private",
+                                                "user": USER, "zoneName": "Forged"}).encode(),
+                        {"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"stratus_console={session['value']}"})
+    check(status == 403 and "CSRF" in text, f"a CSRF-less form post got {status}: {text[:300]}")
+
+    step("pick container, environment and database")
+    driver.find_element(By.LINK_TEXT, CONTAINER).click()
+    Select(wait_for(driver, (By.ID, "environment"))).select_by_value("development")
+    Select(driver.find_element(By.ID, "database")).select_by_value("private")
+    driver.find_element(By.ID, "user").send_keys(USER)
+    shot(driver, "03-database")
+    driver.find_element(By.ID, "open-database").click()
+    wait_for(driver, (By.ID, "zones"))
+
+    step("create a zone")
+    driver.find_element(By.ID, "zoneName").send_keys(ZONE)
+    driver.find_element(By.ID, "create-zone").click()
+    wait.until(lambda d: "The zone was created." in text_of(d))
+    check("Forged" not in text_of(driver), "the forged zone exists")
+    _, start = changes(None)
+
+    step("create a record")
+    driver.find_element(By.ID, "recordName").send_keys("note-1")
+    driver.find_element(By.ID, "recordType").send_keys("Note")
+    driver.find_element(By.ID, "fields").send_keys('{"title": {"value": "Written in a browser"}, "stars": {"value": 4}}')
+    shot(driver, "04-records")
+    driver.find_element(By.ID, "create-record").click()
+    wait.until(lambda d: "The record was saved." in text_of(d))
+    table = driver.find_element(By.ID, "fields-table").text
+    check("title STRING" in table and "stars INT64" in table, f"the fields table shows: {table}")
+    shot(driver, "05-record")
+    records, after_create = changes(start)
+    check([r["recordName"] for r in records] == ["note-1"], f"sync after create: {records}")
+    check(records[0]["fields"]["title"]["value"] == "Written in a browser", f"sync after create: {records}")
+
+    step("edit it, and see the change in the API's sync")
+    fields = driver.find_element(By.ID, "fields")
+    fields.clear()
+    fields.send_keys('{"title": {"value": "Edited in a browser"}}')
+    driver.find_element(By.ID, "save-record").click()
+    wait.until(lambda d: "Edited in a browser" in d.find_element(By.ID, "fields-table").text)
+    records, after_edit = changes(after_create)
+    check(len(records) == 1 and records[0]["fields"]["title"]["value"] == "Edited in a browser", f"sync after edit: {records}")
+    check(records[0]["fields"]["stars"]["value"] == 4, f"the edit kept the other field: {records}")
+
+    step("look the record up by name")
+    driver.find_element(By.LINK_TEXT, ZONE).click()
+    wait_for(driver, (By.ID, "lookup")).send_keys("note-1", Keys.ENTER)
+    wait_for(driver, (By.ID, "fields-table"))
+
+    step("run a query with a filter and a sort")
+    driver.find_element(By.LINK_TEXT, ZONE).click()
+    wait_for(driver, (By.ID, "open-query")).click()
+    # The records page has a recordType field too: wait for the query page itself.
+    wait.until(lambda d: "/console/query" in d.current_url)
+    wait_for(driver, (By.ID, "recordType")).send_keys("Note")
+    driver.find_element(By.ID, "field").send_keys("title")
+    Select(driver.find_element(By.ID, "comparator")).select_by_visible_text("BEGINS_WITH")
+    driver.find_element(By.ID, "value").send_keys("Edited")
+    driver.find_element(By.ID, "sort").send_keys("stars")
+    Select(driver.find_element(By.ID, "order")).select_by_value("descending")
+    driver.find_element(By.ID, "run-query").click()
+    wait_for(driver, (By.ID, "result-count"))
+    deadline = time.monotonic() + 60
+    while "1 records" not in driver.find_element(By.ID, "result-count").text:
+        check(time.monotonic() < deadline, "the query never found the record (is stratus-indexer running?)")
+        time.sleep(0.5)
+        driver.refresh()
+        wait_for(driver, (By.ID, "result-count"))
+    check("note-1" in driver.find_element(By.ID, "results").text, "the query result does not list note-1")
+    shot(driver, "06-query")
+
+    step("delete the record, and see the deletion in the API's sync")
+    driver.find_element(By.LINK_TEXT, "note-1").click()
+    wait_for(driver, (By.ID, "delete-record")).click()
+    wait.until(lambda d: "The record was deleted." in text_of(d))
+    records, _ = changes(after_edit)
+    check(len(records) == 1 and records[0].get("deleted") is True, f"sync after delete: {records}")
+
+    step("view the workers' lag and retry a dead letter")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.ID, "operations-link")).click()
+    wait_for(driver, (By.ID, "worker-stratus-indexer"))
+    wait_for(driver, (By.ID, "lag-chart"))
+    check(driver.find_element(By.ID, f"dead-letter-{DEAD_LETTER}") is not None, "the dead letter is not listed")
+    shot(driver, "07-operations")
+    driver.find_element(By.ID, f"retry-{DEAD_LETTER}").click()
+    wait.until(lambda d: "handed back to its worker" in text_of(d))
+    check(not d_has(driver, f"dead-letter-{DEAD_LETTER}"), "the retried dead letter is still listed")
+    # The indexer applies the zone again from the event log at its next reconciliation.
+    deadline = time.monotonic() + 120
+    while lag(driver) != "0":
+        check(time.monotonic() < deadline, f"the indexer's lag stayed {lag(driver)} after the retry")
+        time.sleep(2)
+        driver.get(BASE + "/console/operations")
+        wait_for(driver, (By.ID, "worker-stratus-indexer"))
+    shot(driver, "08-operations-after-retry")
+
+    step("the recent errors, a container's access, a user's subscriptions")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.ID, "errors-link")).click()
+    wait_for(driver, (By.ID, "requestID")).send_keys("", Keys.ENTER)
+    wait.until(lambda d: "requestID=" in d.current_url)
+    wait_for(driver, (By.ID, "errors"))
+    check("/console/zones" in driver.find_element(By.ID, "errors").text, "the refused CSRF-less post is not among the recent errors")
+    shot(driver, "10-errors")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.LINK_TEXT, CONTAINER)).click()
+    wait_for(driver, (By.ID, "access-link")).click()
+    wait_for(driver, (By.ID, "token-label")).send_keys("browser test", Keys.ENTER)
+    token = wait_for(driver, (By.ID, "new-token")).text
+    check(len(token) == 64, f"the new API token is shown once: {token!r}")
+    shot(driver, "11-access")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.LINK_TEXT, CONTAINER)).click()
+    Select(wait_for(driver, (By.ID, "database"))).select_by_value("private")
+    driver.find_element(By.ID, "user").send_keys(USER)
+    driver.find_element(By.ID, "open-database").click()
+    wait_for(driver, (By.ID, "subscriptions-link")).click()
+    wait_for(driver, (By.ID, "subscriptions"))
+    shot(driver, "12-subscriptions")
+
+    step("a narrow screen")
+    driver.set_window_size(390, 900)
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.ID, "containers"))
+    shot(driver, "09-narrow")
+
+    step("sign out")
+    driver.find_element(By.XPATH, "//button[text()='Sign out']").click()
+    wait_for(driver, (By.ID, "login"))
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.ID, "login"))
+
+
+def d_has(driver, element_id):
+    return len(driver.find_elements(By.ID, element_id)) > 0
+
+
+def lag(driver):
+    return driver.find_element(By.CSS_SELECTOR, "#worker-stratus-indexer .lag").text
+
+
+def main():
+    signal.signal(signal.SIGTERM, on_term)
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    driver = browser()
+    try:
+        run(driver)
+    except Exception as error:  # noqa: BLE001 - every failure is reported with a screenshot
+        try:
+            shot(driver, "failure")
+            step(f"page at failure: {driver.current_url}\n{text_of(driver)[:2000]}")
+        except Exception:  # noqa: BLE001
+            pass
+        print(f"[console browser test] FAILED: {type(error).__name__}: {error}", flush=True)
+        return 1
+    finally:
+        driver.quit()
+    print("[console browser test] all checks held", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
