@@ -50,6 +50,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         users: UserStore(store: dependencies.store), containers: containers, authenticator: authenticator, limits: configuration.limits,
         tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: SignInLimiter(configuration.signInLimits)
     ).register(on: router)
+    UserRoutes<APIRequestContext>(directory: UserDirectory(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
+        .register(on: router)
     ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
         .register(on: router)
     let records = RecordStore(store: dependencies.store)
