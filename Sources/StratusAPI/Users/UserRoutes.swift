@@ -160,13 +160,13 @@ struct UserRoutes<Context: StratusRequestContext>: Sendable {
                 want = .emailAddress(try UserIdentityText.email(email, "\(here).emailAddress"))
             case .userRecordName?:
                 guard let name = info.userRecordName, given == 1 else { throw StratusError(.badRequest, "\(here) must hold userRecordName alone") }
-                want = .userRecordName(try Self.userRecordName(name, "\(here).userRecordName"))
+                want = .userRecordName(try UserIdentityText.userRecordName(name, "\(here).userRecordName"))
             case nil:
                 guard given == 1 else { throw StratusError(.badRequest, "\(here) must hold exactly one of emailAddress, phoneNumber and userRecordName") }
                 if let email = info.emailAddress {
                     want = .emailAddress(try UserIdentityText.email(email, "\(here).emailAddress"))
                 } else if let name = info.userRecordName {
-                    want = .userRecordName(try Self.userRecordName(name, "\(here).userRecordName"))
+                    want = .userRecordName(try UserIdentityText.userRecordName(name, "\(here).userRecordName"))
                 } else {
                     want = .phoneNumber(try Self.phoneNumber(info.phoneNumber ?? "", "\(here).phoneNumber"))
                 }
@@ -213,14 +213,6 @@ struct UserRoutes<Context: StratusRequestContext>: Sendable {
         if let given = identity.nameComponents.givenName { names["givenName"] = .string(given) }
         if let family = identity.nameComponents.familyName { names["familyName"] = .string(family) }
         return .object(names)
-    }
-
-    static func userRecordName(_ text: String, _ place: String) throws(StratusError) -> String {
-        try ClientText.check(text, place)
-        guard !text.isEmpty, text.utf8.count <= 255, !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw StratusError(.badRequest, "\(place) must be 1 to 255 bytes without control characters")
-        }
-        return text
     }
 
     static func phoneNumber(_ text: String, _ place: String) throws(StratusError) -> String {

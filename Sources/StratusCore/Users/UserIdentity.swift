@@ -102,4 +102,13 @@ public enum UserIdentityText {
         }
         return trimmed
     }
+
+    /// A user record name a client sends: 1 to 255 bytes, no NUL or other control characters.
+    public static func userRecordName(_ text: String, _ place: String) throws(StratusError) -> String {
+        try ClientText.check(text, place)
+        guard !text.isEmpty, text.utf8.count <= 255, !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw StratusError(.badRequest, "\(place) must be 1 to 255 bytes without control characters")
+        }
+        return text
+    }
 }
