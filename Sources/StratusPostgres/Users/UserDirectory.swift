@@ -13,69 +13,52 @@ public struct UserDirectory: Sendable {
 
     private typealias Row = (String, String?, String?, String?, Bool)
 
-    private static func identity(_ row: Row) -> UserIdentity {
-        UserIdentity(
-            userRecordName: row.0, emailAddress: row.1, nameComponents: NameComponents(givenName: row.2, familyName: row.3), discoverable: row.4)
+    /// The columns every identity query selects, in `Row`'s order.
+    private static let columns = "user_record_name, email, given_name, family_name, discoverable"
+
+    /// The identities a query selecting `columns` finds.
+    private func identities(_ query: PostgresQuery, logger: Logger) async throws -> [UserIdentity] {
+        try await store.withConnection { connection in
+            var found: [UserIdentity] = []
+            for try await row in try await connection.query(query, logger: logger).decode(Row.self) {
+                found.append(UserIdentity(
+                    userRecordName: row.0, emailAddress: row.1, nameComponents: NameComponents(givenName: row.2, familyName: row.3), discoverable: row.4))
+            }
+            return found
+        }
     }
 
     /// The identity of a user of the container's directory; nil for a user the directory does not
     /// hold (a server key's user, or one a development token named).
     public func identity(container: String, userRecordName: String, logger: Logger) async throws -> UserIdentity? {
-        try await store.withConnection { connection in
-            let rows = try await connection.query(
-                """
-                SELECT user_record_name, email, given_name, family_name, discoverable FROM users
-                WHERE container = \(container) AND user_record_name = \(userRecordName)
-                """, logger: logger)
-            for try await row in rows.decode(Row.self) { return Self.identity(row) }
-            return nil
-        }
+        try await identities(
+            "SELECT \(unescaped: Self.columns) FROM users WHERE container = \(container) AND user_record_name = \(userRecordName)", logger: logger
+        ).first
     }
 
     /// The discoverable users with these email addresses (compared without regard to capitals).
     public func discoverable(container: String, emailAddresses: [String], logger: Logger) async throws -> [UserIdentity] {
         guard !emailAddresses.isEmpty else { return [] }
         let lowered = emailAddresses.map { $0.lowercased() }
-        return try await store.withConnection { connection in
-            let rows = try await connection.query(
-                """
-                SELECT user_record_name, email, given_name, family_name, discoverable FROM users
-                WHERE container = \(container) AND lower(email) = ANY(\(lowered)) AND discoverable
-                """, logger: logger)
-            var found: [UserIdentity] = []
-            for try await row in rows.decode(Row.self) { found.append(Self.identity(row)) }
-            return found
-        }
+        return try await identities(
+            "SELECT \(unescaped: Self.columns) FROM users WHERE container = \(container) AND lower(email) = ANY(\(lowered)) AND discoverable",
+            logger: logger)
     }
 
     /// The discoverable users with these user record names.
     public func discoverable(container: String, userRecordNames: [String], logger: Logger) async throws -> [UserIdentity] {
         guard !userRecordNames.isEmpty else { return [] }
-        return try await store.withConnection { connection in
-            let rows = try await connection.query(
-                """
-                SELECT user_record_name, email, given_name, family_name, discoverable FROM users
-                WHERE container = \(container) AND user_record_name = ANY(\(userRecordNames)) AND discoverable
-                """, logger: logger)
-            var found: [UserIdentity] = []
-            for try await row in rows.decode(Row.self) { found.append(Self.identity(row)) }
-            return found
-        }
+        return try await identities(
+            "SELECT \(unescaped: Self.columns) FROM users WHERE container = \(container) AND user_record_name = ANY(\(userRecordNames)) AND discoverable",
+            logger: logger)
     }
 
     /// The first `limit` discoverable users of the container, in user record name order.
     public func discoverable(container: String, limit: Int, logger: Logger) async throws -> [UserIdentity] {
         let limit = max(0, limit)
-        return try await store.withConnection { connection in
-            let rows = try await connection.query(
-                """
-                SELECT user_record_name, email, given_name, family_name, discoverable FROM users
-                WHERE container = \(container) AND discoverable ORDER BY user_record_name LIMIT \(limit)
-                """, logger: logger)
-            var found: [UserIdentity] = []
-            for try await row in rows.decode(Row.self) { found.append(Self.identity(row)) }
-            return found
-        }
+        return try await identities(
+            "SELECT \(unescaped: Self.columns) FROM users WHERE container = \(container) AND discoverable ORDER BY user_record_name LIMIT \(limit)",
+            logger: logger)
     }
 
     /// Changes a directory user's identity: NOT_FOUND for an unknown login, EXISTS when another
