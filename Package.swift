@@ -150,6 +150,7 @@ let package = Package(
         .executableTarget(
             name: "stratus",
             dependencies: [
+                "StratusCore",
                 "StratusRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

@@ -389,7 +389,14 @@ RECORDS_QUERY = obj(
     },
 )
 QUERY_ANSWER = obj({"records": {"type": "array", "items": ref("Record")}}, {"continuationMarker": ref("Base64Token")})
-CALLER = obj({"userRecordName": STRING})
+LOOKUP_INFO = obj(None, {"emailAddress": STRING, "phoneNumber": STRING, "userRecordName": STRING},
+                  "A user identity lookup dictionary: exactly one of the three keys.")
+NAME_COMPONENTS = obj(None, {"givenName": STRING, "familyName": STRING})
+USER_IDENTITY = obj({"lookupInfo": LOOKUP_INFO}, {"userRecordName": STRING, "nameComponents": NAME_COMPONENTS},
+                    "CloudKit's user identity dictionary: a user who is not discoverable answers `lookupInfo` alone.")
+CALLER = obj({"userRecordName": STRING, "lookupInfo": LOOKUP_INFO}, {"nameComponents": NAME_COMPONENTS})
+CURRENT = obj({"userRecordName": STRING}, {"firstName": STRING, "lastName": STRING})
+USERS_ANSWER = obj({"users": {"type": "array", "items": USER_IDENTITY}})
 
 PATHS = {}
 
@@ -451,13 +458,36 @@ for name, operation_id in (("zones/changes", "zonesChanges"), ("changes/database
         "`metaSyncToken`; the public database reports no zone changes. An empty body starts from the beginning.",
         "sync", ref("DatabaseChangesRequest"), ref("DatabaseChanges"), DATABASE_ERRORS + [410], READ,
         example={"resultsLimit": 50})})
-for name in ("caller", "current"):
+for name, answer, about in (
+        ("caller", CALLER, "The caller's user identity, at the top level: `userRecordName`, `lookupInfo` and, for a "
+         "discoverable user with a name, `nameComponents` (the email address in `lookupInfo` too only when discoverable)."),
+        ("current", CURRENT, "The older form: `userRecordName`, and `firstName` / `lastName` for a discoverable user.")):
     database_path(f"users/{name}", {
-        "get": operation(f"users{name.capitalize()}", "The caller's user record name",
-                         "Answers `userRecordName` only, at the top level.", "users", None, CALLER, DATABASE_ERRORS, WRITE),
-        "post": operation(f"users{name.capitalize()}Post", "The caller's user record name (POST)", "As GET.",
-                          "users", None, CALLER, DATABASE_ERRORS, WRITE, "Apple documents GET only."),
+        "get": operation(f"users{name.capitalize()}", "The caller's identity", about, "users", None, answer, DATABASE_ERRORS, WRITE),
+        "post": operation(f"users{name.capitalize()}Post", "The caller's identity (POST)", "As GET.",
+                          "users", None, answer, DATABASE_ERRORS, WRITE, "Apple documents GET only."),
     })
+database_path("users/discover", {
+    "get": operation("usersDiscoverAll", "The container's discoverable users",
+                     "At most 200 (`STRATUS_MAX_RESULTS`), in user record name order, each with `lookupInfo` "
+                     "`{userRecordName}` and never an email address. Apple answers the discoverable users of the caller's "
+                     "address book; Stratus has no address books.", "users", None, USERS_ANSWER, DATABASE_ERRORS, WRITE),
+    "post": operation("usersDiscover", "Discover users by lookup info",
+                      "One user identity per lookup info, in order (at most 200, each asked once): a discoverable user's "
+                      "`userRecordName`, the `lookupInfo` as sent and `nameComponents`; anyone else (not discoverable, "
+                      "unknown, or a phone number) the `lookupInfo` alone.", "users",
+                      obj({"lookupInfos": {"type": "array", "minItems": 1, "maxItems": 200, "items": LOOKUP_INFO}}),
+                      USERS_ANSWER, DATABASE_ERRORS, WRITE,
+                      example={"lookupInfos": [{"emailAddress": "alice@example.com"}]}),
+})
+for name, key, operation_id in (("email", "emailAddress", "usersLookupEmail"), ("id", "userRecordName", "usersLookupID")):
+    database_path(f"users/lookup/{name}", {"post": operation(
+        operation_id, f"Look discoverable users up by {key}",
+        f"`users[{{{key}}}]` (at most 200, each asked once) → the discoverable users among them, in the order asked, "
+        "as user identities; others are left out.", "users",
+        obj({"users": {"type": "array", "minItems": 1, "maxItems": 200, "items": obj({key: STRING})}}),
+        USERS_ANSWER, DATABASE_ERRORS, WRITE,
+        example={"users": [{key: "alice@example.com" if key == "emailAddress" else "_0123456789abcdef0123456789abcdef"}]})})
 
 SUBSCRIPTION = {"type": "object", "description": "CloudKit's subscription dictionary: `subscriptionID`, `subscriptionType` "
                 "(query, zone, database), `query`, `zoneID`, `zoneWide`, `firesOn`, `firesOnce`, `notificationInfo`."}

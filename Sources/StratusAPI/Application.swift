@@ -60,6 +60,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
             recentErrors: recentErrors
         ).register(on: router)
     }
+    UserRoutes<APIRequestContext>(directory: UserDirectory(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
+        .register(on: router)
     ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
         .register(on: router)
     let records = RecordStore(store: dependencies.store)

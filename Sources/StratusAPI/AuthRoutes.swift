@@ -4,10 +4,8 @@ import Logging
 import StratusCore
 import StratusPostgres
 
-/// The built-in identity provider and the caller's identity:
-/// - `POST /auth/1/{container}/signin` exchanges a login and password from the container's user
-///   directory for a web auth token;
-/// - `users/caller` (and the older `users/current`) tell a caller its user record name.
+/// The built-in identity provider: `POST /auth/1/{container}/signin` exchanges a login and password
+/// from the container's user directory for a web auth token (the user endpoints are `UserRoutes`).
 struct AuthRoutes<Context: StratusRequestContext>: Sendable {
     let users: UserStore
     let containers: ContainerStore
@@ -20,11 +18,6 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
 
     func register(on router: Router<Context>) {
         router.post("/auth/1/:container/signin") { request, context in try await signIn(request, context) }
-        let base = "/database/1/:container/:environment/:database/users"
-        for operation in ["caller", "current"] {
-            router.get("\(base)/\(operation)") { request, context in try await caller(request, context) }
-            router.post("\(base)/\(operation)") { request, context in try await caller(request, context) }
-        }
     }
 
     struct SignInRequest: Decodable {
@@ -67,16 +60,5 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
             .signed(with: authenticator.secretKey)
         context.logger.info("signed in", metadata: ["user": "\(user.userRecordName)"])
         return try json(SignInResponse(ckWebAuthToken: token, userRecordName: user.userRecordName, expiresAt: expiresAt * 1000))
-    }
-
-    struct CallerResponse: Encodable {
-        var userRecordName: String
-    }
-
-    func caller(_ request: Request, _ context: Context) async throws -> Response {
-        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .user)
-        // `.user` access guarantees a user.
-        guard let user = opened.caller.userRecordName else { throw StratusError(.internalError, "no user after authentication") }
-        return try json(CallerResponse(userRecordName: user))
     }
 }

@@ -24,9 +24,14 @@ public struct UserStore: Sendable {
         return trimmed
     }
 
-    /// Adds a user; returns the new user record name. EXISTS when the login is taken.
-    public func create(container: String, login: String, password: String, logger: Logger) async throws -> String {
+    /// Adds a user with the identity `identity` gives (email, name, discoverability; a user whose
+    /// discoverability it leaves open gets the container's sign-up option); returns the new user
+    /// record name. EXISTS when the login, or the email address, is taken.
+    public func create(
+        container: String, login: String, password: String, identity: UserIdentityChange = UserIdentityChange(), logger: Logger
+    ) async throws -> String {
         let login = try Self.validate(login: login)
+        let identity = try identity.validated()
         let rounds = rounds
         let hash = try await PasswordHashing.run { try PasswordHash.make(password, rounds: rounds) }
         let userRecordName = UserRecordName.generate()
@@ -37,12 +42,15 @@ public struct UserStore: Sendable {
             guard exists else { throw StratusError(.notFound, "no container '\(container.prefix(255))'") }
             let rows = try await connection.query(
                 """
-                INSERT INTO users (container, login, user_record_name, password_hash)
-                VALUES (\(container), \(login), \(userRecordName), \(hash))
-                ON CONFLICT (container, login) DO NOTHING RETURNING user_record_name
+                INSERT INTO users (container, login, user_record_name, password_hash, email, given_name, family_name, discoverable)
+                SELECT \(container), \(login), \(userRecordName), \(hash), NULLIF(\(identity.emailAddress)::text, ''),
+                       NULLIF(\(identity.givenName)::text, ''), NULLIF(\(identity.familyName)::text, ''),
+                       COALESCE(\(identity.discoverable)::boolean, c.users_discoverable_by_default)
+                FROM containers c WHERE c.container = \(container)
+                ON CONFLICT DO NOTHING RETURNING user_record_name
                 """, logger: logger)
             for try await name in rows.decode(String.self) { return name }
-            throw StratusError(.exists, "the login is taken in this container")
+            throw StratusError(.exists, "the login or the email address is taken in this container")
         }
     }
 

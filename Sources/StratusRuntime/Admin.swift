@@ -61,7 +61,8 @@ public enum Admin {
     /// user may read its public database (nil: a new container allows it, an existing one keeps its
     /// setting).
     public static func createContainer(
-        _ container: String, label: String, anonymousPublicReads: Bool? = nil, _ configuration: StratusConfiguration, logger: Logger
+        _ container: String, label: String, anonymousPublicReads: Bool? = nil, usersDiscoverableByDefault: Bool? = nil,
+        _ configuration: StratusConfiguration, logger: Logger
     ) async throws -> String {
         guard !container.isEmpty, container.utf8.count <= 255, !container.contains("/") else {
             throw ConfigurationProblem("a container identifier is 1 to 255 characters without '/'")
@@ -71,6 +72,9 @@ public enum Admin {
             let token = try await containers.create(container: container, label: label, logger: logger)
             if let anonymousPublicReads {
                 try await containers.setAnonymousPublicReads(container: container, allowed: anonymousPublicReads, logger: logger)
+            }
+            if let usersDiscoverableByDefault {
+                try await UserDirectory(store: store).setDiscoverableByDefault(container: container, usersDiscoverableByDefault, logger: logger)
             }
             return token
         }
@@ -106,10 +110,29 @@ public enum Admin {
 
     /// Adds a user to a container's directory; returns the user record name.
     public static func createUser(
-        container: String, login: String, password: String, _ configuration: StratusConfiguration, logger: Logger
+        container: String, login: String, password: String, identity: UserIdentityChange = UserIdentityChange(),
+        _ configuration: StratusConfiguration, logger: Logger
     ) async throws -> String {
         try await withMigratedStore(configuration, logger: logger) { store in
-            try await UserStore(store: store).create(container: container, login: login, password: password, logger: logger)
+            try await UserStore(store: store).create(container: container, login: login, password: password, identity: identity, logger: logger)
+        }
+    }
+
+    /// Changes a directory user's email address, name or discoverability.
+    public static func changeUser(
+        container: String, login: String, _ change: UserIdentityChange, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await UserDirectory(store: store).change(container: container, login: login, change, logger: logger)
+        }
+    }
+
+    /// Sets a container's sign-up option: whether users it gains from now on start discoverable.
+    public static func setUsersDiscoverableByDefault(_ container: String, _ discoverable: Bool, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await UserDirectory(store: store).setDiscoverableByDefault(container: container, discoverable, logger: logger) else {
+                throw ConfigurationProblem("no container '\(container)'")
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import StratusCore
 import StratusRuntime
 
 /// The admin CLI: migrate, run the relay, re-publish, replay workers, manage containers, webhooks and APNs keys.
@@ -122,11 +123,17 @@ struct ContainerCommand: AsyncParsableCommand {
             allows it, as Apple's service does; an existing one keeps its setting unless a flag is given.
             """)
         var anonymousPublicReads: Bool?
+        @Option(help: """
+            The sign-up option: whether users the container's directory gains start discoverable (found by \
+            users/discover and users/lookup/*): true or false. A new container says false; an existing one keeps its setting.
+            """)
+        var usersDiscoverableByDefault: Bool?
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-container")
             let token = try await Admin.createContainer(
-                container, label: label, anonymousPublicReads: anonymousPublicReads, configuration, logger: logger)
+                container, label: label, anonymousPublicReads: anonymousPublicReads, usersDiscoverableByDefault: usersDiscoverableByDefault,
+                configuration, logger: logger)
             print(token)
         }
     }
@@ -137,12 +144,26 @@ struct ContainerCommand: AsyncParsableCommand {
         @Argument(help: "The container identifier.")
         var container: String
         @Option(help: "Whether callers without a user (API token only) may read the public database: true or false.")
-        var anonymousPublicReads: Bool
+        var anonymousPublicReads: Bool?
+        @Option(help: "The sign-up option: whether users the directory gains from now on start discoverable: true or false.")
+        var usersDiscoverableByDefault: Bool?
+
+        func validate() throws {
+            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil else {
+                throw ValidationError("give --anonymous-public-reads or --users-discoverable-by-default")
+            }
+        }
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-container")
-            try await Admin.setAnonymousPublicReads(container, allowed: anonymousPublicReads, configuration, logger: logger)
-            print("\(container): anonymous public reads \(anonymousPublicReads ? "allowed" : "not allowed")")
+            if let anonymousPublicReads {
+                try await Admin.setAnonymousPublicReads(container, allowed: anonymousPublicReads, configuration, logger: logger)
+                print("\(container): anonymous public reads \(anonymousPublicReads ? "allowed" : "not allowed")")
+            }
+            if let usersDiscoverableByDefault {
+                try await Admin.setUsersDiscoverableByDefault(container, usersDiscoverableByDefault, configuration, logger: logger)
+                print("\(container): new users \(usersDiscoverableByDefault ? "start" : "do not start") discoverable")
+            }
         }
     }
 }
@@ -194,7 +215,23 @@ struct KeyCommand: AsyncParsableCommand {
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user", abstract: "The user directory of the sign-in endpoint, and development tokens.",
-        subcommands: [Create.self, Password.self, Token.self])
+        subcommands: [Create.self, Set.self, Password.self, Token.self])
+
+    /// A user's identity as options: each given part is set, an empty one cleared.
+    struct Identity: ParsableArguments {
+        @Option(help: "The email address other users may find the user by, when discoverable ('' clears it).")
+        var email: String?
+        @Option(help: "The first name (CloudKit's nameComponents.givenName; '' clears it).")
+        var givenName: String?
+        @Option(help: "The last name (nameComponents.familyName; '' clears it).")
+        var familyName: String?
+        @Option(help: "Whether users/discover and users/lookup/* find the user: true or false (create: default the container's sign-up option).")
+        var discoverable: Bool?
+
+        var change: UserIdentityChange {
+            UserIdentityChange(emailAddress: email, givenName: givenName, familyName: familyName, discoverable: discoverable)
+        }
+    }
 
     /// The container, login and password source of a directory command.
     struct Login: ParsableArguments {
@@ -220,10 +257,32 @@ struct UserCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a user who signs in with a login and password; prints the user record name.")
         @OptionGroup var options: CommonOptions
         @OptionGroup var user: Login
+        @OptionGroup var identity: Identity
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-user")
-            print(try await Admin.createUser(container: user.container, login: user.login, password: try user.password(), configuration, logger: logger))
+            print(try await Admin.createUser(
+                container: user.container, login: user.login, password: try user.password(), identity: identity.change, configuration, logger: logger))
+        }
+    }
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Change a user's email address, name or discoverability.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The user's login.")
+        var login: String
+        @OptionGroup var identity: Identity
+
+        func validate() throws {
+            guard !identity.change.isEmpty else { throw ValidationError("give at least one of --email, --given-name, --family-name, --discoverable") }
+        }
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-user")
+            try await Admin.changeUser(container: container, login: login, identity.change, configuration, logger: logger)
+            print("user changed")
         }
     }
 

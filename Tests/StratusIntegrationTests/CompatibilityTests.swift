@@ -63,6 +63,9 @@ final class CompatibilityTests: XCTestCase {
     func testSubscriptionsList() async throws { try await runFixture("subscriptions-list") }
     func testSubscriptionsLookup() async throws { try await runFixture("subscriptions-lookup") }
     func testUsersCurrent() async throws { try await runFixture("users-current") }
+    func testUsersDiscover() async throws { try await runFixture("users-discover") }
+    func testUsersLookupEmail() async throws { try await runFixture("users-lookup-email") }
+    func testUsersLookupID() async throws { try await runFixture("users-lookup-id") }
     func testErrors() async throws { try await runFixture("errors") }
     func testAssetsUpload() async throws { try await runFixture("assets-upload") }
 
