@@ -68,6 +68,35 @@ final class EventTests: XCTestCase {
     /// Workers read a message by cutting its payload out as bytes: the same envelope as the JSON
     /// decoder gives, the payload byte for byte as the event log holds it, whatever its strings hold;
     /// the first format and malformed text go through the decoder.
+    func testASavesBytesTellWhetherItMayConcernExpiryOrAssets() throws {
+        let database = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
+        let stamp = RecordStamp(timestamp: 1, userRecordName: "_u", deviceID: nil)
+        func event(_ record: Record, before: Record? = nil) -> EventEnvelope {
+            let saved = RecordSaved(database: database, zoneID: ZoneID(zoneName: "A", ownerRecordName: "_u"), zoneIncarnation: nil, record: record, before: before)
+            return EventEnvelope(id: 1, zoneKey: ZoneKey(database: database, zoneName: "A"), zoneSequence: 1, type: RecordSaved.eventType,
+                                 schemaVersion: RecordSaved.schemaVersion, payload: EventCoding.encode(saved), causation: Causation(requestID: "r"), createdAt: 1)
+        }
+        let plain = Record(recordName: "r", recordType: "Note", fields: ["title": .string("hello")], changeTag: "t1", created: stamp, modified: stamp)
+        XCTAssertFalse(RecordSaved.mayConcernExpiry(event(plain)), "a created record without an expiration")
+        XCTAssertFalse(RecordSaved.mayConcernAssets(event(plain)), "a created record without assets")
+        var expiring = plain
+        expiring.expirationDate = 5_000
+        XCTAssertTrue(RecordSaved.mayConcernExpiry(event(expiring)))
+        var withAsset = plain
+        withAsset.fields["photo"] = .asset(.object(["receipt": .string("x"), "size": .int(1)]))
+        XCTAssertTrue(RecordSaved.mayConcernAssets(event(withAsset)))
+        withAsset.fields["photo"] = .list(.asset, [.asset(.object(["receipt": .string("x")]))])
+        XCTAssertTrue(RecordSaved.mayConcernAssets(event(withAsset)), "an ASSETID_LIST field")
+        var updated = plain
+        updated.changeTag = "t2"
+        XCTAssertTrue(RecordSaved.mayConcernExpiry(event(updated, before: plain)), "a record saved again may lose its expiration")
+        XCTAssertTrue(RecordSaved.mayConcernAssets(event(updated, before: plain)), "a record saved again may release its assets")
+        // Bytes that merely look like a key prove nothing: the projection then decodes (never skips wrongly).
+        let named = Record(recordName: "r", recordType: "Note", fields: ["expirationDate": .string("ASSETID")], changeTag: "t1", created: stamp, modified: stamp)
+        XCTAssertTrue(RecordSaved.mayConcernExpiry(event(named)))
+        XCTAssertTrue(RecordSaved.mayConcernAssets(event(named)))
+    }
+
     func testDecodingAnEnvelopeCutsThePayloadOutAsItIs() throws {
         let database = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
         let zoneKey = ZoneKey(database: database, zoneName: "A")

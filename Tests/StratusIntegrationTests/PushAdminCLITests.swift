@@ -17,6 +17,11 @@ final class PushAdminCLITests: XCTestCase {
 
     /// A migrated database with the container, and the environment the CLI needs to reach it.
     func withDatabase(_ body: @Sendable (PostgresStore, [String: String]) async throws -> Void) async throws {
+        try await Self.withContainerDatabase(body)
+    }
+
+    /// The same, for every CLI test class.
+    static func withContainerDatabase(_ body: @Sendable (PostgresStore, [String: String]) async throws -> Void) async throws {
         try await TestSupport.withMigratedStore { store, url in
             _ = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
             try await body(store, ["STRATUS_DATABASE_URL": url])

@@ -9,10 +9,7 @@ final class SchemaCLITests: XCTestCase {
     static let container = "iCloud.com.example.notes"
 
     func withDatabase(_ body: @Sendable (PostgresStore, [String: String]) async throws -> Void) async throws {
-        try await TestSupport.withMigratedStore { store, url in
-            _ = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
-            try await body(store, ["STRATUS_DATABASE_URL": url])
-        }
+        try await PushAdminCLITests.withContainerDatabase(body)
     }
 
     static func cli(_ arguments: [String], _ settings: [String: String]) async throws -> (status: Int32, output: String) {

@@ -14,6 +14,8 @@ public struct AssetReferenceProjection: Projection {
     public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
         switch event.type {
         case RecordSaved.eventType:
+            // A created record without assets releases and binds nothing: no need to decode it.
+            guard RecordSaved.mayConcernAssets(event) else { return }
             try await AssetReferenceStore.apply(event.decode(RecordSaved.self), event: event, in: transaction)
         case RecordDeleted.eventType:
             try await AssetReferenceStore.apply(event.decode(RecordDeleted.self), event: event, in: transaction)

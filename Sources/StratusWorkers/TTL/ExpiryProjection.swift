@@ -15,7 +15,10 @@ public struct ExpiryProjection: Projection {
 
     public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
         switch event.type {
-        case RecordSaved.eventType: try await RecordExpirationIndex.apply(event.decode(RecordSaved.self), in: transaction)
+        case RecordSaved.eventType:
+            // Most saves create records without an expiration: nothing to index, nothing to decode.
+            guard RecordSaved.mayConcernExpiry(event) else { return }
+            try await RecordExpirationIndex.apply(event.decode(RecordSaved.self), in: transaction)
         case RecordDeleted.eventType: try await RecordExpirationIndex.apply(event.decode(RecordDeleted.self), in: transaction)
         case .zoneDeleted: try await RecordExpirationIndex.apply(event.decode(ZoneDeleted.self), in: transaction)
         default: break
