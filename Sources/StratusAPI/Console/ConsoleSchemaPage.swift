@@ -91,8 +91,8 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
                     "fields": type.fields.map { field -> [String: Any] in
                         [
                             "field": field.name, "fieldType": field.type.description, "system": RecordTypeSchema.isSystemField(field.name),
-                            "queryable": field.indexes.contains(.queryable), "searchable": field.indexes.contains(.searchable),
-                            "sortable": field.indexes.contains(.sortable),
+                            // QUERYABLE, SEARCHABLE, SORTABLE as the schema language writes them.
+                            "indexes": field.indexes.schemaWords.joined(separator: " "),
                         ]
                     },
                     "grants": type.grants.map { ["permissions": $0.permissions.schemaWords.joined(separator: ", "), "role": $0.role] },

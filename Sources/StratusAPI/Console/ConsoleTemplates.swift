@@ -400,7 +400,6 @@ enum ConsoleTemplates {
 
     static let schema = """
         {{> head}}
-        {{#notice}}<p class="notice" role="status" id="notice">{{notice}}</p>{{/notice}}
         <div style="display: grid; grid-template-columns: repeat(auto-fit, minmax(22rem, 1fr)); gap: 1rem">
         {{#environments}}<section id="schema-{{name}}" aria-labelledby="heading-{{name}}">
         <h2 id="heading-{{name}}">{{name}}</h2>
@@ -414,9 +413,9 @@ enum ConsoleTemplates {
         {{#recordTypes}}<h4><code>{{type}}</code></h4>
         <div class="table"><table class="fields">
         <caption class="muted">Fields of {{type}}</caption>
-        <thead><tr><th scope="col">Field</th><th scope="col">Type</th><th scope="col">QUERYABLE</th><th scope="col">SEARCHABLE</th><th scope="col">SORTABLE</th></tr></thead>
+        <thead><tr><th scope="col">Field</th><th scope="col">Type</th><th scope="col">Indexes</th></tr></thead>
         <tbody>
-        {{#fields}}<tr><td class="mono{{#system}} muted{{/system}}">{{field}}</td><td class="mono">{{fieldType}}</td><td>{{#queryable}}yes{{/queryable}}</td><td>{{#searchable}}yes{{/searchable}}</td><td>{{#sortable}}yes{{/sortable}}</td></tr>{{/fields}}
+        {{#fields}}<tr><td class="mono{{#system}} muted{{/system}}">{{field}}</td><td class="mono">{{fieldType}}</td><td class="mono">{{indexes}}</td></tr>{{/fields}}
         </tbody></table></div>
         <ul class="grants">{{#grants}}<li><code>GRANT {{permissions}} TO {{role}}</code></li>{{/grants}}</ul>
         {{/recordTypes}}
