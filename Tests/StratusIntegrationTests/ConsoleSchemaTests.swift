@@ -94,6 +94,31 @@ final class ConsoleSchemaTests: XCTestCase {
             let again = try await browser.request("/console/schema/deploy", method: .post, form: Self.form(csrf))
             XCTAssertTrue(again.html.contains("id=\"no-changes\""), again.html)
 
+            // Security roles: a user is given production's Editor role, listed with it, and has it taken away.
+            let assign = Self.form(csrf, ["environment": "production", "role": "Editor", "user": "_alice"])
+            let holders: PostgresQuery = """
+                SELECT count(*)::bigint FROM schema_role_members
+                WHERE environment = 'production' AND role_name = 'Editor' AND user_record_name = '_alice'
+                """
+            let forgedRole = try await browser.request("/console/schema/roles", method: .post, form: assign.filter { $0.key != "csrf" })
+            XCTAssertEqual(forgedRole.status, 403)
+            let assigned = try await browser.request("/console/schema/roles", method: .post, form: assign)
+            XCTAssertEqual(assigned.status, 303, assigned.html)
+            let held = try await ConsoleOperationsTests.scalar(store, holders)
+            XCTAssertEqual(held, 1)
+            let listed = try await browser.request(try XCTUnwrap(assigned.location))
+            XCTAssertTrue(listed.html.contains("The role was assigned.") && listed.html.contains("aria-label=\"Take Editor away from _alice\""), listed.html)
+            for (role, user, status) in [("Nobody", "_alice", 404), ("_world", "_alice", 404), ("Editor", "", 400), ("Editor", "a\u{1}b", 400), (String(repeating: "r", count: 300), "_alice", 400)] {
+                let refused = try await browser.request("/console/schema/roles", method: .post, form: Self.form(csrf, [
+                    "environment": "production", "role": role, "user": user,
+                ]))
+                XCTAssertEqual(refused.status, status, "\(role) to \(user): \(refused.html)")
+            }
+            let removed = try await browser.request("/console/schema/roles", method: .post, form: assign.merging(["remove": "true"]) { $1 })
+            XCTAssertEqual(removed.status, 303, removed.html)
+            let gone = try await ConsoleOperationsTests.scalar(store, holders)
+            XCTAssertEqual(gone, 0)
+
             // Development loses what production has (no console or CLI command does that; SQL does):
             // the check lists every problem and offers no confirmation, and a confirmation posted anyway is refused.
             try await store.withConnection { connection in
@@ -149,6 +174,10 @@ final class ConsoleSchemaTests: XCTestCase {
                 let confirmed = try await browser.request("/console/schema/\(action)", method: .post, form: Self.form(csrf, ["confirm": action]))
                 XCTAssertEqual(confirmed.status, 403, confirmed.html)
             }
+            let role = try await browser.request("/console/schema/roles", method: .post, form: Self.form(csrf, [
+                "environment": "development", "role": "Editor", "user": "_alice",
+            ]))
+            XCTAssertEqual(role.status, 403, role.html)
             let production = try await Self.production(store)
             XCTAssertTrue(production.recordTypes.isEmpty, "nothing was deployed")
             let own = try await browser.request("/console/schema?container=iCloud.other")

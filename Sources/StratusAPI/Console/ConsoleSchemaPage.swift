@@ -15,6 +15,8 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
     /// The most record types a page lists per environment, and the most bytes of `.ckdb` text it shows.
     static var maxRecordTypes: Int { 300 }
     static var maxTextBytes: Int { 1_000_000 }
+    /// The most role holders a page lists per environment.
+    static var maxMembers: Int { 500 }
 
     /// A schema change the page offers: its form's path, the confirmation it posts, its words.
     enum Change: String, Sendable {
@@ -34,12 +36,15 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
         }
         router.post("/console/schema/deploy") { request, context in await routes.page(request, context) { try await change(.deploy, request, context) } }
         router.post("/console/schema/reset") { request, context in await routes.page(request, context) { try await change(.reset, request, context) } }
+        router.post("/console/schema/roles") { request, context in await routes.page(request, context) { try await assignRole(request, context) } }
     }
 
     static func notice(_ done: String?) -> String? {
         switch done {
         case "deploy": "Development's schema was deployed to production."
         case "reset": "Development's schema is production's again."
+        case "role-assigned": "The role was assigned."
+        case "role-removed": "The role was taken away."
         default: nil
         }
     }
@@ -64,7 +69,8 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
         for environment in StratusCore.Environment.allCases {
             let schema = try await schemas.schema(container: container, environment: environment, logger: context.logger)
             let enforced = try await schemas.isEnforced(container: container, environment: environment, logger: context.logger)
-            environments.append(Self.values(schema, environment: environment, enforced: enforced))
+            let members = try await schemas.roleMembers(container: container, environment: environment, limit: Self.maxMembers, logger: context.logger)
+            environments.append(Self.values(schema, environment: environment, enforced: enforced, members: members))
         }
         return ConsolePage.render("schema", title: "Schema of \(container)", session: session, crumbs: crumbs(container), [
             "container": container, "environments": environments, "notice": notice as Any, "maxRecordTypes": Self.maxRecordTypes,
@@ -72,7 +78,7 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
     }
 
     /// One environment's schema as the template shows it.
-    static func values(_ schema: Schema, environment: StratusCore.Environment, enforced: Bool) -> [String: Any] {
+    static func values(_ schema: Schema, environment: StratusCore.Environment, enforced: Bool, members: [String: [String]]) -> [String: Any] {
         let state = switch (environment, enforced) {
         case (.development, _): "Grows with every save that brings a new record type or field."
         case (.production, true): "Enforced: saves and queries must fit this schema."
@@ -83,7 +89,7 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
         if cut { text = String(decoding: text.utf8.prefix(maxTextBytes), as: UTF8.self) }
         return [
             "name": environment.rawValue, "state": state, "ckdb": text, "cut": cut,
-            "roles": schema.roles.map { ["role": $0] }, "noRoles": schema.roles.isEmpty, "noTypes": schema.recordTypes.isEmpty,
+            "roles": schema.roles.map { role -> [String: Any] in ["role": role, "members": (members[role] ?? []).map { ["user": $0] }] }, "noRoles": schema.roles.isEmpty, "noTypes": schema.recordTypes.isEmpty,
             "more": schema.recordTypes.count > maxRecordTypes,
             "recordTypes": schema.recordTypes.prefix(maxRecordTypes).map { type -> [String: Any] in
                 [
@@ -158,5 +164,29 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
             "container": container, "refused": true, "problems": problems.prefix(Self.maxRecordTypes).map { ["text": $0.description] },
             "back": Self.link(container),
         ])
+    }
+
+    /// Gives a user a custom role of an environment's schema, or with `remove` takes it away, as
+    /// `stratus schema assign-role` does.
+    func assignRole(_ request: Request, _ context: Context) async throws -> Response {
+        let (session, form) = try await routes.form(request, context)
+        let container = try await existing(form["container"], session: session, context: context)
+        guard let environment = StratusCore.Environment(rawValue: form["environment"] ?? "") else {
+            throw StratusError(.badRequest, "The environment is development or production")
+        }
+        let role = try form.required("role", label: "The role")
+        guard role.utf8.count <= 255 else { throw StratusError(.badRequest, "The role is at most 255 bytes") }
+        let user = try form.required("user", label: "The user record name")
+        try Record.validate(recordName: user, "The user record name")
+        let remove = form["remove"] == "true"
+        guard !Schema.builtInRoles.contains(role),
+              try await schemas.assignRole(role, to: user, remove: remove, container: container, environment: environment, logger: context.logger)
+        else {
+            throw StratusError(.notFound, "The \(environment.rawValue) schema creates no role '\(role)'")
+        }
+        context.logger.notice("console role change", metadata: [
+            "operator": "\(session.operator.login)", "container": "\(container)", "environment": "\(environment.rawValue)", "remove": "\(remove)",
+        ])
+        return ConsolePage.redirect(Self.link(container, remove ? "&done=role-removed" : "&done=role-assigned"))
     }
 }

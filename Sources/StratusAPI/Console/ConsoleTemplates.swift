@@ -406,7 +406,16 @@ enum ConsoleTemplates {
         <p class="muted">{{state}}</p>
         <h3>Security roles</h3>
         {{#noRoles}}<p class="muted">No custom roles (only _world, _icloud, _creator).</p>{{/noRoles}}
-        <ul class="roles">{{#roles}}<li><code>{{role}}</code></li>{{/roles}}</ul>
+        <ul class="roles">{{#roles}}<li><code>{{role}}</code>{{#members}} · <span class="mono">{{user}}</span>
+        <form class="inline" method="post" action="/console/schema/roles"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="environment" value="{{name}}"><input type="hidden" name="role" value="{{role}}"><input type="hidden" name="user" value="{{user}}"><input type="hidden" name="remove" value="true"><button type="submit" class="secondary" aria-label="Take {{role}} away from {{user}}">Remove</button></form>{{/members}}</li>{{/roles}}</ul>
+        {{^noRoles}}<form method="post" action="/console/schema/roles">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="environment" value="{{name}}">
+        <label for="role-{{name}}">Role</label>
+        <select id="role-{{name}}" name="role">{{#roles}}<option value="{{role}}">{{role}}</option>{{/roles}}</select>
+        <label for="role-user-{{name}}">User record name</label>
+        <input id="role-user-{{name}}" name="user" required maxlength="255" class="mono">
+        <button type="submit" id="assign-role-{{name}}">Assign role in {{name}}</button>
+        </form>{{/noRoles}}
         <h3>Record types</h3>
         {{#noTypes}}<p class="muted">No record types.</p>{{/noTypes}}
         {{#more}}<p class="muted">Only the first {{maxRecordTypes}} are listed; the schema file below has them all.</p>{{/more}}
