@@ -267,6 +267,26 @@ def run(driver):
     wait_for(driver, (By.ID, "subscriptions"))
     shot(driver, "12-subscriptions")
 
+    step("a container's schema: the additive check, then the deploy to production")
+    driver.get(BASE + "/console")
+    wait_for(driver, (By.LINK_TEXT, CONTAINER)).click()
+    wait_for(driver, (By.ID, "schema-link")).click()
+    development = wait_for(driver, (By.ID, "schema-development"))
+    check("Note" in development.text and "title" in development.text,
+          f"development's schema does not show the saved record type: {development.text[:500]}")
+    check("Not deployed yet" in driver.find_element(By.ID, "schema-production").text, "production is already deployed")
+    driver.find_element(By.ID, "check-deploy").click()
+    wait_for(driver, (By.ID, "confirm"))
+    added = driver.find_element(By.ID, "changes").text
+    check("record type Note would be added" in added, f"the additive check said: {added}")
+    shot(driver, "13-schema-deploy-check")
+    driver.find_element(By.ID, "confirm").click()
+    wait.until(lambda d: "deployed to production" in text_of(d))
+    production = driver.find_element(By.ID, "schema-production").text
+    check("Enforced" in production and "Note" in production, f"production after the deploy: {production[:500]}")
+    check("RECORD TYPE Note" in driver.find_element(By.ID, "ckdb-production").text, "the production .ckdb text lacks Note")
+    shot(driver, "14-schema")
+
     step("a narrow screen")
     driver.set_window_size(390, 900)
     driver.get(BASE + "/console")

@@ -146,6 +146,31 @@ final class SchemaLanguageTests: XCTestCase {
         XCTAssertEqual(production.problems(replacing: Schema()), [])
     }
 
+    func testDeployCheckListsWhatADeployWouldAdd() throws {
+        let production = try SchemaLanguage.parse("""
+            DEFINE SCHEMA
+            CREATE ROLE Old;
+            RECORD TYPE Item (a STRING QUERYABLE, b INT64, GRANT READ TO "_world");
+            """)
+        let development = try SchemaLanguage.parse("""
+            DEFINE SCHEMA
+            CREATE ROLE New;
+            CREATE ROLE Old;
+            RECORD TYPE Added (x STRING);
+            RECORD TYPE Item (a STRING QUERYABLE SORTABLE, b INT64, c DOUBLE, GRANT READ TO "_world", GRANT WRITE TO New);
+            """)
+        XCTAssertEqual(development.additions(to: production), [
+            .role("New"),
+            .recordType("Added"),
+            .indexes(recordType: "Item", field: "a", from: [.queryable], to: [.queryable, .sortable]),
+            .field(recordType: "Item", field: "c", type: SchemaFieldType(.double)),
+            .grants(recordType: "Item"),
+        ])
+        XCTAssertEqual(SchemaAddition.indexes(recordType: "Item", field: "a", from: [], to: [.queryable]).description,
+                       "field a of record type Item would change indexes from none to QUERYABLE")
+        XCTAssertEqual(production.additions(to: production), [], "a schema adds nothing to itself")
+    }
+
     func testDevelopmentSaveCreatesTypesAndFieldsWithDefaultFlags() throws {
         let created = try SchemaAdmission.admit(recordType: "Item", fields: [
             "title": .string("a"), "n": .int64(1), "at": .timestamp(0), "ref": .reference(Reference(recordName: "x", action: .none)),

@@ -45,6 +45,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         ConsoleAccessPage<Context>(routes: self).register(on: router)
         ConsoleSubscriptionsPage<Context>(routes: self).register(on: router)
         ConsoleErrorsPage<Context>(routes: self).register(on: router)
+        ConsoleSchemaPage<Context>(routes: self).register(on: router)
     }
 
     /// Runs a page's handler, rendering what it throws as an HTML page (never the API's JSON).

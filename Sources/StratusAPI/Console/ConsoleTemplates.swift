@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
-        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("hidden", hidden), ("recordTable", recordTable),
+        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("schema", schema), ("schemaChange", schemaChange), ("hidden", hidden), ("recordTable", recordTable),
     ]
 
     static let head = """
@@ -107,6 +107,7 @@ enum ConsoleTemplates {
     static let container = """
         {{> head}}
         <p><a href="/console/access?container={{containerQuery}}" id="access-link">Access</a>: API tokens, server-to-server keys, users</p>
+        <p><a href="/console/schema?container={{containerQuery}}" id="schema-link">Schema</a>: record types, fields, index flags, security roles; deploy to production</p>
         <form method="get" action="/console/zones">
         <input type="hidden" name="container" value="{{container}}">
         <fieldset>
@@ -394,6 +395,71 @@ enum ConsoleTemplates {
         <tbody>
         {{#errors}}<tr><td class="muted">{{at}}</td><td class="mono">{{requestID}}</td><td><code>{{method}} {{path}}</code></td><td>{{status}}</td><td>{{code}} {{reason}}</td></tr>{{/errors}}
         </tbody></table></div>
+        {{> foot}}
+        """
+
+    static let schema = """
+        {{> head}}
+        <div style="display: grid; grid-template-columns: repeat(auto-fit, minmax(22rem, 1fr)); gap: 1rem">
+        {{#environments}}<section id="schema-{{name}}" aria-labelledby="heading-{{name}}">
+        <h2 id="heading-{{name}}">{{name}}</h2>
+        <p class="muted">{{state}}</p>
+        <h3>Security roles</h3>
+        {{#noRoles}}<p class="muted">No custom roles (only _world, _icloud, _creator).</p>{{/noRoles}}
+        <ul class="roles">{{#roles}}<li><code>{{role}}</code>{{#members}} · <span class="mono">{{user}}</span>
+        <form class="inline" method="post" action="/console/schema/roles"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="environment" value="{{name}}"><input type="hidden" name="role" value="{{role}}"><input type="hidden" name="user" value="{{user}}"><input type="hidden" name="remove" value="true"><button type="submit" class="secondary" aria-label="Take {{role}} away from {{user}}">Remove</button></form>{{/members}}</li>{{/roles}}</ul>
+        {{^noRoles}}<form method="post" action="/console/schema/roles">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="environment" value="{{name}}">
+        <label for="role-{{name}}">Role</label>
+        <select id="role-{{name}}" name="role">{{#roles}}<option value="{{role}}">{{role}}</option>{{/roles}}</select>
+        <label for="role-user-{{name}}">User record name</label>
+        <input id="role-user-{{name}}" name="user" required maxlength="255" class="mono">
+        <button type="submit" id="assign-role-{{name}}">Assign role in {{name}}</button>
+        </form>{{/noRoles}}
+        <h3>Record types</h3>
+        {{#noTypes}}<p class="muted">No record types.</p>{{/noTypes}}
+        {{#more}}<p class="muted">Only the first {{maxRecordTypes}} are listed; the schema file below has them all.</p>{{/more}}
+        {{#recordTypes}}<h4><code>{{type}}</code></h4>
+        <div class="table"><table class="fields">
+        <caption class="muted">Fields of {{type}}</caption>
+        <thead><tr><th scope="col">Field</th><th scope="col">Type</th><th scope="col">Indexes</th></tr></thead>
+        <tbody>
+        {{#fields}}<tr><td class="mono{{#system}} muted{{/system}}">{{field}}</td><td class="mono">{{fieldType}}</td><td class="mono">{{indexes}}</td></tr>{{/fields}}
+        </tbody></table></div>
+        <ul class="grants">{{#grants}}<li><code>GRANT {{permissions}} TO {{role}}</code></li>{{/grants}}</ul>
+        {{/recordTypes}}
+        <details open><summary>Schema file (.ckdb)</summary>
+        {{#cut}}<p class="muted">Too long to show whole: stratus schema export prints it all.</p>{{/cut}}
+        <pre class="mono" id="ckdb-{{name}}" style="overflow-x: auto">{{ckdb}}</pre>
+        </details>
+        </section>{{/environments}}
+        </div>
+        <h2>Change</h2>
+        <p class="muted">Each shows what it would do and asks to confirm before anything changes.</p>
+        <form class="inline" method="post" action="/console/schema/deploy">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <button type="submit" id="check-deploy">Deploy development to production…</button>
+        </form>
+        <form class="inline" method="post" action="/console/schema/reset">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <button type="submit" class="secondary" id="check-reset">Reset development to production…</button>
+        </form>
+        {{> foot}}
+        """
+
+    static let schemaChange = """
+        {{> head}}
+        {{#refused}}<p class="error" role="alert" id="refused">Refused: it would lose data production holds. Nothing was changed.</p>
+        <ul id="problems">{{#problems}}<li>{{text}}</li>{{/problems}}</ul>{{/refused}}
+        {{^refused}}<p id="check">{{intro}}</p>
+        {{#noChanges}}<p class="muted" id="no-changes">No record type, field, index, role or grant would change.</p>{{/noChanges}}
+        <ul id="changes">{{#changes}}<li>{{text}}</li>{{/changes}}</ul>
+        <form method="post" action="{{action}}">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <input type="hidden" name="confirm" value="{{confirm}}">
+        <button type="submit" id="confirm">Confirm: {{label}}</button>
+        </form>{{/refused}}
+        <p><a href="{{back}}" id="back">Back to the schema</a></p>
         {{> foot}}
         """
 

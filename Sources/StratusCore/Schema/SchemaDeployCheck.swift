@@ -40,3 +40,58 @@ extension Schema {
         return problems
     }
 }
+
+/// What a schema adds to another that it may replace: shown before an operator confirms a deploy.
+public enum SchemaAddition: Sendable, Hashable, CustomStringConvertible {
+    /// A record type the target lacks.
+    case recordType(String)
+    /// A field the target's record type lacks.
+    case field(recordType: String, field: String, type: SchemaFieldType)
+    /// A field whose index flags change.
+    case indexes(recordType: String, field: String, from: FieldIndexes, to: FieldIndexes)
+    /// A role the target lacks.
+    case role(String)
+    /// A record type whose grants change.
+    case grants(recordType: String)
+
+    public var description: String {
+        switch self {
+        case .recordType(let type): "record type \(type) would be added"
+        case .field(let type, let field, let fieldType): "field \(field) (\(fieldType)) would be added to record type \(type)"
+        case .indexes(let type, let field, let from, let to):
+            "field \(field) of record type \(type) would change indexes from \(Self.words(from)) to \(Self.words(to))"
+        case .role(let role): "role \(role) would be created"
+        case .grants(let type): "the grants of record type \(type) would change"
+        }
+    }
+
+    static func words(_ indexes: FieldIndexes) -> String {
+        indexes.isEmpty ? "none" : indexes.schemaWords.joined(separator: " ")
+    }
+}
+
+extension Schema {
+    /// Everything this schema adds to or changes in `current` without losing anything (the other
+    /// half of `problems(replacing:)`), in name order.
+    public func additions(to current: Schema) -> [SchemaAddition] {
+        let current = current.normalized
+        var additions: [SchemaAddition] = normalized.roles.filter { !current.roles.contains($0) }.map { .role($0) }
+        for type in normalized.recordTypes {
+            guard let old = current.recordType(named: type.name) else {
+                additions.append(.recordType(type.name))
+                continue
+            }
+            for field in type.fields {
+                guard let before = old.field(named: field.name) else {
+                    additions.append(.field(recordType: type.name, field: field.name, type: field.type))
+                    continue
+                }
+                if before.indexes != field.indexes {
+                    additions.append(.indexes(recordType: type.name, field: field.name, from: before.indexes, to: field.indexes))
+                }
+            }
+            if Set(old.grants) != Set(type.grants) { additions.append(.grants(recordType: type.name)) }
+        }
+        return additions
+    }
+}

@@ -136,6 +136,22 @@ public struct SchemaStore: Sendable {
         }
     }
 
+    /// The users holding the custom roles of an environment, by role, at most `limit` in all (in
+    /// role, then user order).
+    public func roleMembers(container: String, environment: Environment, limit: Int, logger: Logger) async throws -> [String: [String]] {
+        try await store.withConnection { connection in
+            var members: [String: [String]] = [:]
+            for try await (role, user) in try await connection.query("""
+                SELECT role_name, user_record_name FROM schema_role_members
+                WHERE container = \(container) AND environment = \(environment.rawValue)
+                ORDER BY role_name, user_record_name LIMIT \(limit)
+                """, logger: logger).decode((String, String).self) {
+                members[role, default: []].append(user)
+            }
+            return members
+        }
+    }
+
     static func enforced(container: String, environment: Environment, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
         let rows = try await connection.query("""
             SELECT 1 FROM schema_environments WHERE container = \(container) AND environment = \(environment.rawValue)
