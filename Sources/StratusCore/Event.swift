@@ -230,8 +230,8 @@ extension EventEnvelope {
     /// Whether the payload's bytes contain `text` anywhere (a key, a type name, or by chance a value).
     /// A projection uses it to pass over an event it has no use for without decoding it: absent bytes
     /// prove absence, while present ones prove nothing, so the projection then decodes as usual.
-    public func payloadMentions(_ text: String) -> Bool {
-        payload.range(of: Data(text.utf8)) != nil
+    public func payloadMentions(_ bytes: Data) -> Bool {
+        payload.range(of: bytes) != nil
     }
 }
 
@@ -240,12 +240,19 @@ extension RecordSaved {
     /// change tag) or carries an expiration: false proves a created record without one (the payload's
     /// keys are written only when set), which the expiry index and the asset counts leave alone.
     public static func mayConcernExpiry(_ event: EventEnvelope) -> Bool {
-        event.payloadMentions(#""previousChangeTag""#) || event.payloadMentions(#""expirationDate""#)
+        event.payloadMentions(Marker.previousChangeTag) || event.payloadMentions(Marker.expirationDate)
     }
 
     /// Whether an event of this type may be one whose record was saved again or holds an asset: false
     /// proves a created record without assets.
     public static func mayConcernAssets(_ event: EventEnvelope) -> Bool {
-        event.payloadMentions(#""previousChangeTag""#) || event.payloadMentions(#""ASSETID"#)
+        event.payloadMentions(Marker.previousChangeTag) || event.payloadMentions(Marker.asset)
+    }
+
+    /// The bytes those checks look for, made once (they run for every saved record).
+    private enum Marker {
+        static let previousChangeTag = Data(#""previousChangeTag""#.utf8)
+        static let expirationDate = Data(#""expirationDate""#.utf8)
+        static let asset = Data(#""ASSETID"#.utf8)
     }
 }

@@ -73,15 +73,8 @@ public enum QueryIndexStore {
         if !defaultZone.isEmpty { try await mark(defaultZone, generations: servedGenerations, in: transaction) }
         guard !customZones.isEmpty else { return }
         // One statement per zone: the primary key finds each row (the zone's other rows are not read).
-        var zones: [ZoneKey: [(deleted: RecordDeleted, version: Int64)]] = [:]
-        var zoneOrder: [ZoneKey] = []
-        for row in customZones {
-            let key = ZoneKey(database: row.deleted.database, zoneName: row.deleted.zoneID.zoneName)
-            if zones[key] == nil { zoneOrder.append(key) }
-            zones[key, default: []].append(row)
-        }
-        for key in zoneOrder {
-            guard let zoneRows = zones[key], let first = zoneRows.first else { continue }
+        for zoneRows in customZones.groupedByZone({ ZoneKey(database: $0.deleted.database, zoneName: $0.deleted.zoneID.zoneName) }) {
+            guard let first = zoneRows.first else { continue }
             let names = zoneRows.map(\.deleted.recordName)
             try await transaction.connection.query("""
                 DELETE FROM query_index.records AS r

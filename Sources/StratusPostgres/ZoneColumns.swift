@@ -18,3 +18,22 @@ extension PostgresQuery.StringInterpolation {
         appendInterpolation(zoneName)
     }
 }
+
+extension Sequence {
+    /// The elements grouped by the zone `key` names, zones in the order they first appear (so the
+    /// statements a batch makes per zone come in a stable order).
+    func groupedByZone(_ key: (Element) -> ZoneKey) -> [[Element]] {
+        var groups: [[Element]] = []
+        var index: [ZoneKey: Int] = [:]
+        for element in self {
+            let zone = key(element)
+            if let at = index[zone] {
+                groups[at].append(element)
+            } else {
+                index[zone] = groups.count
+                groups.append([element])
+            }
+        }
+        return groups
+    }
+}

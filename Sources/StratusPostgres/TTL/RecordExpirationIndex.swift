@@ -59,20 +59,10 @@ public struct RecordExpirationIndex: Sendable {
     /// Applies a run of `record.deleted` events: their entries go, one statement per zone (the
     /// primary key finds each entry; the zone's other entries are not read).
     public static func apply(deletions: [RecordDeleted], in transaction: Transaction) async throws {
-        var zones: [ZoneKey: (database: DatabaseID, zoneName: String, names: [String])] = [:]
-        var order: [ZoneKey] = []
-        for deleted in deletions {
-            let key = ZoneKey(database: deleted.database, zoneName: deleted.zoneID.zoneName)
-            if zones[key] == nil {
-                zones[key] = (deleted.database, deleted.zoneID.zoneName, [])
-                order.append(key)
-            }
-            zones[key]?.names.append(deleted.recordName)
-        }
-        for key in order {
-            guard let zone = zones[key] else { continue }
+        for zone in deletions.groupedByZone({ ZoneKey(database: $0.database, zoneName: $0.zoneID.zoneName) }) {
+            guard let first = zone.first else { continue }
             try await transaction.connection.execute("""
-                DELETE FROM record_expirations WHERE \(zone: zone.zoneName, of: zone.database) AND record_name = ANY(\(zone.names))
+                DELETE FROM record_expirations WHERE \(zone: first.zoneID.zoneName, of: first.database) AND record_name = ANY(\(zone.map(\.recordName)))
                 """, logger: transaction.logger)
         }
     }
@@ -146,9 +136,9 @@ public struct RecordExpirationIndex: Sendable {
     /// remove, and waiting for its commit would hold the collector up for nothing.
     public func remove(_ entries: [Entry], logger: Logger) async throws {
         guard !entries.isEmpty else { return }
-        let zones = Dictionary(grouping: entries) { ZoneKey(database: $0.database, zoneName: $0.zone.zoneName) }
+        let zones = entries.groupedByZone { ZoneKey(database: $0.database, zoneName: $0.zone.zoneName) }
         try await store.withConnection { connection in
-            for batch in zones.values {
+            for batch in zones {
                 guard let first = batch.first, let latest = batch.map(\.expiresAt).max() else { continue }
                 try await connection.execute("""
                     DELETE FROM record_expirations WHERE ctid = ANY(ARRAY(
