@@ -25,6 +25,7 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.keys import Keys
@@ -51,8 +52,11 @@ def check(condition, message):
         raise Failure(message)
 
 
+STARTED = time.monotonic()
+
+
 def step(text):
-    print(f"[console browser test] {text}", flush=True)
+    print(f"[console browser test] {time.monotonic() - STARTED:6.2f}s {text}", flush=True)
 
 
 def on_term(signum, frame):
@@ -105,6 +109,26 @@ def wait_for(driver, locator, timeout=20):
     return WebDriverWait(driver, timeout, ignored_exceptions=STALE).until(conditions.presence_of_element_located(locator))
 
 
+def through(driver, act, locator, timeout=20):
+    """Acts (a click, an Enter) to leave the page, waits until the browser has left it, then for
+    the next page's element: an element the old page also has is never mistaken for the new one."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    act()
+    WebDriverWait(driver, timeout).until(conditions.staleness_of(old))
+    return wait_for(driver, locator, timeout)
+
+
+def type_and_enter(driver, element, *keys):
+    """Types into an element, then presses Enter as a keyboard does, on whatever has the focus: an
+    Enter sent to the element itself can outlive the page it submits, and chromium-driver then
+    fails the command because the element's node has left the document."""
+    if keys:
+        element.send_keys(*keys)
+    else:
+        element.click()  # the focus
+    ActionChains(driver).send_keys(Keys.ENTER).perform()
+
+
 def text_of(driver):
     try:
         return driver.find_element(By.TAG_NAME, "body").text
@@ -135,8 +159,7 @@ def run(driver):
     step("sign in with the keyboard only")
     login = driver.find_element(By.ID, "login")
     login.clear()
-    login.send_keys(LOGIN, Keys.TAB, PASSWORD, Keys.ENTER)
-    wait_for(driver, (By.ID, "operator"))
+    through(driver, lambda: type_and_enter(driver, login, LOGIN, Keys.TAB, PASSWORD), (By.ID, "operator"))
     check(driver.find_element(By.ID, "operator").text == LOGIN, "the header does not name the operator")
     session = next((c for c in driver.get_cookies() if c["name"] == "stratus_console"), None)
     check(session is not None and session.get("httpOnly") and session.get("sameSite") == "Strict",
@@ -151,13 +174,11 @@ def run(driver):
     check(status == 403 and "CSRF" in text, f"a CSRF-less form post got {status}: {text[:300]}")
 
     step("pick container, environment and database")
-    driver.find_element(By.LINK_TEXT, CONTAINER).click()
-    Select(wait_for(driver, (By.ID, "environment"))).select_by_value("development")
+    Select(through(driver, driver.find_element(By.LINK_TEXT, CONTAINER).click, (By.ID, "environment"))).select_by_value("development")
     Select(driver.find_element(By.ID, "database")).select_by_value("private")
     driver.find_element(By.ID, "user").send_keys(USER)
     shot(driver, "03-database")
-    driver.find_element(By.ID, "open-database").click()
-    wait_for(driver, (By.ID, "zones"))
+    through(driver, driver.find_element(By.ID, "open-database").click, (By.ID, "zones"))
 
     step("create a zone")
     driver.find_element(By.ID, "zoneName").send_keys(ZONE)
@@ -191,43 +212,38 @@ def run(driver):
     check(records[0]["fields"]["stars"]["value"] == 4, f"the edit kept the other field: {records}")
 
     step("look the record up by name")
-    driver.find_element(By.LINK_TEXT, ZONE).click()
-    wait_for(driver, (By.ID, "lookup")).send_keys("note-1", Keys.ENTER)
-    wait_for(driver, (By.ID, "fields-table"))
+    lookup = through(driver, driver.find_element(By.LINK_TEXT, ZONE).click, (By.ID, "lookup"))
+    through(driver, lambda: type_and_enter(driver, lookup, "note-1"), (By.ID, "fields-table"))
 
     step("run a query with a filter and a sort")
-    driver.find_element(By.LINK_TEXT, ZONE).click()
-    wait_for(driver, (By.ID, "open-query")).click()
-    # The records page has a recordType field too: wait for the query page itself.
-    wait.until(lambda d: "/console/query" in d.current_url)
-    wait_for(driver, (By.ID, "recordType")).send_keys("Note")
+    open_query = through(driver, driver.find_element(By.LINK_TEXT, ZONE).click, (By.ID, "open-query"))
+    # The records page has a recordType field too: the query page's is the one after leaving it.
+    through(driver, open_query.click, (By.ID, "recordType")).send_keys("Note")
+    check("/console/query" in driver.current_url, f"the query button opened {driver.current_url}")
     driver.find_element(By.ID, "field").send_keys("title")
     Select(driver.find_element(By.ID, "comparator")).select_by_visible_text("BEGINS_WITH")
     driver.find_element(By.ID, "value").send_keys("Edited")
     driver.find_element(By.ID, "sort").send_keys("stars")
     Select(driver.find_element(By.ID, "order")).select_by_value("descending")
-    driver.find_element(By.ID, "run-query").click()
-    wait_for(driver, (By.ID, "result-count"))
+    through(driver, driver.find_element(By.ID, "run-query").click, (By.ID, "result-count"))
     deadline = time.monotonic() + 60
     while "1 records" not in driver.find_element(By.ID, "result-count").text:
         check(time.monotonic() < deadline, "the query never found the record (is stratus-indexer running?)")
         time.sleep(0.5)
-        driver.refresh()
-        wait_for(driver, (By.ID, "result-count"))
+        through(driver, driver.refresh, (By.ID, "result-count"))
     check("note-1" in driver.find_element(By.ID, "results").text, "the query result does not list note-1")
     shot(driver, "06-query")
 
     step("delete the record, and see the deletion in the API's sync")
-    driver.find_element(By.LINK_TEXT, "note-1").click()
-    wait_for(driver, (By.ID, "delete-record")).click()
+    delete = through(driver, driver.find_element(By.LINK_TEXT, "note-1").click, (By.ID, "delete-record"))
+    through(driver, delete.click, (By.TAG_NAME, "body"))
     wait.until(lambda d: "The record was deleted." in text_of(d))
     records, _ = changes(after_edit)
     check(len(records) == 1 and records[0].get("deleted") is True, f"sync after delete: {records}")
 
     step("view the workers' lag and retry a dead letter")
     driver.get(BASE + "/console")
-    wait_for(driver, (By.ID, "operations-link")).click()
-    wait_for(driver, (By.ID, "worker-stratus-indexer"))
+    through(driver, wait_for(driver, (By.ID, "operations-link")).click, (By.ID, "worker-stratus-indexer"))
     wait_for(driver, (By.ID, "lag-chart"))
     check(driver.find_element(By.ID, f"dead-letter-{DEAD_LETTER}") is not None, "the dead letter is not listed")
     shot(driver, "07-operations")
@@ -245,38 +261,33 @@ def run(driver):
 
     step("the recent errors, a container's access, a user's subscriptions")
     driver.get(BASE + "/console")
-    wait_for(driver, (By.ID, "errors-link")).click()
-    wait_for(driver, (By.ID, "requestID")).send_keys("", Keys.ENTER)
-    wait.until(lambda d: "requestID=" in d.current_url)
-    wait_for(driver, (By.ID, "errors"))
+    search = through(driver, wait_for(driver, (By.ID, "errors-link")).click, (By.ID, "requestID"))
+    through(driver, lambda: type_and_enter(driver, search), (By.ID, "errors"))
+    check("requestID=" in driver.current_url, f"the search opened {driver.current_url}")
     check("/console/zones" in driver.find_element(By.ID, "errors").text, "the refused CSRF-less post is not among the recent errors")
     shot(driver, "10-errors")
     driver.get(BASE + "/console")
-    wait_for(driver, (By.LINK_TEXT, CONTAINER)).click()
-    wait_for(driver, (By.ID, "access-link")).click()
-    wait_for(driver, (By.ID, "token-label")).send_keys("browser test", Keys.ENTER)
-    token = wait_for(driver, (By.ID, "new-token")).text
+    access = through(driver, wait_for(driver, (By.LINK_TEXT, CONTAINER)).click, (By.ID, "access-link"))
+    label = through(driver, access.click, (By.ID, "token-label"))
+    token = through(driver, lambda: type_and_enter(driver, label, "browser test"), (By.ID, "new-token")).text
     check(len(token) == 64, f"the new API token is shown once: {token!r}")
     shot(driver, "11-access")
     driver.get(BASE + "/console")
-    wait_for(driver, (By.LINK_TEXT, CONTAINER)).click()
-    Select(wait_for(driver, (By.ID, "database"))).select_by_value("private")
+    database = through(driver, wait_for(driver, (By.LINK_TEXT, CONTAINER)).click, (By.ID, "database"))
+    Select(database).select_by_value("private")
     driver.find_element(By.ID, "user").send_keys(USER)
-    driver.find_element(By.ID, "open-database").click()
-    wait_for(driver, (By.ID, "subscriptions-link")).click()
-    wait_for(driver, (By.ID, "subscriptions"))
+    subscriptions = through(driver, driver.find_element(By.ID, "open-database").click, (By.ID, "subscriptions-link"))
+    through(driver, subscriptions.click, (By.ID, "subscriptions"))
     shot(driver, "12-subscriptions")
 
     step("a container's schema: the additive check, then the deploy to production")
     driver.get(BASE + "/console")
-    wait_for(driver, (By.LINK_TEXT, CONTAINER)).click()
-    wait_for(driver, (By.ID, "schema-link")).click()
-    development = wait_for(driver, (By.ID, "schema-development"))
+    schema = through(driver, wait_for(driver, (By.LINK_TEXT, CONTAINER)).click, (By.ID, "schema-link"))
+    development = through(driver, schema.click, (By.ID, "schema-development"))
     check("Note" in development.text and "title" in development.text,
           f"development's schema does not show the saved record type: {development.text[:500]}")
     check("Not deployed yet" in driver.find_element(By.ID, "schema-production").text, "production is already deployed")
-    driver.find_element(By.ID, "check-deploy").click()
-    wait_for(driver, (By.ID, "confirm"))
+    through(driver, driver.find_element(By.ID, "check-deploy").click, (By.ID, "confirm"))
     added = driver.find_element(By.ID, "changes").text
     check("record type Note would be added" in added, f"the additive check said: {added}")
     shot(driver, "13-schema-deploy-check")
@@ -294,8 +305,7 @@ def run(driver):
     shot(driver, "09-narrow")
 
     step("sign out")
-    driver.find_element(By.XPATH, "//button[text()='Sign out']").click()
-    wait_for(driver, (By.ID, "login"))
+    through(driver, driver.find_element(By.XPATH, "//button[text()='Sign out']").click, (By.ID, "login"))
     driver.get(BASE + "/console")
     wait_for(driver, (By.ID, "login"))
 
