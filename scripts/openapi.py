@@ -57,7 +57,7 @@ BOOL = {"type": "boolean"}
 INTEGER = {"type": "integer"}
 NAMES = {"type": "array", "items": STRING, "maxItems": 1000}
 # What the server accepts as names (anything else is BAD_REQUEST naming it).
-TYPE_NAME = {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_]{0,254}$"}
+TYPE_NAME = {"type": "string", "pattern": "^([A-Za-z][A-Za-z0-9_]{0,254}|cloudkit\\.share)$"}
 RECORD_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]+$",
                "description": "1 to 255 bytes, no control characters."}
 ZONE_NAME = {"type": "string", "pattern": "^(_defaultZone|[A-Za-z0-9.-][A-Za-z0-9._-]{0,254})$",
@@ -407,7 +407,7 @@ def database_path(operation_name, methods):
 
 database_path("zones/list", {
     "get": operation("zonesList", "List the database's zones",
-                     "Private: `_defaultZone` and the caller's custom zones; public: `_defaultZone`; shared: none yet.",
+                     "Private: `_defaultZone` and the caller's custom zones; public: `_defaultZone`; shared: other users' zones whose shares the caller accepted.",
                      "zones", None, ref("ZonesAnswer"), DATABASE_ERRORS, READ),
     "post": operation("zonesListPost", "List the database's zones (POST)", "As GET; the body is ignored.",
                       "zones", None, ref("ZonesAnswer"), DATABASE_ERRORS, READ, "Apple documents GET only."),
@@ -446,6 +446,27 @@ database_path("records/changes", {"post": operation(
     "version, deletes as `{recordName, deleted: true}`. `_defaultZone` is BAD_REQUEST naming records/query.",
     "sync", ref("ZoneChangesRequest"), ref("ZoneChanges"), DATABASE_ERRORS + [404, 410], READ,
     example={"zoneID": {"zoneName": "Notes"}, "resultsLimit": 50})})
+SHORT_GUIDS = obj({"shortGUIDs": {"type": "array", "minItems": 1, "maxItems": 200, "items": {"anyOf": [
+    {"type": "string", "minLength": 1, "maxLength": 64},
+    obj({"value": {"type": "string", "minLength": 1, "maxLength": 64}}, {"shouldFetchRootRecord": BOOL, "rootRecordDesiredKeys": NAMES}),
+]}}}, {"numbersAsStrings": BOOL})
+SHARE_RESULTS = obj({"results": {"type": "array", "items": obj({"shortGUID": STRING}, {
+    "containerIdentifier": STRING, "environment": STRING, "databaseScope": STRING, "zoneID": ref("ZoneID"), "share": ref("Record"),
+    "url": STRING, "rootRecordName": STRING, "rootRecord": ref("Record"), "ownerIdentity": {"type": "object"},
+    "participantType": {"type": "string", "enum": ["OWNER", "USER", "PUBLIC_USER"]},
+    "participantStatus": {"type": "string", "enum": ["PENDING", "ACCEPTED", "REMOVED"]},
+    "participantPermission": {"type": "string", "enum": ["NONE", "READ_ONLY", "READ_WRITE"]},
+    "serverErrorCode": STRING, "reason": STRING, "uuid": STRING})}})
+database_path("records/resolve", {"post": operation(
+    "recordsResolve", "Share metadata by short GUID", "Signed-in users only; each short GUID once, at most 200. A share is "
+    "found by its participants and, when public, by anyone signed in; otherwise its entry is NOT_FOUND. Apple documents "
+    "the public database's path; any database segment is accepted.", "records", SHORT_GUIDS, SHARE_RESULTS, DATABASE_ERRORS, WRITE,
+    example={"shortGUIDs": [{"value": "0a1B2c3D4e5F6g7H8i9J0k", "shouldFetchRootRecord": True}]})})
+database_path("records/accept", {"post": operation(
+    "recordsAccept", "Accept shares by short GUID", "An invited participant (by user record name or email address) becomes "
+    "ACCEPTED; anyone signed in joins a public share as PUBLIC_USER. Each entry answers as records/resolve does; a "
+    "removed participant's is ACCESS_DENIED.", "records", SHORT_GUIDS, SHARE_RESULTS, DATABASE_ERRORS, WRITE,
+    example={"shortGUIDs": [{"value": "0a1B2c3D4e5F6g7H8i9J0k"}]})})
 database_path("changes/zone", {"post": operation(
     "changesZone", "Several zones' changes", "One records/changes answer per zone, or a zone error (with `zoneID`); "
     "each zone once, at most 200.", "sync",

@@ -57,6 +57,9 @@ public struct APIConfiguration: Sendable {
     /// Where AUTHENTICATION_REQUIRED sends a client to sign in (`{container}` is replaced); nil for
     /// the built-in sign-in endpoint `/auth/1/{container}/signin`.
     public var signInURL: String?
+    /// The share URL a share record answers (`{container}` and `{shortGUID}` are replaced); nil for
+    /// the API's own address followed by `/share/{container}/{shortGUID}`.
+    public var shareURL: String?
     /// Seconds a web auth token from the sign-in endpoint stays valid.
     public var webAuthTokenLifetime: Int64 = 7 * 86_400
     /// Asset limits and URL lifetimes.

@@ -62,12 +62,18 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     }
     UserRoutes<APIRequestContext>(directory: UserDirectory(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
         .register(on: router)
-    ZoneRoutes<APIRequestContext>(zones: ZoneStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey)
-        .register(on: router)
+    let shares = ShareStore(store: dependencies.store)
+    ZoneRoutes<APIRequestContext>(
+        zones: ZoneStore(store: dependencies.store), shares: shares, authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey
+    ).register(on: router)
+    ShareRoutes<APIRequestContext>(
+        shares: shares, authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey, assetSettings: configuration.assets,
+        shareURL: configuration.shareURL
+    ).register(on: router)
     let records = RecordStore(store: dependencies.store)
     let assets = AssetStore(store: dependencies.store)
     RecordRoutes<APIRequestContext>(
-        records: records, authenticator: authenticator, limits: configuration.limits,
+        records: records, shares: shares, shareURL: configuration.shareURL, authenticator: authenticator, limits: configuration.limits,
         assets: AssetBinding(assets: assets, records: records, settings: configuration.assets), secretKey: configuration.secretKey
     ).register(on: router)
     AssetRoutes<APIRequestContext>(
@@ -75,7 +81,7 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         secretKey: configuration.secretKey
     ).register(on: router)
     SyncRoutes<APIRequestContext>(
-        sync: SyncStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
+        sync: SyncStore(store: dependencies.store), shares: shares, authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
         assetSettings: configuration.assets
     ).register(on: router)
     QueryRoutes<APIRequestContext>(

@@ -7,6 +7,8 @@ import StratusPostgres
 /// `records/modify` and `records/lookup`.
 struct RecordRoutes<Context: StratusRequestContext>: Sendable {
     let records: RecordStore
+    let shares: ShareStore
+    let shareURL: String?
     let authenticator: Authenticator
     let limits: APILimits
     let assets: AssetBinding
@@ -74,6 +76,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         // Default zones cannot be atomic (no zone-wide transaction); custom zones are atomic unless told otherwise.
         commands = try await assets.bind(commands, zone: zone, database: database, logger: context.logger)
         let links = AssetLinks(request: request, key: secretKey, settings: assets.settings)
+        let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
         let atomic = !zone.isDefaultZone && (parsed.atomic ?? true)
         let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName)
         var storeLimits = RecordStore.Limits()
@@ -88,7 +91,9 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             let (command, outcome) = pair
             switch outcome {
             case .success(.saved(let record)):
-                return RecordWire.dictionary(record, zone: zone, desiredKeys: operation.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)
+                return RecordWire.dictionary(
+                    record, zone: zone, desiredKeys: operation.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links,
+                    shareURL: shareLinks.url)
             case .success(.deleted(let recordName)):
                 return .object(["recordName": .string(recordName), "deleted": .bool(true),
                                 "zoneID": zone.json])
@@ -107,7 +112,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         guard parsed.records.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) records may be looked up per request")
         }
-        let zone = try zoneID(parsed.zoneID, database: database)
+        let zone = try database.scope == .shared ? Self.sharedZoneID(parsed.zoneID) : zoneID(parsed.zoneID, database: database)
         try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         // Each record once: a name repeated in one request would multiply the response, not the answer.
         var names = Set<ExactName>()
@@ -118,16 +123,34 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(.badRequest, "Record '\(item.recordName.prefix(255))' appears more than once in records; ask for each record once")
             }
         }
-        let found = try await records.lookup(parsed.records.map(\.recordName), zone: zone, in: database, logger: context.logger)
+        let recordNames = parsed.records.map(\.recordName)
+        let found = database.scope == .shared
+            ? try await shares.lookup(
+                recordNames, zoneName: zone.zoneName, owner: zone.ownerRecordName, user: database.owner, container: database.container,
+                environment: database.environment, logger: context.logger)
+            : try await records.lookup(recordNames, zone: zone, in: database, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assets.settings)
+        let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
         let results: [JSONValue] = parsed.records.map { item in
             guard let record = found[ExactName(item.recordName)] else {
                 return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
             }
-            return RecordWire.dictionary(record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)
+            return RecordWire.dictionary(
+                record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links,
+                shareURL: shareLinks.url)
         }
         return json(JSONValue.object(["records": .array(results)]))
+    }
+
+    /// A zone of the shared database: another user's custom zone, named with its owner.
+    static func sharedZoneID(_ wire: WireZoneID?) throws(StratusError) -> ZoneID {
+        guard let wire, wire.zoneName != ZoneID.defaultZoneName, let owner = wire.ownerRecordName, !owner.isEmpty else {
+            throw StratusError(.zoneNotFound, "The shared database holds other users' zones: name one with zoneID {zoneName, ownerRecordName}")
+        }
+        try ZoneID.validate(zoneName: wire.zoneName)
+        try Record.validate(recordName: owner, "zoneID.ownerRecordName")
+        return ZoneID(zoneName: wire.zoneName, ownerRecordName: owner)
     }
 
     private func zoneID(_ wire: WireZoneID?, database: DatabaseID) throws(StratusError) -> ZoneID {

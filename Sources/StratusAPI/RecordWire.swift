@@ -14,9 +14,12 @@ struct WireRecordInput: Decodable {
     /// The record's expiration (a Stratus extension), each as sent: absent, null or a number.
     var expirationDate: JSONValue?
     var timeToLive: JSONValue?
+    /// A share record's sharing keys, as sent.
+    var publicPermission: JSONValue?
+    var participants: JSONValue?
 
     enum CodingKeys: String, CodingKey {
-        case recordName, recordType, recordChangeTag, fields, parent, share, createShortGUID, expirationDate, timeToLive
+        case recordName, recordType, recordChangeTag, fields, parent, share, createShortGUID, expirationDate, timeToLive, publicPermission, participants
     }
 
     init(from decoder: any Decoder) throws {
@@ -31,6 +34,8 @@ struct WireRecordInput: Decodable {
         // A key sent as null is `.null`, told apart from a key not sent.
         expirationDate = container.contains(.expirationDate) ? try container.decode(JSONValue.self, forKey: .expirationDate) : nil
         timeToLive = container.contains(.timeToLive) ? try container.decode(JSONValue.self, forKey: .timeToLive) : nil
+        publicPermission = container.contains(.publicPermission) ? try container.decode(JSONValue.self, forKey: .publicPermission) : nil
+        participants = container.contains(.participants) ? try container.decode(JSONValue.self, forKey: .participants) : nil
     }
 }
 
@@ -64,11 +69,16 @@ enum RecordWire {
                 fields[name] = try FieldCoding.decode(field: name, json)
             }
         }
+        var proposal: ShareProposal?
+        if !operation.isDelete, wire.publicPermission != nil || wire.participants != nil {
+            proposal = try ShareProposal.parse(publicPermission: wire.publicPermission, participants: wire.participants)
+        }
         let input = RecordInput(
             recordName: recordName, recordType: wire.recordType, changeTag: wire.recordChangeTag, fields: fields, removedFields: removed,
             parent: try reference(wire.parent, key: "parent", zone: zone), share: try reference(wire.share, key: "share", zone: zone),
             createShortGUID: wire.createShortGUID ?? false,
-            expirationDate: operation.isDelete ? nil : try RecordExpiration.resolve(expirationDate: wire.expirationDate, timeToLive: wire.timeToLive, now: now))
+            expirationDate: operation.isDelete ? nil : try RecordExpiration.resolve(expirationDate: wire.expirationDate, timeToLive: wire.timeToLive, now: now),
+            shareProposal: proposal)
         try input.validateReferences()
         return input
     }
@@ -102,8 +112,11 @@ enum RecordWire {
     }
 
     /// A stored record as CloudKit's record dictionary, trimmed to `desiredKeys` when given.
-    /// Asset fields get a signed `downloadURL` from `links`.
-    static func dictionary(_ record: Record, zone: ZoneID, desiredKeys: [String]?, numbersAsStrings: Bool, links: AssetLinks) -> JSONValue {
+    /// Asset fields get a signed `downloadURL` from `links`; a share record its sharing keys and,
+    /// given `shareURL` (short GUID → URL), its `url`.
+    static func dictionary(
+        _ record: Record, zone: ZoneID, desiredKeys: [String]?, numbersAsStrings: Bool, links: AssetLinks, shareURL: ((String) -> String)? = nil
+    ) -> JSONValue {
         var fields: [String: JSONValue] = [:]
         let wanted = desiredKeys.map(Set.init)
         for (name, value) in record.fields where wanted?.contains(name) ?? true {
@@ -125,6 +138,13 @@ enum RecordWire {
         if let share = record.share { members["share"] = .object(["recordName": .string(share), "zoneID": zoneID]) }
         if let shortGUID = record.shortGUID { members["shortGUID"] = .string(shortGUID) }
         if let expirationDate = record.expirationDate { members["expirationDate"] = .int(expirationDate) }
+        if let state = record.shareState {
+            members["publicPermission"] = .string(state.publicPermission.rawValue)
+            let participants = state.participantsJSON
+            members["participants"] = participants
+            if case .array(let list) = participants, let owner = list.first { members["owner"] = owner }
+            if let shortGUID = record.shortGUID, let shareURL { members["url"] = .string(shareURL(shortGUID)) }
+        }
         return .object(members)
     }
 

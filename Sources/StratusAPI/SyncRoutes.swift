@@ -7,6 +7,7 @@ import StratusPostgres
 /// Change tracking: `records/changes`, `changes/zone`, `zones/changes` and `changes/database`.
 struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     let sync: SyncStore
+    let shares: ShareStore
     let authenticator: Authenticator
     let limits: APILimits
     let secretKey: SecretKey
@@ -76,7 +77,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
                 var entry = RecordWire.error(error, recordName: "", uuid: context.requestID)
                 if case .object(var members) = entry {
                     members["recordName"] = nil
-                    members["zoneID"] = ZoneID(zoneName: zone.zoneID.zoneName, ownerRecordName: database.owner).json
+                    let owner = database.scope == .shared ? zone.zoneID.ownerRecordName ?? "" : database.owner
+                    members["zoneID"] = ZoneID(zoneName: zone.zoneID.zoneName, ownerRecordName: owner).json
                     entry = .object(members)
                 }
                 results.append(entry)
@@ -95,7 +97,13 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         for (index, type) in (zoneRequest.desiredRecordTypes ?? []).enumerated() {
             do { try Record.validate(recordType: type) } catch { throw StratusError(.badRequest, "desiredRecordTypes[\(index)]: \(error.reason)") }
         }
-        if let owner = zoneRequest.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
+        // The shared database reads the owner's zone, for the caller (the shared database's owner).
+        let reader = database.scope == .shared ? database.owner : nil
+        var database = database
+        if database.scope == .shared {
+            let shared = try RecordRoutes<Context>.sharedZoneID(zoneRequest.zoneID)
+            database = DatabaseID(container: database.container, environment: database.environment, scope: .private, owner: shared.ownerRecordName)
+        } else if let owner = zoneRequest.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
             throw StratusError(.zoneNotFound, "Zone '\(name.prefix(255))' does not exist in this database")
         }
         let zone = ZoneID(zoneName: name, ownerRecordName: database.owner)
@@ -129,7 +137,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let page = try await sync.changes(
             zone: zone, in: database, incarnation: incarnation, since: version, limit: limit,
             recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, maxBytes: budget,
-            firstAlwaysFits: budget == limits.maxResponseBytes, logger: context.logger)
+            firstAlwaysFits: budget == limits.maxResponseBytes, sharedWith: reader, logger: context.logger)
         let numbersAsStrings = zoneRequest.numbersAsStrings ?? false
         let records: [JSONValue] = page.changes.map { change in
             switch change {

@@ -7,6 +7,7 @@ import StratusPostgres
 /// `zones/modify`, `zones/list` and `zones/lookup`.
 struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     let zones: ZoneStore
+    let shares: ShareStore
     let authenticator: Authenticator
     let limits: APILimits
     let secretKey: SecretKey
@@ -120,9 +121,15 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             }
         }
         var results: [ZoneResult] = []
+        // The shared database: the owners' zones shared with the caller, read once for the request.
+        let shared = database.scope == .shared ? try await sharedZones(in: database, logger: context.logger) : []
         for wire in body.zones {
             if wire.zoneName == ZoneID.defaultZoneName, database.scope != .shared {
                 results.append(.zone(.defaultZone(in: database, key: secretKey)))
+            } else if database.scope == .shared, let zone = shared.first(where: { candidate in
+                candidate.zone.zoneID.zoneName == wire.zoneName && (wire.ownerRecordName ?? candidate.zone.zoneID.ownerRecordName) == candidate.zone.zoneID.ownerRecordName
+            }) {
+                results.append(.zone(.custom(zone.zone, key: secretKey)))
             } else if database.scope == .private, let zone = try await zones.lookup(wire.zoneName, in: database, logger: context.logger) {
                 results.append(.zone(.custom(zone, key: secretKey)))
             } else {
@@ -142,9 +149,13 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             let custom = try await zones.list(in: database, logger: logger)
             return [.defaultZone(in: database, key: secretKey)] + custom.map { .custom($0, key: secretKey) }
         case .shared:
-            // Zones shared with the caller arrive with sharing.
-            return []
+            return try await sharedZones(in: database, logger: logger).map { .custom($0.zone, key: secretKey) }
         }
+    }
+
+    /// The zones other users shared with the caller (the shared database's owner) and the caller accepted.
+    private func sharedZones(in database: DatabaseID, logger: Logger) async throws -> [SharedZone] {
+        try await shares.sharedZones(user: database.owner, container: database.container, environment: database.environment, logger: logger)
     }
 }
 

@@ -48,11 +48,15 @@ public struct Record: Sendable, Hashable, Codable {
     /// When the record expires, in milliseconds since 1970 (a Stratus extension: CloudKit's TTL for
     /// ephemeral records); from then on it is gone for every reader, and `stratus-gc` deletes it.
     public var expirationDate: Int64?
+    /// A share record's sharing state (`cloudkit.share` only): its owner, public permission and
+    /// participants, as the shares tables hold them. Carried in the record's events so the share
+    /// fan-out sees who the change concerns.
+    public var shareState: ShareState?
 
     /// Creates a record.
     public init(recordName: String, recordType: String, fields: [String: FieldValue], changeTag: String, created: RecordStamp,
                 modified: RecordStamp, parent: String? = nil, share: String? = nil, shortGUID: String? = nil,
-                version: Int64? = nil, createdVersion: Int64? = nil, expirationDate: Int64? = nil) {
+                version: Int64? = nil, createdVersion: Int64? = nil, expirationDate: Int64? = nil, shareState: ShareState? = nil) {
         self.recordName = recordName
         self.recordType = recordType
         self.fields = fields
@@ -65,6 +69,7 @@ public struct Record: Sendable, Hashable, Codable {
         self.version = version
         self.createdVersion = createdVersion
         self.expirationDate = expirationDate
+        self.shareState = shareState
     }
 
     /// Whether the record has expired at `now` (milliseconds since 1970).
@@ -91,6 +96,7 @@ public struct Record: Sendable, Hashable, Codable {
 
     /// Checks a record type name: letters, digits and `_`, starting with a letter, at most 255 characters.
     public static func validate(recordType: String) throws(StratusError) {
+        if recordType == ShareRecord.recordType { return }
         guard let first = recordType.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic,
               recordType.utf8.count <= 255,
               recordType.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") })
@@ -133,11 +139,13 @@ public struct RecordInput: Sendable, Hashable {
     /// The record's expiration in milliseconds (`RecordExpiration`): nil: not sent (kept, or the
     /// zone's default for a new record); .some(nil): sent empty (the record never expires).
     public var expirationDate: Int64??
+    /// A share record's `publicPermission` and `participants` as sent (`cloudkit.share` only).
+    public var shareProposal: ShareProposal?
 
     /// Creates an input.
     public init(recordName: String, recordType: String? = nil, changeTag: String? = nil, fields: [String: FieldValue] = [:],
                 removedFields: Set<String> = [], parent: String?? = nil, share: String?? = nil, createShortGUID: Bool = false,
-                expirationDate: Int64?? = nil) {
+                expirationDate: Int64?? = nil, shareProposal: ShareProposal? = nil) {
         self.recordName = recordName
         self.recordType = recordType
         self.changeTag = changeTag
@@ -147,6 +155,7 @@ public struct RecordInput: Sendable, Hashable {
         self.share = share
         self.createShortGUID = createShortGUID
         self.expirationDate = expirationDate
+        self.shareProposal = shareProposal
     }
 }
 

@@ -76,9 +76,9 @@ public struct RecordStore: Sendable {
                         }
                         do {
                             try await writer.close(in: transaction)
-                        } catch let quota as QuotaExceeded {
-                            let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(quota.recordName) } ?? commands.count - 1
-                            throw AtomicAbort(index: index, failure: quota.failure)
+                        } catch let refused as ItemRefused {
+                            let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(refused.recordName) } ?? commands.count - 1
+                            throw AtomicAbort(index: index, failure: refused.failure)
                         }
                         return outcomes
                     }
@@ -117,8 +117,8 @@ public struct RecordStore: Sendable {
                 outcomes.append(.success(outcome))
             } catch let failure as Failure {
                 outcomes.append(.failure(failure))
-            } catch let quota as QuotaExceeded {
-                outcomes.append(.failure(quota.failure))
+            } catch let refused as ItemRefused {
+                outcomes.append(.failure(refused.failure))
             } catch {
                 // Once one item is stored the request must report per item: an error for the whole
                 // request would tell the client that nothing was stored. Before that, a missing zone
@@ -150,7 +150,10 @@ public struct RecordStore: Sendable {
                   AND \(unescaped: RecordExpirySQL.live)
                 """, logger: logger)
             var records: [ExactName: Record] = [:]
-            for record in try await RecordRow.decode(rows) { records[ExactName(record.recordName)] = record }
+            for record in try await ShareTables.attachStates(
+                try await RecordRow.decode(rows), zone: zone.zoneName, of: database, on: connection, logger: logger) {
+                records[ExactName(record.recordName)] = record
+            }
             return records
         }
     }
@@ -168,8 +171,9 @@ public struct RecordStore: Sendable {
         var failure: Failure
     }
 
-    /// A transaction that would take its user past the storage quota, and the record to blame.
-    struct QuotaExceeded: Error {
+    /// A transaction refused at its close because of one record — past its user's storage quota, or
+    /// a share saved without its root — and that record, to blame.
+    struct ItemRefused: Error {
         var recordName: String
         var failure: Failure
     }
@@ -229,6 +233,8 @@ struct ZoneWriter {
     var actingUser: String?
     /// The record types' schemas this transaction read, and what it added to them.
     var schema = SchemaCheck()
+    /// The share records this transaction saved and the roots pointed at them (`ShareWrites`).
+    var sharing = ShareWrites()
 
     /// A saved record not yet written to the tables.
     struct PendingSave {
@@ -290,6 +296,11 @@ struct ZoneWriter {
         }
         switch outcome {
         case .save(var record, let before):
+            if ShareRecord.isShare(record.recordType) {
+                record = try await shareSaved(record, before: before, proposal: input.shareProposal, in: transaction)
+            } else if let share = record.share, share != before?.share {
+                try noteRoot(record.recordName, of: share)
+            }
             if isPublic, before == nil, !(try await schema.permits(
                 .create, recordType: record.recordType, creator: nil, user: writer, database: context.database, in: transaction)) {
                 throw RecordStore.Failure(error: StratusError(.accessDenied,
@@ -311,11 +322,14 @@ struct ZoneWriter {
                     }
                 }
             }
-            do {
-                record.fields = try await schema.admit(
-                    record, database: context.database, causation: context.causation, held: context.schemaLocks, events: &events, in: transaction)
-            } catch let error as StratusError {
-                throw RecordStore.Failure(error: error)
+            // A share record is a system type: its fields (title, thumbnail) grow no schema.
+            if !ShareRecord.isShare(record.recordType) {
+                do {
+                    record.fields = try await schema.admit(
+                        record, database: context.database, causation: context.causation, held: context.schemaLocks, events: &events, in: transaction)
+                } catch let error as StratusError {
+                    throw RecordStore.Failure(error: error)
+                }
             }
             let fields = EventCoding.encode(record.fields)
             guard fields.count <= context.limits.maxRecordBytes else {
@@ -397,6 +411,12 @@ struct ZoneWriter {
             }
             level = next
         }
+        // A share goes with its root record.
+        for (share, root) in try await sharesRooted(at: names, in: transaction) where !names.contains(ExactName(share)) {
+            guard let record = try await load(share, in: transaction) else { continue }
+            names.insert(ExactName(share))
+            order.append((record, root))
+        }
         if checksValidation {
             let validating = try await referrers(of: order.map(\.0.recordName), action: .validate, in: transaction)
             for (record, _) in order {
@@ -429,6 +449,7 @@ struct ZoneWriter {
         try await transaction.connection.query("""
             DELETE FROM record_references WHERE \(zone: context.zone.zoneName, of: database) AND record_name = ANY(\(list))
             """, logger: transaction.logger)
+        try await sharesDeleted(order.map(\.0), in: transaction)
         for name in names { known[name] = .some(nil) }
         // The sync index keeps a tombstone per record so devices learn of the delete (custom zones).
         var buried: (names: [String], types: [String], created: [Int64], deleted: [Int64]) = ([], [], [], [])
@@ -465,6 +486,7 @@ struct ZoneWriter {
         // write runs again holding the growth locks (`SchemaGrowth`).
         if !schema.needed.isEmpty { throw SchemaGrowth(locks: schema.needed) }
         try await flush(in: transaction)
+        try await writeShares(in: transaction)
         try await EventLog.append(events, on: transaction.connection, logger: transaction.logger)
         if let sequence, sequence != startSequence {
             let database = context.database
@@ -477,7 +499,7 @@ struct ZoneWriter {
         try await checkQuota(in: transaction)
     }
 
-    /// Refuses the transaction (`QuotaExceeded`) when it adds bytes to a user who then holds more
+    /// Refuses the transaction (`ItemRefused`) when it adds bytes to a user who then holds more
     /// than the quota. The total is read from this transaction's snapshot: writers of the same user
     /// that commit meanwhile are not seen, so concurrent writers may pass the quota by what they
     /// add between them (README, Configuration). A transaction that frees bytes always passes.
@@ -499,7 +521,7 @@ struct ZoneWriter {
                     break
                 }
             }
-            throw RecordStore.QuotaExceeded(recordName: blamed.recordName, failure: RecordStore.Failure(error: StratusError(.quotaExceeded,
+            throw RecordStore.ItemRefused(recordName: blamed.recordName, failure: RecordStore.Failure(error: StratusError(.quotaExceeded,
                 "Record '\(blamed.recordName.prefix(255))' would bring the user's stored records to \(max(running, total)) bytes; the storage quota is \(quota) bytes per user")))
         }
     }
@@ -524,7 +546,7 @@ struct ZoneWriter {
         for record in try await RecordRow.decode(rows) { known[ExactName(record.recordName)] = .some(record) }
     }
 
-    private mutating func load(_ recordName: String, in transaction: Transaction) async throws -> Record? {
+    mutating func load(_ recordName: String, in transaction: Transaction) async throws -> Record? {
         if known[ExactName(recordName)] == nil { try await lock([recordName], in: transaction) }
         return known[ExactName(recordName)] ?? nil
     }

@@ -63,13 +63,21 @@ public struct SyncStore: Sendable {
     /// page where nothing fits holds no change, keeps the client's position and says more are coming.
     public func changes(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
-        recordTypes: Set<String>? = nil, mode: Mode = .forward, maxBytes: Int = .max, firstAlwaysFits: Bool = true, logger: Logger
+        recordTypes: Set<String>? = nil, mode: Mode = .forward, maxBytes: Int = .max, firstAlwaysFits: Bool = true, sharedWith user: String? = nil,
+        logger: Logger
     ) async throws -> ZoneChanges {
         guard !zone.isDefaultZone else {
             throw StratusError(.badRequest, "Change tracking is available in custom zones only, not in \(ZoneID.defaultZoneName): read its records with records/query (or records/lookup by name), or keep records a device syncs in a custom zone (zones/modify) and fetch them with records/changes")
         }
         return try await store.snapshot(logger: logger) { transaction in
             let connection = transaction.connection
+            // The shared database: the caller must reach the zone now, and sees only what they reach.
+            var shared: SharedZone?
+            if let user {
+                shared = try await ShareStore.sharedZone(
+                    zone.zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment, on: transaction)
+                if case .snapshot = mode { throw StratusError(.badRequest, "snapshot is not available in the shared database") }
+            }
             let zoneRows = try await connection.query("""
                 SELECT incarnation, change_counter, tombstone_horizon FROM zones
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
@@ -148,10 +156,21 @@ public struct SyncStore: Sendable {
                     WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                       AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND record_name = ANY(\(savedNames))
                     """, logger: logger)
-                for record in try await RecordRow.decode(recordRows) { records[ExactName(record.recordName)] = record }
+                let decoded = try await ShareTables.attachStates(
+                    try await RecordRow.decode(recordRows), zone: zone.zoneName, of: database, on: connection, logger: logger)
+                for record in decoded { records[ExactName(record.recordName)] = record }
             }
+            var reached: Set<ExactName>?
+            if let shared { reached = try await ShareStore.reachable(savedNames, in: shared, on: transaction) }
             let changes: [Change] = entries.compactMap { entry in
-                entry.deleted ? .deleted(recordName: entry.name, recordType: entry.type) : records[ExactName(entry.name)].map { .saved($0) }
+                if entry.deleted { return .deleted(recordName: entry.name, recordType: entry.type) }
+                guard let record = records[ExactName(entry.name)] else { return nil }
+                if let reached, !reached.contains(ExactName(entry.name)) {
+                    // Outside the caller's hierarchies: a record that may have been inside at their
+                    // token (moved out since) is reported deleted; a newer one is not reported.
+                    return version > 0 && (record.createdVersion ?? 0) <= version ? .deleted(recordName: entry.name, recordType: entry.type) : nil
+                }
+                return .saved(record)
             }
             if descending {
                 // Until the reverse range is exhausted the client keeps its old position; then it holds everything up to `upper`.

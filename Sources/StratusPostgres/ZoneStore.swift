@@ -76,7 +76,7 @@ public struct ZoneStore: Sendable {
                         // A deleted zone takes its records with it (their bytes are freed); its zone.deleted
                         // event speaks for them all.
                         try await StorageUsage.deleteRecords(of: database, zoneName: zoneID.zoneName, on: connection, logger: logger)
-                        for table in ["record_references", "record_tombstones"] {
+                        for table in ["record_references", "record_tombstones", "shares"] {
                             try await connection.query(PostgresQuery(unsafeSQL: """
                                 DELETE FROM \(table) WHERE container = $1 AND environment = $2 AND scope = $3 AND owner = $4 AND zone_name = $5
                                 """, binds: Self.zoneBinds(database, zoneID.zoneName)), logger: logger)
@@ -131,7 +131,7 @@ public struct ZoneStore: Sendable {
         return binds
     }
 
-    private static func row(
+    static func row(
         database: DatabaseID, zoneName: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> (zone: Zone, deleted: Bool)? {
         let rows = try await connection.query("""

@@ -129,6 +129,7 @@ public struct StratusConfiguration: Sendable {
         api.limits.maxResults = try int("STRATUS_MAX_RESULTS", api.limits.maxResults)
         api.limits.maxResponseBytes = try int("STRATUS_MAX_RESPONSE_BYTES", api.limits.maxResponseBytes)
         api.signInURL = environment["STRATUS_SIGN_IN_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        api.shareURL = environment["STRATUS_SHARE_URL"].flatMap { $0.isEmpty ? nil : $0 }
         api.webAuthTokenLifetime = Int64(try int("STRATUS_WEB_AUTH_TOKEN_TTL", Int(api.webAuthTokenLifetime)))
         try readLimits(environment, into: &api, int: int)
         let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"

@@ -107,4 +107,27 @@ final class ShareRulesTests: XCTestCase {
             XCTAssertEqual(code { _ = try ShareState.parse(owner: owner, publicPermission: publicPermission, participants: participants) }, expected, name)
         }
     }
+
+    func testAcceptingTakesAnInvitedPlaceOrJoinsAPublicShare() throws {
+        let current = try ShareRules.decide(current: nil, proposed: ShareState(owner: owner, participants: [
+            ShareParticipant(lookup: bob, permission: .readOnly), ShareParticipant(lookup: carol, permission: .readWrite),
+        ]), caller: owner)
+        // Carol, invited by email address, accepts as _carol.
+        let accepted = try XCTUnwrap(try ShareRules.accept(current, user: "_carol", email: "carol@example.com"))
+        XCTAssertEqual(accepted.participants[2].acceptanceStatus, .accepted)
+        XCTAssertEqual(accepted.participants[2].userRecordName, "_carol")
+        XCTAssertEqual(accepted.permission(of: "_carol"), .readWrite)
+        XCTAssertNil(try ShareRules.accept(accepted, user: "_carol", email: "carol@example.com"), "accepting twice changes nothing")
+        XCTAssertNil(try ShareRules.accept(current, user: owner, email: nil), "the owner has accepted from the start")
+        XCTAssertEqual(code { _ = try ShareRules.accept(current, user: "_stranger", email: nil) }, .notFound, "no hint that a private share exists")
+        var removed = current
+        removed.participants[1].acceptanceStatus = .removed
+        XCTAssertEqual(code { _ = try ShareRules.accept(removed, user: "_bob", email: nil) }, .accessDenied)
+        var open = current
+        open.publicPermission = .readOnly
+        let joined = try XCTUnwrap(try ShareRules.accept(open, user: "_stranger", email: nil))
+        XCTAssertEqual(joined.participants.last, ShareParticipant(
+            lookup: .userRecordName("_stranger"), permission: .readOnly, acceptanceStatus: .accepted, type: .publicUser))
+        XCTAssertEqual(ShareProposal(participants: []).state(owner: owner, current: open).publicPermission, .readOnly, "what is not sent is kept")
+    }
 }

@@ -58,6 +58,8 @@ final class CompatibilityTests: XCTestCase {
     func testRecordsQuery() async throws { try await runFixture("records-query") }
     func testRecordsChanges() async throws { try await runFixture("records-changes") }
     func testChangesZone() async throws { try await runFixture("changes-zone") }
+    func testRecordsResolve() async throws { try await runFixture("records-resolve") }
+    func testRecordsAccept() async throws { try await runFixture("records-accept") }
     func testUsersCaller() async throws { try await runFixture("users-caller") }
     func testSubscriptionsModify() async throws { try await runFixture("subscriptions-modify") }
     func testSubscriptionsList() async throws { try await runFixture("subscriptions-list") }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a share participant may do with the shared records, in CloudKit's words.
-public enum SharePermission: String, Sendable, CaseIterable {
+public enum SharePermission: String, Sendable, Hashable, Codable, CaseIterable {
     /// No access (the only value a share's `publicPermission` may have besides the two below).
     case none = "NONE"
     /// Read the shared records.
@@ -11,7 +11,7 @@ public enum SharePermission: String, Sendable, CaseIterable {
 }
 
 /// Where a participant stands with a share.
-public enum ShareAcceptanceStatus: String, Sendable, CaseIterable {
+public enum ShareAcceptanceStatus: String, Sendable, Hashable, Codable, CaseIterable {
     /// Invited; has not accepted yet.
     case pending = "PENDING"
     /// Accepted: the shared zone is in the participant's shared database.
@@ -21,7 +21,7 @@ public enum ShareAcceptanceStatus: String, Sendable, CaseIterable {
 }
 
 /// A participant's role in a share.
-public enum ShareParticipantType: String, Sendable, CaseIterable {
+public enum ShareParticipantType: String, Sendable, Hashable, Codable, CaseIterable {
     /// The share's owner: always a participant, with READ_WRITE.
     case owner = "OWNER"
     /// A user the owner invited.
@@ -31,7 +31,7 @@ public enum ShareParticipantType: String, Sendable, CaseIterable {
 }
 
 /// How a participant is named: by user record name or by email address (a lookup info).
-public enum ParticipantLookup: Sendable, Hashable {
+public enum ParticipantLookup: Sendable, Hashable, Codable {
     case userRecordName(String)
     case emailAddress(String)
 
@@ -45,7 +45,7 @@ public enum ParticipantLookup: Sendable, Hashable {
 }
 
 /// One participant of a share.
-public struct ShareParticipant: Sendable, Equatable {
+public struct ShareParticipant: Sendable, Hashable, Codable {
     /// Who.
     public var lookup: ParticipantLookup
     /// What they may do.
@@ -76,7 +76,7 @@ public struct ShareParticipant: Sendable, Equatable {
 
 /// The sharing state of a `cloudkit.share` record: its owner, who else takes part, and what anyone
 /// with the URL may do.
-public struct ShareState: Sendable, Equatable {
+public struct ShareState: Sendable, Hashable, Codable {
     /// The owner's user record name (the owner of the zone the share lives in).
     public var owner: String
     /// What anyone signed in with the share's URL may do: NONE (a private share), READ_ONLY or READ_WRITE.

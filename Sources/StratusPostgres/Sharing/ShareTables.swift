@@ -1,0 +1,240 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// What one write transaction did to shares: the share records it saved (their rows are written at
+/// `close`, once every record of the request is known) and the roots it pointed at shares.
+struct ShareWrites {
+    /// Saved share records, in the order saved, each with its decided state (`Record.shareState`).
+    var saved: [Record] = []
+    /// Share record name → the record saved in this transaction whose `share` field points at it.
+    var roots: [ExactName: String] = [:]
+    /// States decided outside `ShareRules` (records/accept), by share record name: a save of the
+    /// share takes this state instead of deciding one from what a client sent.
+    var decided: [ExactName: ShareState] = [:]
+}
+
+/// The share parts of the write path: a share record's save is checked against `ShareRules` and its
+/// rows written in the same transaction as the record; a share goes with its root.
+///
+/// Fan-out seam: a share's save (participants added, removed, permission changed) and deletion
+/// append `record.saved` / `record.deleted` events like every record (the saved record carries its
+/// `shareState`); the share fan-out (`stratus-shares`, a later step) consumes those events to update
+/// each participant's shared-database change tracking. Nothing here waits for it.
+extension ZoneWriter {
+    /// Checks and completes a saved share record: only in a custom zone of the private database;
+    /// its state decided by `ShareRules` from what the caller sent and what the tables hold (or by
+    /// records/accept); a short GUID made by the server.
+    mutating func shareSaved(_ record: Record, before: Record?, proposal: ShareProposal?, in transaction: Transaction) async throws -> Record {
+        let database = context.database
+        guard database.scope == .private, !context.zone.isDefaultZone else {
+            throw RecordStore.Failure(error: StratusError(.badRequest,
+                "Share record '\(record.recordName.prefix(255))': shares live in a custom zone of the private database"))
+        }
+        let stored = before == nil ? nil : try await ShareTables.share(record.recordName, zone: context.zone.zoneName, of: database, on: transaction)
+        let state: ShareState
+        if let decided = sharing.decided[ExactName(record.recordName)] {
+            state = decided
+        } else {
+            let caller = context.causation.userRecordName ?? "_server"
+            let proposed = (proposal ?? ShareProposal()).state(owner: database.owner, current: stored?.state)
+            do {
+                state = try ShareRules.decide(current: stored?.state, proposed: proposed, caller: caller)
+            } catch {
+                throw RecordStore.Failure(error: StratusError(error.code, "Share record '\(record.recordName.prefix(255))': \(error.reason)"))
+            }
+        }
+        if stored == nil {
+            // A zone is shared whole or by hierarchies, never both (as CloudKit has it).
+            let zoneWide = ShareRecord.isZoneWide(record.recordName)
+            let others = try await ShareTables.shareNames(zone: context.zone.zoneName, of: database, on: transaction)
+                + sharing.saved.map(\.recordName)
+            if others.contains(where: { ShareRecord.isZoneWide($0) != zoneWide && $0 != record.recordName }) {
+                throw RecordStore.Failure(error: StratusError(.badRequest, zoneWide
+                    ? "Zone '\(context.zone.zoneName.prefix(255))' has record shares; a zone-wide share cannot join them"
+                    : "Zone '\(context.zone.zoneName.prefix(255))' is shared whole (\(ShareRecord.zoneShareName)); it takes no record shares"))
+            }
+        }
+        var shared = record
+        shared.shareState = state
+        if shared.shortGUID == nil { shared.shortGUID = Self.newShortGUID() }
+        sharing.saved.removeAll { ExactName($0.recordName) == ExactName(shared.recordName) }
+        sharing.saved.append(shared)
+        return shared
+    }
+
+    /// Notes that `recordName` now points its `share` field at `share`: one root per share.
+    mutating func noteRoot(_ recordName: String, of share: String) throws {
+        if let other = sharing.roots[ExactName(share)], ExactName(other) != ExactName(recordName) {
+            throw RecordStore.Failure(error: StratusError(.badRequest,
+                "Record '\(recordName.prefix(255))' points at share '\(share.prefix(255))', which '\(other.prefix(255))' already roots; a share has one root record"))
+        }
+        sharing.roots[ExactName(share)] = recordName
+    }
+
+    /// Writes the rows of the shares this transaction saved: a hierarchy share needs its root, saved
+    /// in the same request (a new share) or already known; a record pointing at an existing share
+    /// must be its root.
+    mutating func writeShares(in transaction: Transaction) async throws {
+        let database = context.database
+        let zoneName = context.zone.zoneName
+        let saved = Set(sharing.saved.map { ExactName($0.recordName) })
+        for record in sharing.saved {
+            guard let state = record.shareState, let shortGUID = record.shortGUID else { continue }
+            var root: String?
+            if !ShareRecord.isZoneWide(record.recordName) {
+                let stored = try await ShareTables.share(record.recordName, zone: zoneName, of: database, on: transaction)
+                root = sharing.roots[ExactName(record.recordName)] ?? stored?.root
+                guard root != nil else {
+                    throw RecordStore.ItemRefused(recordName: record.recordName, failure: RecordStore.Failure(error: StratusError(.badRequest,
+                        "Share record '\(record.recordName.prefix(255))' needs its root record in the same request: a record whose share field points at it")))
+                }
+            }
+            try await ShareTables.write(
+                share: record.recordName, root: root, shortGUID: shortGUID, state: state, zone: zoneName, of: database, on: transaction)
+        }
+        for (share, root) in sharing.roots.sorted(by: { $0.key.name < $1.key.name }) where !saved.contains(share) {
+            guard let stored = try await ShareTables.share(share.name, zone: zoneName, of: database, on: transaction) else { continue }
+            guard let current = stored.root, ExactName(current) == ExactName(root) else {
+                throw RecordStore.ItemRefused(recordName: root, failure: RecordStore.Failure(error: StratusError(.badRequest,
+                    "Record '\(root.prefix(255))' points at share '\(share.name.prefix(255))', which has another root record")))
+            }
+        }
+        sharing = ShareWrites(decided: sharing.decided)
+    }
+
+    /// The shares rooted at any of `names`, with their roots (private custom zones only).
+    func sharesRooted(at names: Set<ExactName>, in transaction: Transaction) async throws -> [(share: String, root: String)] {
+        guard context.database.scope == .private, !context.zone.isDefaultZone, !names.isEmpty else { return [] }
+        let rows = try await transaction.connection.query("""
+            SELECT record_name, root_record_name FROM shares
+            WHERE \(zone: context.zone.zoneName, of: context.database) AND root_record_name = ANY(\(names.map(\.name)))
+            ORDER BY record_name
+            """, logger: transaction.logger)
+        var found: [(String, String)] = []
+        for try await (share, root) in rows.decode((String, String).self) { found.append((share, root)) }
+        return found
+    }
+
+    /// Removes the rows of deleted share records (their participants go with them).
+    mutating func sharesDeleted(_ records: [Record], in transaction: Transaction) async throws {
+        let shares = records.filter { ShareRecord.isShare($0.recordType) }.map(\.recordName)
+        guard !shares.isEmpty else { return }
+        let gone = Set(shares.map(ExactName.init))
+        sharing.saved.removeAll { gone.contains(ExactName($0.recordName)) }
+        try await transaction.connection.query("""
+            DELETE FROM shares WHERE \(zone: context.zone.zoneName, of: context.database) AND record_name = ANY(\(shares))
+            """, logger: transaction.logger)
+    }
+}
+
+/// A share's row: its state, root and short GUID.
+struct StoredShare: Sendable {
+    var state: ShareState
+    var root: String?
+    var shortGUID: String
+}
+
+/// Reads and writes of the `shares` and `share_participants` tables.
+enum ShareTables {
+    /// One share of a zone, if it has a row.
+    static func share(_ name: String, zone zoneName: String, of database: DatabaseID, on transaction: Transaction) async throws -> StoredShare? {
+        try await shares([name], zone: zoneName, of: database, on: transaction.connection, logger: transaction.logger)[ExactName(name)]
+    }
+
+    /// Shares of a zone by record name; names without a row are absent.
+    static func shares(
+        _ names: [String], zone zoneName: String, of database: DatabaseID, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [ExactName: StoredShare] {
+        guard !names.isEmpty else { return [:] }
+        let rows = try await connection.query("""
+            SELECT record_name, root_record_name, short_guid, public_permission FROM shares
+            WHERE \(zone: zoneName, of: database) AND record_name = ANY(\(names))
+            """, logger: logger)
+        var found: [ExactName: StoredShare] = [:]
+        for try await (name, root, shortGUID, permission) in rows.decode((String, String?, String, String).self) {
+            found[ExactName(name)] = StoredShare(
+                state: ShareState(owner: database.owner, publicPermission: SharePermission(rawValue: permission) ?? .none), root: root, shortGUID: shortGUID)
+        }
+        guard !found.isEmpty else { return found }
+        let participants = try await connection.query("""
+            SELECT share_name, lookup_key, email, user_record_name, permission, acceptance_status, type FROM share_participants
+            WHERE \(zone: zoneName, of: database) AND share_name = ANY(\(found.keys.map(\.name)))
+            ORDER BY share_name, position
+            """, logger: logger)
+        for try await (share, key, email, user, permission, status, type) in participants.decode((String, String, String?, String?, String, String, String).self) {
+            let lookup: ParticipantLookup = key.hasPrefix("e:") ? .emailAddress(email ?? String(key.dropFirst(2))) : .userRecordName(String(key.dropFirst(2)))
+            found[ExactName(share)]?.state.participants.append(ShareParticipant(
+                lookup: lookup, permission: SharePermission(rawValue: permission) ?? .readOnly,
+                acceptanceStatus: ShareAcceptanceStatus(rawValue: status) ?? .pending, type: ShareParticipantType(rawValue: type) ?? .user,
+                userRecordName: user))
+        }
+        return found
+    }
+
+    /// The records, share records with their `shareState` from the tables.
+    static func attachStates(
+        _ records: [Record], zone zoneName: String, of database: DatabaseID, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [Record] {
+        let names = records.filter { ShareRecord.isShare($0.recordType) }.map(\.recordName)
+        guard !names.isEmpty else { return records }
+        let shares = try await shares(names, zone: zoneName, of: database, on: connection, logger: logger)
+        return records.map { record in
+            var record = record
+            if let share = shares[ExactName(record.recordName)] { record.shareState = share.state }
+            return record
+        }
+    }
+
+    /// Live records of a zone by name, share records with their state.
+    static func records(_ names: [String], zone zoneName: String, of database: DatabaseID, on transaction: Transaction) async throws -> [ExactName: Record] {
+        let rows = try await transaction.connection.query("""
+            SELECT \(unescaped: RecordRow.columns) FROM records
+            WHERE \(zone: zoneName, of: database) AND record_name = ANY(\(names)) AND \(unescaped: RecordExpirySQL.live)
+            """, logger: transaction.logger)
+        let records = try await attachStates(try await RecordRow.decode(rows), zone: zoneName, of: database, on: transaction.connection, logger: transaction.logger)
+        return Dictionary(records.map { (ExactName($0.recordName), $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The names of a zone's shares.
+    static func shareNames(zone zoneName: String, of database: DatabaseID, on transaction: Transaction) async throws -> [String] {
+        let rows = try await transaction.connection.query("""
+            SELECT record_name FROM shares WHERE \(zone: zoneName, of: database) ORDER BY record_name LIMIT 1000
+            """, logger: transaction.logger)
+        var names: [String] = []
+        for try await name in rows.decode(String.self) { names.append(name) }
+        return names
+    }
+
+    /// Writes a share's row and replaces its participants.
+    static func write(
+        share: String, root: String?, shortGUID: String, state: ShareState, zone zoneName: String, of database: DatabaseID, on transaction: Transaction
+    ) async throws {
+        let connection = transaction.connection
+        try await connection.query("""
+            INSERT INTO shares (container, environment, scope, owner, zone_name, record_name, root_record_name, short_guid, public_permission)
+            VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(zoneName), \(share),
+                    \(root), \(shortGUID), \(state.publicPermission.rawValue))
+            ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
+                root_record_name = EXCLUDED.root_record_name, short_guid = EXCLUDED.short_guid, public_permission = EXCLUDED.public_permission
+            """, logger: transaction.logger)
+        try await connection.query("""
+            DELETE FROM share_participants WHERE \(zone: zoneName, of: database) AND share_name = \(share)
+            """, logger: transaction.logger)
+        let participants = state.participants
+        let keys = participants.map(\.lookup.key)
+        // Arrays carry no NULLs here: '' stands for none.
+        let emails = participants.map { if case .emailAddress(let email) = $0.lookup { email } else { "" } }
+        let users = participants.map { $0.userRecordName ?? "" }
+        try await connection.query("""
+            INSERT INTO share_participants (container, environment, scope, owner, zone_name, share_name, position, lookup_key, email,
+                user_record_name, permission, acceptance_status, type)
+            SELECT \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(zoneName), \(share),
+                   p.position - 1, p.lookup_key, NULLIF(p.email, ''), NULLIF(p.user_record_name, ''), p.permission, p.acceptance_status, p.type
+            FROM unnest(\(keys)::text[], \(emails)::text[], \(users)::text[], \(participants.map(\.permission.rawValue))::text[],
+                        \(participants.map(\.acceptanceStatus.rawValue))::text[], \(participants.map(\.type.rawValue))::text[])
+                 WITH ORDINALITY AS p(lookup_key, email, user_record_name, permission, acceptance_status, type, position)
+            """, logger: transaction.logger)
+    }
+}
