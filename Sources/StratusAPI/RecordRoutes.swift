@@ -46,13 +46,23 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
 
     func modify(_ request: Request, _ context: Context) async throws -> Response {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
-        let (caller, database) = (opened.caller, opened.database)
+        let caller = opened.caller
+        var database = opened.database
         let parsed = try RequestBody.decode(ModifyRequest.self, from: opened.body)
         guard !parsed.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
         guard parsed.operations.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(parsed.operations.count)")
         }
-        let zone = try zoneID(parsed.zoneID, database: database)
+        let zone: ZoneID
+        // The shared database writes the owner's zone for a participant, whose access the write's
+        // transaction checks.
+        let participant = database.scope == .shared ? database.owner : nil
+        if database.scope == .shared {
+            zone = try Self.sharedZoneID(parsed.zoneID)
+            database = DatabaseID(container: database.container, environment: database.environment, scope: .private, owner: zone.ownerRecordName)
+        } else {
+            zone = try zoneID(parsed.zoneID, database: database)
+        }
         try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         var commands: [RecordStore.Command] = []
         // By exact bytes: canonically equivalent names are distinct records.
@@ -84,7 +94,8 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         storeLimits.maxEventBytes = limits.maxEventBytes
         storeLimits.userQuotaBytes = limits.userQuotaBytes
         let outcomes = try await records.modify(
-            commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, logger: context.logger)
+            commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, sharedWith: participant,
+            logger: context.logger)
         await assets.saved(outcomes.compactMap { if case .success(.saved(let record)) = $0 { record } else { nil } }, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let results: [JSONValue] = zip(parsed.operations, zip(commands, outcomes)).map { operation, pair in

@@ -56,9 +56,10 @@ public struct RecordStore: Sendable {
     /// outcome, so no item is ever reported stored that was not.
     public func modify(
         _ commands: [Command], zone: ZoneID, in database: DatabaseID, atomic: Bool, causation: Causation, deviceID: String?,
-        limits: Limits = Limits(), logger: Logger
+        limits: Limits = Limits(), sharedWith: String? = nil, logger: Logger
     ) async throws -> [Result<Outcome, Failure>] {
-        let request = WriteContext(database: database, zone: zone, causation: causation, deviceID: deviceID, limits: limits)
+        var request = WriteContext(database: database, zone: zone, causation: causation, deviceID: deviceID, limits: limits)
+        request.sharedWith = sharedWith
         if atomic {
             do {
                 return try await SchemaGrowth.holdingLocks { schemaLocks in
@@ -189,6 +190,9 @@ struct WriteContext: Sendable {
     /// The schema growth locks this attempt holds (`SchemaGrowth`): a save may add fields only to the
     /// record types named here.
     var schemaLocks: Set<String> = []
+    /// The participant writing through the shared database, when it is one: every operation is
+    /// checked against their access (`checkSharedWrite`).
+    var sharedWith: String?
 
     /// The same context for an attempt that holds `locks`.
     func holding(_ locks: [String]) -> WriteContext {
@@ -235,6 +239,8 @@ struct ZoneWriter {
     var schema = SchemaCheck()
     /// The share records this transaction saved and the roots pointed at them (`ShareWrites`).
     var sharing = ShareWrites()
+    /// The writing participant's access to the zone (writes through the shared database).
+    var sharedAccess: SharedZone?
 
     /// A saved record not yet written to the tables.
     struct PendingSave {
@@ -258,7 +264,13 @@ struct ZoneWriter {
             FOR UPDATE
             """, logger: transaction.logger)
         for try await (incarnation, counter) in rows.decode((UUID, Int64).self) {
-            return ZoneWriter(context: context, incarnation: incarnation, sequence: counter, startSequence: counter)
+            var writer = ZoneWriter(context: context, incarnation: incarnation, sequence: counter, startSequence: counter)
+            if let user = context.sharedWith {
+                writer.sharedAccess = try await ShareStore.sharedZone(
+                    context.zone.zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment,
+                    on: transaction)
+            }
+            return writer
         }
         throw StratusError(.zoneNotFound, "Zone '\(context.zone.zoneName.prefix(255))' does not exist")
     }
@@ -281,6 +293,7 @@ struct ZoneWriter {
             try await expire([expired], in: transaction)
             current = nil
         }
+        if let access = sharedAccess { try await checkSharedWrite(command, current: current, access: access, in: transaction) }
         if let current, !(try await mayChange(current, in: transaction)) {
             throw RecordStore.Failure(error: StratusError(.accessDenied,
                 "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database the security roles of record type '\(current.recordType.prefix(255))' let only its creator (and roles granted WRITE) change or delete it"))
@@ -579,6 +592,8 @@ struct ZoneWriter {
 
     /// Writes the pending saves: the record rows in one upsert, their reference rows, and the
     /// tombstones of re-created records.
+    mutating func flushPending(in transaction: Transaction) async throws { try await flush(in: transaction) }
+
     private mutating func flush(in transaction: Transaction) async throws {
         guard !pending.isEmpty else { return }
         let saves = pending

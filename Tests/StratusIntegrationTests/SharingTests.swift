@@ -230,6 +230,60 @@ final class SharingTests: XCTestCase {
         }
     }
 
+    func testSharedWritesNeedReadWriteAndStayInTheHierarchy() async throws {
+        try await withFixture { fixture, client in
+            let share = try await Self.shareTrip(client, fixture)
+            let shortGUID = try XCTUnwrap(share["shortGUID"] as? String)
+            for user in [fixture.bob, fixture.carol] {
+                _ = try await Self.ok(client, fixture.path("records/accept", "public", as: user), ["shortGUIDs": [shortGUID]])
+            }
+            let zoneID: Body = ["zoneName": "Trip", "ownerRecordName": fixture.alice]
+            func write(_ user: String, _ operations: [Body]) async throws -> (Int, Body) {
+                try await Self.send(client, fixture.path("records/modify", "shared", as: user), ["zoneID": zoneID, "operations": operations])
+            }
+            func codes(_ answer: Body) -> [String] { Self.list(answer, "records").map { $0["serverErrorCode"] as? String ?? "ok" } }
+
+            // READ_ONLY: no writes.
+            let (_, readOnly) = try await write(fixture.bob, [["operationType": "forceUpdate", "record": ["recordName": "day1", "fields": ["n": ["value": 1]]]]])
+            XCTAssertEqual(codes(readOnly), ["ACCESS_DENIED"], "\(readOnly)")
+            // READ_WRITE: inside the hierarchy only; what lies outside does not exist for her.
+            let (_, created) = try await write(fixture.carol, [
+                ["operationType": "create", "record": ["recordName": "day3", "recordType": "Day", "parent": ["recordName": "day2"]]],
+            ])
+            XCTAssertEqual(codes(created), ["ok"], "\(created)")
+            XCTAssertEqual((Self.list(created, "records").first?["created"] as? Body)?["userRecordName"] as? String, fixture.carol)
+            let owners = Self.list(try await Self.ok(client, fixture.path("records/lookup", as: fixture.alice), [
+                "zoneID": ["zoneName": "Trip"], "records": [["recordName": "day3"]],
+            ]), "records")
+            XCTAssertEqual(owners.first?["recordName"] as? String, "day3", "the record is stored in the owner's zone")
+            let (_, outside) = try await write(fixture.carol, [["operationType": "forceUpdate", "record": ["recordName": "other", "fields": ["n": ["value": 1]]]]])
+            XCTAssertEqual(codes(outside), ["NOT_FOUND"], "\(outside)")
+            let (_, orphan) = try await write(fixture.carol, [["operationType": "create", "record": ["recordName": "orphan", "recordType": "Day"]]])
+            XCTAssertEqual(codes(orphan), ["ACCESS_DENIED"], "\(orphan)")
+            let (_, escape) = try await write(fixture.carol, [["operationType": "forceUpdate", "record": ["recordName": "day1", "parent": ["recordName": "other"]]]])
+            XCTAssertEqual(codes(escape), ["ACCESS_DENIED"], "\(escape)")
+            // A participant changes nobody else's place, and leaves by saving the share without herself.
+            let (_, raise) = try await write(fixture.bob, [["operationType": "forceUpdate", "record": [
+                "recordName": "share-1", "publicPermission": "READ_WRITE"]]])
+            XCTAssertEqual(codes(raise), ["ACCESS_DENIED"], "\(raise)")
+            let (_, deletes) = try await write(fixture.carol, [["operationType": "forceDelete", "record": ["recordName": "share-1"]]])
+            XCTAssertEqual(codes(deletes), ["ACCESS_DENIED"], "\(deletes)")
+            let (_, leaves) = try await write(fixture.carol, [["operationType": "forceUpdate", "record": ["recordName": "share-1", "participants": [
+                Self.participant(fixture.alice, "READ_WRITE"), Self.participant(fixture.bob, "READ_ONLY"),
+            ]]]])
+            XCTAssertEqual(codes(leaves), ["ok"], "\(leaves)")
+            XCTAssertEqual(Self.list(Self.list(leaves, "records").first ?? [:], "participants").map { $0["acceptanceStatus"] as? String },
+                           ["ACCEPTED", "ACCEPTED", "REMOVED"])
+            try await Self.expectSharedZones(client, fixture, fixture.carol, 0)
+            let (status, gone) = try await write(fixture.carol, [["operationType": "forceUpdate", "record": ["recordName": "day1", "fields": ["n": ["value": 2]]]]])
+            XCTAssertEqual(status, 404, "\(gone)")
+            XCTAssertEqual(gone["serverErrorCode"] as? String, "ZONE_NOT_FOUND")
+            let (strangerStatus, stranger) = try await write(fixture.dave, [["operationType": "forceUpdate", "record": ["recordName": "trip"]]])
+            XCTAssertEqual(strangerStatus, 404, "\(stranger)")
+            XCTAssertEqual(stranger["serverErrorCode"] as? String, "ZONE_NOT_FOUND")
+        }
+    }
+
     func testAZoneWidePublicShareIsJoinedByAnyoneSignedIn() async throws {
         try await withFixture { fixture, client in
             try await Self.createZone(client, fixture, "Album")

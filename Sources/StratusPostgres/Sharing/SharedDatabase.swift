@@ -83,8 +83,15 @@ extension ShareStore {
     /// share; otherwise the share records and the records whose `parent` chain reaches a root.
     static func reachable(_ names: [String], in shared: SharedZone, on transaction: Transaction) async throws -> Set<ExactName> {
         if shared.zoneWide != nil { return Set(names.map(ExactName.init)) }
+        let reached = Set(names.map(ExactName.init)).intersection(shared.shares.map(ExactName.init))
+        return reached.union(try await rootsReached(from: names, in: shared, on: transaction).keys)
+    }
+
+    /// The roots of `shared`'s record shares each of `names` reaches through its `parent` chain
+    /// (a root reaches itself); names that reach none are absent.
+    static func rootsReached(from names: [String], in shared: SharedZone, on transaction: Transaction) async throws -> [ExactName: [String]] {
         let roots = Array(shared.roots.keys)
-        var reached = Set(names.map(ExactName.init)).intersection(shared.shares.map(ExactName.init))
+        guard !roots.isEmpty, !names.isEmpty else { return [:] }
         let database = shared.database
         let zoneName = shared.zone.zoneID.zoneName
         // Each step follows one parent link through the records' primary key; the walk stops at a
@@ -97,9 +104,10 @@ extension ShareStore {
                 FROM chain JOIN (SELECT record_name, parent FROM records WHERE \(zone: zoneName, of: database)) AS r ON r.record_name = chain.name
                 WHERE r.parent IS NOT NULL AND NOT (chain.name = ANY(\(roots))) AND chain.depth < \(maxHierarchyDepth)
             )
-            SELECT DISTINCT start FROM chain WHERE name = ANY(\(roots))
+            SELECT DISTINCT start, name FROM chain WHERE name = ANY(\(roots))
             """, logger: transaction.logger)
-        for try await name in rows.decode(String.self) { reached.insert(ExactName(name)) }
+        var reached: [ExactName: [String]] = [:]
+        for try await (start, root) in rows.decode((String, String).self) { reached[ExactName(start), default: []].append(root) }
         return reached
     }
 
@@ -113,6 +121,60 @@ extension ShareStore {
             let records = try await ShareTables.records(names, zone: zoneName, of: shared.database, on: transaction)
             let reached = try await Self.reachable(records.values.map(\.recordName), in: shared, on: transaction)
             return records.filter { reached.contains($0.key) }
+        }
+    }
+}
+
+/// Writes through the shared database: the participant's access is read in the write transaction
+/// (under the zone's lock), so a removal the owner commits first is seen.
+extension ZoneWriter {
+    /// Checks one operation of a participant (`context.sharedWith`): a share record may only be
+    /// saved (to leave it, which `ShareRules` decides); any other record must be reachable — for a
+    /// record share, the record (if it exists) and the parent it is given must reach a root — with
+    /// READ_WRITE. A record the participant does not reach is NOT_FOUND, as if it did not exist.
+    mutating func checkSharedWrite(_ command: RecordStore.Command, current: Record?, access: SharedZone, in transaction: Transaction) async throws {
+        let input = command.input
+        let name = input.recordName
+        let notFound = RecordStore.Failure(error: StratusError(.notFound, "Record '\(name.prefix(255))' does not exist"))
+        let readOnly = RecordStore.Failure(error: StratusError(.accessDenied,
+            "Record '\(name.prefix(255))': the share gives the caller READ_ONLY permission"))
+        if ShareRecord.isShare(current?.recordType ?? input.recordType ?? "") {
+            guard current != nil, access.shares.contains(where: { ExactName($0) == ExactName(name) }) else { throw notFound }
+            guard !command.type.isDelete else {
+                throw RecordStore.Failure(error: StratusError(.accessDenied,
+                    "Share '\(name.prefix(255))': a participant leaves a share by saving it without themselves (or marked REMOVED); only its owner deletes it"))
+            }
+            return
+        }
+        if let zoneWide = access.zoneWide {
+            guard zoneWide == .readWrite else { throw readOnly }
+            return
+        }
+        // The records and parents to check must be in the tables.
+        try await flushPending(in: transaction)
+        var anchors: [String] = []
+        if current != nil { anchors.append(name) }
+        switch input.parent {
+        case .some(.some(let parent)):
+            anchors.append(parent)
+        case .some(.none):
+            // Losing its parent takes a record out of the hierarchy, unless it is a root.
+            if !access.roots.keys.contains(where: { ExactName($0) == ExactName(name) }) {
+                throw RecordStore.Failure(error: StratusError(.accessDenied, "Record '\(name.prefix(255))' cannot leave the shared hierarchy"))
+            }
+        case .none:
+            if current == nil {
+                throw RecordStore.Failure(error: StratusError(.accessDenied,
+                    "Record '\(name.prefix(255))': a record created in a shared hierarchy needs a parent inside it"))
+            }
+        }
+        let reached = try await ShareStore.rootsReached(from: anchors, in: access, on: transaction)
+        for anchor in anchors {
+            guard let roots = reached[ExactName(anchor)] else {
+                throw anchor == name ? notFound : RecordStore.Failure(error: StratusError(.accessDenied,
+                    "Record '\(name.prefix(255))': its parent '\(anchor.prefix(255))' is not in a hierarchy shared with the caller"))
+            }
+            guard roots.contains(where: { access.roots[$0] == .readWrite }) else { throw readOnly }
         }
     }
 }
