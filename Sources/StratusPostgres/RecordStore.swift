@@ -144,18 +144,7 @@ public struct RecordStore: Sendable {
                 for try await _ in rows { exists = true }
                 guard exists else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }
             }
-            let rows = try await connection.query("""
-                SELECT \(unescaped: RecordRow.columns) FROM records
-                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-                  AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND record_name = ANY(\(recordNames))
-                  AND \(unescaped: RecordExpirySQL.live)
-                """, logger: logger)
-            var records: [ExactName: Record] = [:]
-            for record in try await ShareTables.attachStates(
-                try await RecordRow.decode(rows), zone: zone.zoneName, of: database, on: connection, logger: logger) {
-                records[ExactName(record.recordName)] = record
-            }
-            return records
+            return try await RecordRow.live(recordNames, zone: zone.zoneName, of: database, on: Transaction(connection: connection, logger: logger))
         }
     }
 
@@ -748,6 +737,17 @@ struct RecordRowInput: Encodable {
 
 /// Reads record rows.
 enum RecordRow {
+    /// Live (unexpired) records of a zone by exact name, share records with their state; absent
+    /// names are absent.
+    static func live(_ names: [String], zone zoneName: String, of database: DatabaseID, on transaction: Transaction) async throws -> [ExactName: Record] {
+        let rows = try await transaction.connection.query("""
+            SELECT \(unescaped: columns) FROM records
+            WHERE \(zone: zoneName, of: database) AND record_name = ANY(\(names)) AND \(unescaped: RecordExpirySQL.live)
+            """, logger: transaction.logger)
+        let records = try await ShareTables.attachStates(try await decode(rows), zone: zoneName, of: database, on: transaction.connection, logger: transaction.logger)
+        return Dictionary(records.map { (ExactName($0.recordName), $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
     static let columns = """
         record_name, record_type, fields::text, change_tag, created_at, created_by, created_device, modified_at, modified_by,
         modified_device, parent, share, short_guid, version, created_version, expires_at

@@ -126,7 +126,7 @@ public struct ShareStore: Sendable {
         let participant = ShareRules.participantIndex(in: stored.state, user: user, email: email).map { stored.state.participants[$0] }
         guard participant != nil || stored.state.publicPermission != .none else { return nil }
         let names = [row.shareName] + (stored.root.map { [$0] } ?? [])
-        let records = try await ShareTables.records(names, zone: row.zoneName, of: owner, on: transaction)
+        let records = try await RecordRow.live(names, zone: row.zoneName, of: owner, on: transaction)
         guard var share = records[ExactName(row.shareName)] else { return nil }
         share.shareState = stored.state
         return Resolved(

@@ -187,16 +187,6 @@ enum ShareTables {
         }
     }
 
-    /// Live records of a zone by name, share records with their state.
-    static func records(_ names: [String], zone zoneName: String, of database: DatabaseID, on transaction: Transaction) async throws -> [ExactName: Record] {
-        let rows = try await transaction.connection.query("""
-            SELECT \(unescaped: RecordRow.columns) FROM records
-            WHERE \(zone: zoneName, of: database) AND record_name = ANY(\(names)) AND \(unescaped: RecordExpirySQL.live)
-            """, logger: transaction.logger)
-        let records = try await attachStates(try await RecordRow.decode(rows), zone: zoneName, of: database, on: transaction.connection, logger: transaction.logger)
-        return Dictionary(records.map { (ExactName($0.recordName), $0) }, uniquingKeysWith: { first, _ in first })
-    }
-
     /// The names of a zone's shares.
     static func shareNames(zone zoneName: String, of database: DatabaseID, on transaction: Transaction) async throws -> [String] {
         let rows = try await transaction.connection.query("""

@@ -118,7 +118,7 @@ extension ShareStore {
     ) async throws -> [ExactName: Record] {
         try await store.snapshot(logger: logger) { transaction in
             let shared = try await Self.sharedZone(zoneName, owner: owner, user: user, container: container, environment: environment, on: transaction)
-            let records = try await ShareTables.records(names, zone: zoneName, of: shared.database, on: transaction)
+            let records = try await RecordRow.live(names, zone: zoneName, of: shared.database, on: transaction)
             let reached = try await Self.reachable(records.values.map(\.recordName), in: shared, on: transaction)
             return records.filter { reached.contains($0.key) }
         }
