@@ -38,8 +38,15 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
 
     func query(_ request: Request, _ context: Context) async throws -> Response {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
-        let database = opened.database
+        var database = opened.database
         let parsed = try RequestBody.decode(QueryRequest.self, from: opened.body)
+        // The shared database queries the owner's zone for the caller, whose access the query's
+        // snapshot checks.
+        let participant = database.scope == .shared ? database.owner : nil
+        if database.scope == .shared {
+            let zone = try RecordRoutes<Context>.sharedZoneID(parsed.zoneID)
+            database = DatabaseID(container: database.container, environment: database.environment, scope: .private, owner: zone.ownerRecordName)
+        }
         let query = try RecordQuery.parse(parsed.query, limits: limits.query)
         try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         // Development serves every field; a deployed production only what its schema flags.
@@ -54,7 +61,6 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         if let owner = parsed.zoneID?.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
             throw StratusError(.zoneNotFound, "Zone '\(zoneName.prefix(255))' does not exist in this database")
         }
-        if database.scope == .shared { throw StratusError(.zoneNotFound, "No zone is shared with the caller") }
         let scope: QueryStore.Scope = parsed.zoneWide == true ? .allZones : .zone(zoneName)
         // The marker is bound to the query and the database it was issued for.
         let fingerprint = Base64URL.encode(Data(SHA256.hash(data: EventCoding.encode(parsed.query) + Data("\(ZoneKey(database: database, zoneName: ""))|\(scope)".utf8))))
@@ -66,7 +72,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
             guard marker.query == fingerprint else { throw StratusError(.badRequest, "continuationMarker belongs to another query") }
             after = marker.after
         }
-        let page = try await queries.run(query, in: database, scope: scope, limit: limit, after: after, logger: context.logger)
+        let page = try await queries.run(query, in: database, scope: scope, limit: limit, after: after, sharedWith: participant, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
         var members: [String: JSONValue] = [

@@ -26,23 +26,47 @@ public struct QueryStore: Sendable {
 
     /// Runs a query. `after` continues after a previous page's last row (keyset paging: stable under
     /// concurrent writes).
-    public func run(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> Page {
+    ///
+    /// `sharedWith`: the query runs for a participant in the shared database (`database` is the
+    /// owner's): their access to the zone is read in the query's own snapshot, and records outside
+    /// their hierarchies are left out of the page (which may then hold fewer than `limit`).
+    public func run(
+        _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, sharedWith user: String? = nil, logger: Logger
+    ) async throws -> Page {
         let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, logger: logger)
-        return try await store.withConnection { connection in
-            let rows = try await connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
-            var results: [(String, Record, String)] = []
-            for try await (zone, recordText, keyText) in rows.decode((String, String, String).self) {
-                let record = try EventCoding.decoder.decode(Record.self, from: Data(recordText.utf8))
-                results.append((zone, record, keyText))
+        guard let user else {
+            return try await store.withConnection { connection in
+                try await Self.page(text, bindings, limit: limit, on: Transaction(connection: connection, logger: logger))
             }
-            let more = results.count > limit
-            if more { results.removeLast(results.count - limit) }
-            var continuation: [JSONValue]?
-            if more, let last = results.last, case .array(let values) = try EventCoding.decoder.decode(JSONValue.self, from: Data(last.2.utf8)) {
-                continuation = values
-            }
-            return Page(records: results.map { ($0.0, $0.1) }, continuation: continuation)
         }
+        guard case .zone(let zoneName) = scope else {
+            throw StratusError(.badRequest, "zoneWide queries are not available in the shared database: query one shared zone")
+        }
+        return try await store.snapshot(logger: logger) { transaction in
+            let shared = try await ShareStore.sharedZone(
+                zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment, on: transaction)
+            var page = try await Self.page(text, bindings, limit: limit, on: transaction)
+            let reached = try await ShareStore.reachable(page.records.map(\.record.recordName), in: shared, on: transaction)
+            page.records.removeAll { !reached.contains(ExactName($0.record.recordName)) }
+            return page
+        }
+    }
+
+    /// One page of a query's statement.
+    private static func page(_ text: String, _ bindings: PostgresBindings, limit: Int, on transaction: Transaction) async throws -> Page {
+        let rows = try await transaction.connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: transaction.logger)
+        var results: [(String, Record, String)] = []
+        for try await (zone, recordText, keyText) in rows.decode((String, String, String).self) {
+            let record = try EventCoding.decoder.decode(Record.self, from: Data(recordText.utf8))
+            results.append((zone, record, keyText))
+        }
+        let more = results.count > limit
+        if more { results.removeLast(results.count - limit) }
+        var continuation: [JSONValue]?
+        if more, let last = results.last, case .array(let values) = try EventCoding.decoder.decode(JSONValue.self, from: Data(last.2.utf8)) {
+            continuation = values
+        }
+        return Page(records: results.map { ($0.0, $0.1) }, continuation: continuation)
     }
 
     /// The plan PostgreSQL chooses for a query (`EXPLAIN`), for operators and the docs.
