@@ -370,6 +370,26 @@ final class SharingTests: XCTestCase {
                 ],
             ])
             XCTAssertEqual(Self.list(twoRoots, "records")[1]["serverErrorCode"] as? String, "BAD_REQUEST", "\(twoRoots)")
+            // Deleting the share record removes the share; its root stays.
+            let saved = try await Self.ok(client, fixture.path("records/modify", as: fixture.alice), [
+                "zoneID": ["zoneName": "Trip"],
+                "operations": [
+                    ["operationType": "create", "record": ["recordName": "r5", "recordType": "Note", "share": ["recordName": "share-5"]]],
+                    ["operationType": "create", "record": ["recordName": "share-5", "recordType": "cloudkit.share"]],
+                ],
+            ])
+            let shortGUID = try XCTUnwrap(Self.list(saved, "records").last?["shortGUID"] as? String, "\(saved)")
+            let found = Self.list(try await Self.ok(client, fixture.path("records/resolve", "public", as: fixture.alice), ["shortGUIDs": [shortGUID]]), "results")
+            XCTAssertEqual(found.first?["participantType"] as? String, "OWNER", "\(found)")
+            _ = try await Self.ok(client, fixture.path("records/modify", as: fixture.alice), [
+                "zoneID": ["zoneName": "Trip"], "operations": [["operationType": "forceDelete", "record": ["recordName": "share-5"]]],
+            ])
+            let gone = Self.list(try await Self.ok(client, fixture.path("records/resolve", "public", as: fixture.alice), ["shortGUIDs": [shortGUID]]), "results")
+            XCTAssertEqual(gone.first?["serverErrorCode"] as? String, "NOT_FOUND")
+            let root = Self.list(try await Self.ok(client, fixture.path("records/lookup", as: fixture.alice), [
+                "zoneID": ["zoneName": "Trip"], "records": [["recordName": "r5"]],
+            ]), "records")
+            XCTAssertEqual(root.first?["recordName"] as? String, "r5")
         }
     }
 
