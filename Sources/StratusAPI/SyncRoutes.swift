@@ -171,6 +171,9 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         }
         if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
+        if database.scope == .shared {
+            return try await sharedDatabaseChanges(database, known: known, databaseKey: databaseKey, limit: limit, logger: context.logger)
+        }
         let states = database.scope == .private ? try await sync.zoneStates(in: database, logger: context.logger) : []
         // New zones, and known zones whose incarnation or counter moved; a deleted zone the client never knew is no news.
         let changed = states.filter { state in
@@ -189,6 +192,33 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
 
     /// Apple's reference names the token `syncToken` for changes/database and `metaSyncToken` for
     /// zones/changes, and clients read either: both keys carry it.
+    /// The shared database's changes: the zones shared with the caller now, compared with those the
+    /// token knew (keyed `zoneName/owner`, a zone name holding no '/'): a new zone, or one whose
+    /// incarnation or counter moved, is answered; a zone no longer shared with the caller (removed,
+    /// left, share or zone deleted) is answered deleted. Read from the share tables at request time;
+    /// the share fan-out will keep this per participant instead.
+    private func sharedDatabaseChanges(_ database: DatabaseID, known: [String: String], databaseKey: String, limit: Int, logger: Logger)
+        async throws -> Response {
+        var known = known
+        let shared = try await shares.sharedZones(user: database.owner, container: database.container, environment: database.environment, logger: logger)
+        var current: [String: Zone] = [:]
+        for entry in shared { current["\(entry.zone.zoneID.zoneName)/\(entry.zone.zoneID.ownerRecordName)"] = entry.zone }
+        func fingerprint(_ zone: Zone) -> String { "\(zone.incarnation.uuidString.prefix(8)):\(zone.changeCounter)" }
+        var changed: [(key: String, zone: WireZone)] = []
+        for (key, zone) in current.sorted(by: { $0.key < $1.key }) where known[key] != fingerprint(zone) {
+            changed.append((key, .custom(zone, key: secretKey)))
+        }
+        for key in known.keys.sorted() where current[key] == nil {
+            let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { continue }
+            changed.append((key, .deleted(ZoneID(zoneName: parts[0], ownerRecordName: parts[1]))))
+        }
+        let page = changed.prefix(limit)
+        for entry in page { known[entry.key] = current[entry.key].map(fingerprint) }
+        let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), kind: .databaseSync, key: secretKey)
+        return try json(DatabaseChangesResponse(zones: page.map(\.zone), syncToken: token, metaSyncToken: token, moreComing: changed.count > page.count))
+    }
+
     struct DatabaseChangesResponse: Encodable {
         var zones: [WireZone]
         var syncToken: String

@@ -147,6 +147,8 @@ final class SharingTests: XCTestCase {
 
             // Before accepting, the shared database is empty.
             try await Self.expectSharedZones(client, fixture, fixture.bob, 0)
+            let before = try await Self.ok(client, fixture.path("changes/database", "shared", as: fixture.bob), [:])
+            XCTAssertEqual(Self.list(before, "zones").count, 0)
             let accepted = Self.list(try await Self.ok(client, fixture.path("records/accept", "public", as: fixture.bob), [
                 "shortGUIDs": [["value": shortGUID]],
             ]), "results")
@@ -160,6 +162,11 @@ final class SharingTests: XCTestCase {
             let carolEntry = Self.list(carol.first?["share"] as? Body ?? [:], "participants")[2]
             XCTAssertEqual((carolEntry["userIdentity"] as? Body)?["userRecordName"] as? String, fixture.carol)
 
+            // bob's database sync shows the zone.
+            let synced = try await Self.ok(client, fixture.path("changes/database", "shared", as: fixture.bob), ["syncToken": before["syncToken"] ?? ""])
+            XCTAssertEqual(Self.list(synced, "zones").map { ($0["zoneID"] as? Body)?["ownerRecordName"] as? String }, [fixture.alice], "\(synced)")
+            let quiet = try await Self.ok(client, fixture.path("changes/database", "shared", as: fixture.bob), ["syncToken": synced["syncToken"] ?? ""])
+            XCTAssertEqual(Self.list(quiet, "zones").count, 0, "no change since")
             // The owner's zone is in bob's shared database, and only the hierarchy is readable.
             let zones = Self.list(try await Self.ok(client, fixture.path("zones/list", "shared", as: fixture.bob), [:]), "zones")
             XCTAssertEqual(zones.map { ($0["zoneID"] as? Body)?["zoneName"] as? String }, ["Trip"])
@@ -202,6 +209,8 @@ final class SharingTests: XCTestCase {
             ])
             XCTAssertEqual(removedStatus, 404)
             XCTAssertEqual(removedAnswer["serverErrorCode"] as? String, "ZONE_NOT_FOUND")
+            let lost = try await Self.ok(client, fixture.path("changes/database", "shared", as: fixture.bob), ["syncToken": quiet["syncToken"] ?? ""])
+            XCTAssertEqual(Self.list(lost, "zones").map { $0["deleted"] as? Bool }, [true], "his database sync shows the zone gone: \(lost)")
             try await Self.expectSharedZones(client, fixture, fixture.bob, 0)
             let rejoin = Self.list(try await Self.ok(client, fixture.path("records/accept", "public", as: fixture.bob), ["shortGUIDs": [shortGUID]]), "results")
             XCTAssertEqual(rejoin.first?["serverErrorCode"] as? String, "ACCESS_DENIED", "a removed participant cannot accept again")
