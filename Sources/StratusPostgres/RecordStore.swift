@@ -282,7 +282,10 @@ struct ZoneWriter {
             try await expire([expired], in: transaction)
             current = nil
         }
-        if let access = sharedAccess { try await checkSharedWrite(command, current: current, access: access, in: transaction) }
+        if let access = sharedAccess {
+            try await checkSharedWrite(command, current: current, access: access, in: transaction)
+            if command.type.isDelete, let current, ShareRecord.isShare(current.recordType) { return try await leave(current, in: transaction) }
+        }
         if let current, !(try await mayChange(current, in: transaction)) {
             throw RecordStore.Failure(error: StratusError(.accessDenied,
                 "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database the security roles of record type '\(current.recordType.prefix(255))' let only its creator (and roles granted WRITE) change or delete it"))

@@ -261,10 +261,10 @@ final class SharingTests: XCTestCase {
             ])
             XCTAssertEqual(codes(created), ["ok"], "\(created)")
             XCTAssertEqual((Self.list(created, "records").first?["created"] as? Body)?["userRecordName"] as? String, fixture.carol)
-            let owners = Self.list(try await Self.ok(client, fixture.path("records/lookup", as: fixture.alice), [
+            let stored = Self.list(try await Self.ok(client, fixture.path("records/lookup", as: fixture.alice), [
                 "zoneID": ["zoneName": "Trip"], "records": [["recordName": "day3"]],
             ]), "records")
-            XCTAssertEqual(owners.first?["recordName"] as? String, "day3", "the record is stored in the owner's zone")
+            XCTAssertEqual(stored.first?["recordName"] as? String, "day3", "the record is stored in the owner's zone")
             let (_, outside) = try await write(fixture.carol, [["operationType": "forceUpdate", "record": ["recordName": "other", "fields": ["n": ["value": 1]]]]])
             XCTAssertEqual(codes(outside), ["NOT_FOUND"], "\(outside)")
             let (_, orphan) = try await write(fixture.carol, [["operationType": "create", "record": ["recordName": "orphan", "recordType": "Day"]]])
@@ -275,8 +275,6 @@ final class SharingTests: XCTestCase {
             let (_, raise) = try await write(fixture.bob, [["operationType": "forceUpdate", "record": [
                 "recordName": "share-1", "publicPermission": "READ_WRITE"]]])
             XCTAssertEqual(codes(raise), ["ACCESS_DENIED"], "\(raise)")
-            let (_, deletes) = try await write(fixture.carol, [["operationType": "forceDelete", "record": ["recordName": "share-1"]]])
-            XCTAssertEqual(codes(deletes), ["ACCESS_DENIED"], "\(deletes)")
             let (_, leaves) = try await write(fixture.carol, [["operationType": "forceUpdate", "record": ["recordName": "share-1", "participants": [
                 Self.participant(fixture.alice, "READ_WRITE"), Self.participant(fixture.bob, "READ_ONLY"),
             ]]]])
@@ -284,6 +282,14 @@ final class SharingTests: XCTestCase {
             XCTAssertEqual(Self.list(Self.list(leaves, "records").first ?? [:], "participants").map { $0["acceptanceStatus"] as? String },
                            ["ACCEPTED", "ACCEPTED", "REMOVED"])
             try await Self.expectSharedZones(client, fixture, fixture.carol, 0)
+            // Deleting the share from the shared database is leaving it too; the owner's share stays.
+            let (_, deletes) = try await write(fixture.bob, [["operationType": "forceDelete", "record": ["recordName": "share-1"]]])
+            XCTAssertEqual(Self.list(deletes, "records").first?["deleted"] as? Bool, true, "\(deletes)")
+            try await Self.expectSharedZones(client, fixture, fixture.bob, 0)
+            let owners = Self.list(try await Self.ok(client, fixture.path("records/lookup", as: fixture.alice), [
+                "zoneID": ["zoneName": "Trip"], "records": [["recordName": "share-1"]],
+            ]), "records")
+            XCTAssertEqual(Self.list(owners.first ?? [:], "participants").map { $0["acceptanceStatus"] as? String }, ["ACCEPTED", "REMOVED", "REMOVED"])
             let (status, gone) = try await write(fixture.carol, [["operationType": "forceUpdate", "record": ["recordName": "day1", "fields": ["n": ["value": 2]]]]])
             XCTAssertEqual(status, 404, "\(gone)")
             XCTAssertEqual(gone["serverErrorCode"] as? String, "ZONE_NOT_FOUND")

@@ -129,7 +129,7 @@ extension ShareStore {
 /// (under the zone's lock), so a removal the owner commits first is seen.
 extension ZoneWriter {
     /// Checks one operation of a participant (`context.sharedWith`): a share record may only be
-    /// saved (to leave it, which `ShareRules` decides); any other record must be reachable — for a
+    /// saved or deleted to leave it (which `ShareRules` decides); any other record must be reachable — for a
     /// record share, the record (if it exists) and the parent it is given must reach a root — with
     /// READ_WRITE. A record the participant does not reach is NOT_FOUND, as if it did not exist.
     mutating func checkSharedWrite(_ command: RecordStore.Command, current: Record?, access: SharedZone, in transaction: Transaction) async throws {
@@ -140,10 +140,6 @@ extension ZoneWriter {
             "Record '\(name.prefix(255))': the share gives the caller READ_ONLY permission"))
         if ShareRecord.isShare(current?.recordType ?? input.recordType ?? "") {
             guard current != nil, access.shares.contains(where: { ExactName($0) == ExactName(name) }) else { throw notFound }
-            guard !command.type.isDelete else {
-                throw RecordStore.Failure(error: StratusError(.accessDenied,
-                    "Share '\(name.prefix(255))': a participant leaves a share by saving it without themselves (or marked REMOVED); only its owner deletes it"))
-            }
             return
         }
         if let zoneWide = access.zoneWide {
@@ -176,5 +172,28 @@ extension ZoneWriter {
             }
             guard roots.contains(where: { access.roots[$0] == .readWrite }) else { throw readOnly }
         }
+    }
+}
+
+extension ZoneWriter {
+    /// A participant's delete of a share record, in the shared database: they leave the share (the
+    /// owner's record stays, saved with the participant REMOVED, as `ShareRules` allows); to them
+    /// the share is deleted.
+    mutating func leave(_ share: Record, in transaction: Transaction) async throws -> RecordStore.Outcome {
+        let user = context.causation.userRecordName ?? "_server"
+        guard let stored = try await ShareTables.share(share.recordName, zone: context.zone.zoneName, of: context.database, on: transaction) else {
+            throw RecordStore.Failure(error: StratusError(.notFound, "Record '\(share.recordName.prefix(255))' does not exist"))
+        }
+        var proposed = stored.state
+        for index in proposed.participants.indices where proposed.participants[index].isUser(user) {
+            proposed.participants[index].acceptanceStatus = .removed
+        }
+        do {
+            sharing.decided[ExactName(share.recordName)] = try ShareRules.decide(current: stored.state, proposed: proposed, caller: user)
+        } catch {
+            throw RecordStore.Failure(error: StratusError(error.code, "Share record '\(share.recordName.prefix(255))': \(error.reason)"))
+        }
+        _ = try await apply(RecordStore.Command(type: .forceUpdate, input: RecordInput(recordName: share.recordName)), in: transaction)
+        return .deleted(recordName: share.recordName)
     }
 }
