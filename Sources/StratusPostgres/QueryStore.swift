@@ -289,22 +289,27 @@ public struct QueryStore: Sendable {
                 return "(\(exact) AND \(bound))"
             default:
                 let typed = "(CASE WHEN jsonb_typeof(\(value)) = 'string' THEN \(value)#>>'{}' END)"
-                return try compare(typed, filter, numeric: false, &sql)
+                let exact = try compare(typed, filter, numeric: false, &sql)
+                guard let bound = sortKeyBound(filter, &sql) else { return exact }
+                return "(\(exact) AND \(bound))"
             }
         }
     }
 
-    /// A numeric comparison restated on the field's sort key (`sortExpression`), which a field index
+    /// A comparison restated on the field's sort key (`sortExpression`), which a field index
     /// (`QueryFieldIndexes`) holds: the index can then read the range instead of the whole type.
-    /// It only ever narrows what the exact comparison already decides: numbers are the only stored
-    /// values that are `jsonb` numbers (INT64, DOUBLE, TIMESTAMP), and `jsonb` orders numbers by
-    /// their exact numeric value, as the comparison does. Every other value sorts below or above all
-    /// numbers and is left to the exact comparison.
+    /// It only ever narrows what the exact comparison already decides, which still runs: numbers
+    /// are the only stored values that are `jsonb` numbers (INT64, DOUBLE, TIMESTAMP), and `jsonb`
+    /// orders numbers by their exact numeric value, as the comparison does (every other value sorts
+    /// below or above all numbers). Text only for EQUALS: `jsonb` orders strings by the database's
+    /// collation where the comparison uses byte order, but two strings are equal in both only when
+    /// their bytes are.
     private static func sortKeyBound(_ filter: QueryFilter, _ sql: inout SQLBuilder) -> String? {
-        let number: String
+        let bound: String
         switch filter.value {
-        case .int64(let value), .timestamp(let value): number = String(value)
-        case .double(let value) where value.isFinite: number = String(value)
+        case .int64(let value), .timestamp(let value): bound = "to_jsonb(\(sql.bind(String(value)))::numeric)"
+        case .double(let value) where value.isFinite: bound = "to_jsonb(\(sql.bind(String(value)))::numeric)"
+        case .string(let text) where filter.comparator == .equals: bound = "to_jsonb(\(sql.bind(text))::text)"
         default: return nil
         }
         let operation: String
@@ -316,7 +321,7 @@ public struct QueryStore: Sendable {
         case .greaterThanOrEquals: operation = ">="
         default: return nil
         }
-        return "\(fieldSortKey(filter.fieldName, &sql)) \(operation) to_jsonb(\(sql.bind(number))::numeric)"
+        return "\(fieldSortKey(filter.fieldName, &sql)) \(operation) \(bound)"
     }
 
     /// Scalar comparisons (and IN / NOT_IN) on an expression.

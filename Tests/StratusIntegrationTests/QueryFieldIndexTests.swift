@@ -43,6 +43,8 @@ final class QueryFieldIndexTests: XCTestCase {
                 ("at most", #"{"recordType":"Item","filterBy":[{"comparator":"LESS_THAN_OR_EQUALS","fieldName":"score","fieldValue":{"value":3}}],"sortBy":[{"fieldName":"score","ascending":true}]}"#),
                 ("equality, sorted", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"score","fieldValue":{"value":7}}],"sortBy":[{"fieldName":"score","ascending":true}]}"#),
                 ("sort only: numbers, text and missing values", #"{"recordType":"Item","sortBy":[{"fieldName":"score","ascending":true}]}"#),
+                ("text equality", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"title","fieldValue":{"value":"item 123"}}]}"#),
+                ("text equality on a number field", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"score","fieldValue":{"value":"n3"}}]}"#),
                 ("a text sort", #"{"recordType":"Item","filterBy":[{"comparator":"BEGINS_WITH","fieldName":"title","fieldValue":{"value":"item 1"}}],"sortBy":[{"fieldName":"title","ascending":false}]}"#),
             ]
             var before: [String: [String]] = [:]
@@ -66,6 +68,8 @@ final class QueryFieldIndexTests: XCTestCase {
             let descending = try await queries.explain(try Self.query(shapes[1].1), in: Self.database, scope: .zone("Z"), limit: 100, logger: TestSupport.logger)
             XCTAssertTrue(descending.contains("Index Scan Backward using \(scoreIndex)"), descending)
 
+            let textEquality = try await queries.explain(try Self.query(shapes.first { $0.0 == "text equality" }!.1), in: Self.database, scope: .zone("Z"), limit: 100, logger: TestSupport.logger)
+            XCTAssertTrue(textEquality.contains("Index Scan using \(changes.built[1].indexName)"), "text equality reads title's field index:\n\(textEquality)")
             for (name, text) in shapes {
                 let after = try await Self.all(try Self.query(text), queries)
                 XCTAssertEqual(after, before[name], "\(name): the field index changes no answer")
