@@ -118,6 +118,36 @@ final class QueryFieldIndexTests: XCTestCase {
         }
     }
 
+    /// The sort keys (`query_index.key`, migration 0022) give exactly the jsonb `to_jsonb` gives, for
+    /// the extremes of a bigint and text that JSON must escape, and PostgreSQL inlines them: a plan
+    /// shows the built-ins, never a call of the SQL function per row.
+    func testSortKeysEqualToJSONBAndAreInlined() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            try await store.withConnection { connection in
+                let numbers: [Int64] = [.min, -1, 0, 1, 1_700_000_000_000, .max]
+                let texts = ["", "plain", "quote \" and backslash \\", "tab\tnew line\ncontrol \u{01}", "é composed, e\u{301} decomposed", "emoji 🧭"]
+                let rows = try await connection.query("""
+                    SELECT bool_and(query_index.key(n) = to_jsonb(n) AND query_index.key(n)::text = to_jsonb(n)::text)
+                        FROM unnest(\(numbers)::int8[]) AS n
+                    UNION ALL
+                    SELECT bool_and(query_index.key(t) = to_jsonb(t) AND query_index.key(t)::text = to_jsonb(t)::text)
+                        FROM unnest(\(texts)::text[]) AS t
+                    """, logger: TestSupport.logger)
+                var results: [Bool] = []
+                for try await same in rows.decode(Bool.self) { results.append(same) }
+                XCTAssertEqual(results, [true, true])
+                let plan = try await connection.query(
+                    "EXPLAIN (VERBOSE) SELECT query_index.key(modified_at), query_index.key(record_name) FROM query_index.records",
+                    logger: TestSupport.logger)
+                var lines: [String] = []
+                for try await line in plan.decode(String.self) { lines.append(line) }
+                let text = lines.joined(separator: "\n")
+                XCTAssertFalse(text.contains("key("), "the sort keys are inlined:\n\(text)")
+                XCTAssertTrue(text.contains("jsonb_object"), text)
+            }
+        }
+    }
+
     /// Development's schema with the flags, and `count` records of type Item in zone Z: scores as
     /// INT64 and DOUBLE, some as text, some missing; the same field in another type and another
     /// container, which the partial index must leave out.
