@@ -16,4 +16,16 @@ final class ReadScopeTests: XCTestCase {
         let defaults = RecordTypeSchema(name: "T", grants: RecordTypeSchema.defaultGrants)
         XCTAssertEqual(defaults.readScope(for: RoleHolder(userRecordName: nil)), .all)
     }
+
+    func testPublicReadGrantsDecidePerRecordWithDefaultsForUnknownTypes() {
+        let diary = RecordTypeSchema(name: "Diary", grants: [SchemaGrant([.write], to: "_creator")])
+        let grants = PublicReadGrants(types: ["Diary": diary], holder: RoleHolder(userRecordName: "_bob"))
+        func record(_ type: String, by creator: String) -> Record {
+            let stamp = RecordStamp(timestamp: 0, userRecordName: creator, deviceID: nil)
+            return Record(recordName: "r", recordType: type, fields: [:], changeTag: "t", created: stamp, modified: stamp)
+        }
+        XCTAssertTrue(grants.mayRead(record("Diary", by: "_bob")))
+        XCTAssertFalse(grants.mayRead(record("Diary", by: "_alice")))
+        XCTAssertTrue(grants.mayRead(record("Unknown", by: "_alice")), "a type the schema lacks: world read")
+    }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HummingbirdTesting
 import StratusCore
@@ -177,6 +178,41 @@ final class SecurityRoleReadTests: XCTestCase {
             XCTAssertEqual(carol, ["d1:recordCreated", "d2:recordCreated", "d1:recordDeleted", "b1:recordCreated"])
             let bobs = try await SubscriptionTests.notifications(client, fixture, user: "_bob")
             XCTAssertFalse("\(bobs)".contains("secret of _alice"), "\(bobs)")
+        }
+    }
+
+    /// A server-to-server key reads as its own user: the creator of what it wrote, holding the roles
+    /// an operator assigns it, as for writes.
+    func testAServerKeyReadsWithTheRolesAssignedToItsUser() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            let schemas = SchemaStore(store: fixture.store)
+            _ = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: Self.causation, logger: TestSupport.logger)
+            let privateKey = P256.Signing.PrivateKey()
+            let key = try await ServerKeyStore(store: fixture.store).register(
+                container: fixture.container, publicKey: try ServerPublicKey(text: privateKey.publicKey.pemRepresentation), label: "reader", logger: TestSupport.logger)
+            func signed(_ operation: String, _ body: Body) async throws -> Body {
+                let subpath = AuthTests.path(operation)
+                let data = try AuthTests.json(body)
+                let (status, answer) = try await AuthTests.send(
+                    client, subpath, headers: try AuthTests.signedHeaders(keyID: key.keyID, key: privateKey, body: data, subpath: subpath), body: data)
+                XCTAssertEqual(status, 200, "\(answer)")
+                return answer
+            }
+            _ = try await SecurityRoleTests.write(client, fixture, user: "_alice", ["operationType": "create", "record": SecurityRoleTests.post("d1", type: "Diary", "Alice's")])
+            let own = try await signed("records/modify", ["operations": [["operationType": "create", "record": SecurityRoleTests.post("k1", type: "Diary", "the key's")]]])
+            XCTAssertNil((own["records"] as? [Body])?.first?["serverErrorCode"], "\(own)")
+            func lookedUp() async throws -> [String: Body] {
+                let answer = try await signed("records/lookup", ["records": [["recordName": "d1"], ["recordName": "k1"]]])
+                var byName: [String: Body] = [:]
+                for item in answer["records"] as? [Body] ?? [] { byName[item["recordName"] as? String ?? ""] = item }
+                return byName
+            }
+            let unassigned = try await lookedUp()
+            XCTAssertEqual(unassigned["d1"]?["serverErrorCode"] as? String, "ACCESS_DENIED", "\(unassigned)")
+            XCTAssertNotNil(unassigned["k1"]?["fields"], "the key reads what it created: \(unassigned)")
+            _ = try await schemas.assignRole("Reviewer", to: key.userRecordName, container: fixture.container, environment: .development, logger: TestSupport.logger)
+            let assigned = try await lookedUp()
+            XCTAssertNotNil(assigned["d1"]?["fields"], "\(assigned)")
         }
     }
 }
