@@ -12,7 +12,6 @@ import XCTest
 /// every record readable, without a user too where the container allows it.
 final class SecurityRoleReadTests: XCTestCase {
     typealias Body = RecordAPITests.Body
-    static let causation = Causation(requestID: "security-role-read-test")
 
     static let schema = """
         DEFINE SCHEMA
@@ -39,7 +38,7 @@ final class SecurityRoleReadTests: XCTestCase {
         try await QueryTests.withStack(indexer: false) { fixture, client in
             let schemas = SchemaStore(store: fixture.store)
             let parsed = try SchemaLanguage.parse(Self.schema)
-            let imported = try await schemas.importSchema(parsed, container: fixture.container, causation: Self.causation, logger: TestSupport.logger)
+            let imported = try await schemas.importSchema(parsed, container: fixture.container, causation: SecurityRoleTests.causation, logger: TestSupport.logger)
             XCTAssertEqual(imported, .applied(parsed.normalized))
             for (user, name, type) in [("_alice", "d1", "Diary"), ("_alice", "a1", "Audit"), ("_alice", "b1", "Board"), ("_bob", "d2", "Diary")] {
                 let written = try await SecurityRoleTests.write(client, fixture, user: user, ["operationType": "create", "record": SecurityRoleTests.post(name, type: type, "by \(user)")])
@@ -115,7 +114,7 @@ final class SecurityRoleReadTests: XCTestCase {
     func testALookupReadsTheGrantsOnceAndOnlyInThePublicDatabase() async throws {
         try await RecordAPITests.withAPI { fixture, client in
             let schemas = SchemaStore(store: fixture.store)
-            _ = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: Self.causation, logger: TestSupport.logger)
+            _ = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: SecurityRoleTests.causation, logger: TestSupport.logger)
             let names = (0..<200).map { "d\($0)" }
             let operations: [Body] = names.map { ["operationType": "create", "record": SecurityRoleTests.post($0, type: $0.hasSuffix("7") ? "Board" : "Diary", "x")] }
             let (status, _) = try await RecordAPITests.modify(client, fixture, zone: nil, user: "_alice", database: "public", operations)
@@ -148,7 +147,7 @@ final class SecurityRoleReadTests: XCTestCase {
     func testPublicQuerySubscriptionsNotifyOnlySubscribersWhoMayReadTheRecord() async throws {
         try await SubscriptionTests.withStack(pipeline: false) { fixture, client, _ in
             let schemas = SchemaStore(store: fixture.store)
-            _ = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: Self.causation, logger: TestSupport.logger)
+            _ = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: SecurityRoleTests.causation, logger: TestSupport.logger)
             _ = try await schemas.assignRole("Reviewer", to: "_carol", container: fixture.container, environment: .development, logger: TestSupport.logger)
             for user in ["_alice", "_bob", "_carol"] {
                 let (status, made) = try await SubscriptionTests.modify(client, fixture, database: "public", user: user, [
@@ -186,7 +185,7 @@ final class SecurityRoleReadTests: XCTestCase {
     func testAServerKeyReadsWithTheRolesAssignedToItsUser() async throws {
         try await RecordAPITests.withAPI { fixture, client in
             let schemas = SchemaStore(store: fixture.store)
-            _ = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: Self.causation, logger: TestSupport.logger)
+            _ = try await schemas.importSchema(try SchemaLanguage.parse(Self.schema), container: fixture.container, causation: SecurityRoleTests.causation, logger: TestSupport.logger)
             let privateKey = P256.Signing.PrivateKey()
             let key = try await ServerKeyStore(store: fixture.store).register(
                 container: fixture.container, publicKey: try ServerPublicKey(text: privateKey.publicKey.pemRepresentation), label: "reader", logger: TestSupport.logger)
