@@ -44,15 +44,20 @@ public struct DevelopmentReset: Sendable {
     }
 
     /// Resets development: the schema first, then the zones, then the default zones' records, each
-    /// `batch` at a time (one transaction per database and batch), until none is left.
+    /// `batch` at a time (one transaction per database and batch), walking each table once in key
+    /// order until the walk finds nothing more. What is written behind the walk while it runs stays.
     public func run(container: String, causation: Causation, batch: Int = 200, logger: Logger) async throws -> Report {
         let batch = min(max(batch, 1), 1000)
         var report = Report(schema: try await SchemaStore(store: store).reset(container: container, causation: causation, logger: logger))
         var touched = Set<DatabaseID>()
         let zoneStore = ZoneStore(store: store)
+        // Each batch continues after the last one read (in primary key order), so a big
+        // environment is walked once rather than rescanned from its start for every batch.
+        var after = Position()
         while true {
-            let zones = try await liveZones(container: container, limit: batch, logger: logger)
-            guard !zones.isEmpty else { break }
+            let zones = try await liveZones(container: container, after: after, limit: batch, logger: logger)
+            guard let last = zones.last else { break }
+            after = Position(scope: last.0.scope.rawValue, owner: last.0.owner, name: last.1)
             for (database, names) in Self.byDatabase(zones) {
                 let counted = try await recordCount(in: database, zones: names, logger: logger)
                 let outcomes = try await zoneStore.modify(
@@ -72,9 +77,11 @@ public struct DevelopmentReset: Sendable {
             }
         }
         let records = RecordStore(store: store)
+        after = Position()
         while true {
-            let found = try await defaultZoneRecords(container: container, limit: batch, logger: logger)
-            guard !found.isEmpty else { break }
+            let found = try await defaultZoneRecords(container: container, after: after, limit: batch, logger: logger)
+            guard let last = found.last else { break }
+            after = Position(scope: last.0.scope.rawValue, owner: last.0.owner, name: last.1)
             for (database, names) in Self.byDatabase(found) {
                 let deleted = try await records.purge(names, zone: ZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: database.owner),
                                                       in: database, causation: causation, logger: logger)
@@ -97,22 +104,34 @@ public struct DevelopmentReset: Sendable {
         return order.map { ($0, names[$0] ?? []) }
     }
 
-    /// Development's live custom zones, at most `limit`.
-    private func liveZones(container: String, limit: Int, logger: Logger) async throws -> [(DatabaseID, String)] {
+    /// Where a walk over zones or default-zone records stands: after this scope, owner and name
+    /// (the empty strings sort first).
+    struct Position {
+        var scope = ""
+        var owner = ""
+        var name = ""
+    }
+
+    /// Development's live custom zones after `after`, at most `limit`, in primary key order.
+    private func liveZones(container: String, after: Position, limit: Int, logger: Logger) async throws -> [(DatabaseID, String)] {
         try await rows("""
             SELECT scope, owner, zone_name FROM zones
-            WHERE container = \(container) AND environment = \(Environment.development.rawValue) AND NOT deleted
-              AND zone_name <> \(ZoneID.defaultZoneName)
+            WHERE container = \(container) AND environment = \(Environment.development.rawValue)
+              AND (scope, owner, zone_name) > (\(after.scope), \(after.owner), \(after.name))
+              AND NOT deleted AND zone_name <> \(ZoneID.defaultZoneName)
             ORDER BY scope, owner, zone_name LIMIT \(limit)
             """, container: container, logger: logger)
     }
 
-    /// Records of development's default zones, at most `limit`.
-    private func defaultZoneRecords(container: String, limit: Int, logger: Logger) async throws -> [(DatabaseID, String)] {
+    /// Records of development's default zones after `after`, at most `limit`, in primary key order
+    /// (the zone's name is fixed, so the walk follows the key).
+    private func defaultZoneRecords(container: String, after: Position, limit: Int, logger: Logger) async throws -> [(DatabaseID, String)] {
         try await rows("""
             SELECT scope, owner, record_name FROM records
-            WHERE container = \(container) AND environment = \(Environment.development.rawValue) AND zone_name = \(ZoneID.defaultZoneName)
-            ORDER BY scope, owner, record_name LIMIT \(limit)
+            WHERE container = \(container) AND environment = \(Environment.development.rawValue)
+              AND (scope, owner, zone_name, record_name) > (\(after.scope), \(after.owner), \(ZoneID.defaultZoneName), \(after.name))
+              AND zone_name = \(ZoneID.defaultZoneName)
+            ORDER BY scope, owner, zone_name, record_name LIMIT \(limit)
             """, container: container, logger: logger)
     }
 
