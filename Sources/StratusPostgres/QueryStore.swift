@@ -203,12 +203,17 @@ public struct QueryStore: Sendable {
         case "___modTime": return "query_index.key(modified_at)"
         case "___recordID": return "query_index.key(record_name)"
         default:
-            let value = "\(field(sort.fieldName, &sql))->'value'"
             if let location = sort.relativeLocation {
                 return "coalesce(to_jsonb(\(locationDistance(sort.fieldName, location, &sql))), 'null'::jsonb)"
             }
-            return "coalesce(\(value), 'null'::jsonb)"
+            return fieldSortKey(sort.fieldName, &sql)
         }
+    }
+
+    /// A field's sort key: its value as `jsonb` (one rule orders every type), null when absent. A
+    /// field index (`QueryFieldIndexes`) holds exactly this expression.
+    private static func fieldSortKey(_ name: String, _ sql: inout SQLBuilder) -> String {
+        "coalesce(\(field(name, &sql))->'value', 'null'::jsonb)"
     }
 
     /// The distance in metres from a point to a field whose stored type is LOCATION; NULL for any
@@ -300,12 +305,44 @@ public struct QueryStore: Sendable {
                 return try compare("(\(value)->>'recordName')", filter, numeric: false, &sql)
             case .int64, .double, .timestamp, .list(.int64, _), .list(.double, _), .list(.timestamp, _):
                 let typed = "(CASE WHEN \(field(name, &sql))->>'type' IN ('INT64', 'DOUBLE', 'TIMESTAMP') THEN (\(value)#>>'{}')::numeric END)"
-                return try compare(typed, filter, numeric: true, &sql)
+                let exact = try compare(typed, filter, numeric: true, &sql)
+                guard let bound = sortKeyBound(filter, &sql) else { return exact }
+                return "(\(exact) AND \(bound))"
             default:
                 let typed = "(CASE WHEN jsonb_typeof(\(value)) = 'string' THEN \(value)#>>'{}' END)"
-                return try compare(typed, filter, numeric: false, &sql)
+                let exact = try compare(typed, filter, numeric: false, &sql)
+                guard let bound = sortKeyBound(filter, &sql) else { return exact }
+                return "(\(exact) AND \(bound))"
             }
         }
+    }
+
+    /// A comparison restated on the field's sort key (`sortExpression`), which a field index
+    /// (`QueryFieldIndexes`) holds: the index can then read the range instead of the whole type.
+    /// It only ever narrows what the exact comparison already decides, which still runs: numbers
+    /// are the only stored values that are `jsonb` numbers (INT64, DOUBLE, TIMESTAMP), and `jsonb`
+    /// orders numbers by their exact numeric value, as the comparison does (every other value sorts
+    /// below or above all numbers). Text only for EQUALS: `jsonb` orders strings by the database's
+    /// collation where the comparison uses byte order, but two strings are equal in both only when
+    /// their bytes are.
+    private static func sortKeyBound(_ filter: QueryFilter, _ sql: inout SQLBuilder) -> String? {
+        let bound: String
+        switch filter.value {
+        case .int64(let value), .timestamp(let value): bound = "to_jsonb(\(sql.bind(String(value)))::numeric)"
+        case .double(let value) where value.isFinite: bound = "to_jsonb(\(sql.bind(String(value)))::numeric)"
+        case .string(let text) where filter.comparator == .equals: bound = "to_jsonb(\(sql.bind(text))::text)"
+        default: return nil
+        }
+        let operation: String
+        switch filter.comparator {
+        case .equals: operation = "="
+        case .lessThan: operation = "<"
+        case .lessThanOrEquals: operation = "<="
+        case .greaterThan: operation = ">"
+        case .greaterThanOrEquals: operation = ">="
+        default: return nil
+        }
+        return "\(fieldSortKey(filter.fieldName, &sql)) \(operation) \(bound)"
     }
 
     /// Scalar comparisons (and IN / NOT_IN) on an expression.

@@ -58,6 +58,19 @@ extension Admin {
         }
     }
 
+    /// Builds the field indexes the environment's schema asks for and drops those it no longer does
+    /// (`QueryFieldIndexes`); the schema commands run it after each change.
+    public static func buildFieldIndexes(
+        container: String, environment: Environment, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> QueryFieldIndexes.Changes {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await ContainerStore(store: store).exists(container: container, logger: logger) else {
+                throw ConfigurationProblem("no container '\(container)'")
+            }
+            return try await QueryFieldIndexes(store: store).ensure(container: container, environment: environment, logger: logger)
+        }
+    }
+
     /// Assigns a custom role of an environment's schema to a user (a user record name; a server key
     /// acts as its own), or takes it away.
     public static func assignRole(

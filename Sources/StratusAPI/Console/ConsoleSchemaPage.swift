@@ -129,9 +129,12 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
         }
         switch outcome {
         case .applied(let schema):
+            // The environment just changed gets the field indexes its schema asks for, as the CLI does.
+            let changes = try await QueryFieldIndexes(store: routes.data.store).ensure(
+                container: container, environment: change == .deploy ? .production : .development, logger: context.logger)
             context.logger.notice("console schema change", metadata: [
                 "operator": "\(session.operator.login)", "container": "\(container)", "change": "\(change.rawValue)",
-                "recordTypes": "\(schema.recordTypes.count)",
+                "recordTypes": "\(schema.recordTypes.count)", "fieldIndexesBuilt": "\(changes.built.count)", "fieldIndexesDropped": "\(changes.dropped.count)",
             ])
             return ConsolePage.redirect(Self.link(container, "&done=\(change.rawValue)"))
         case .refused(let problems):
