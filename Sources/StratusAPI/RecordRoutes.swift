@@ -118,11 +118,17 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(.badRequest, "Record '\(item.recordName.prefix(255))' appears more than once in records; ask for each record once")
             }
         }
-        let found = try await records.lookup(parsed.records.map(\.recordName), zone: zone, in: database, logger: context.logger)
+        let read = try await records.lookup(
+            parsed.records.map(\.recordName), zone: zone, in: database, reader: opened.caller.userRecordName, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assets.settings)
         let results: [JSONValue] = parsed.records.map { item in
-            guard let record = found[ExactName(item.recordName)] else {
+            if let recordType = read.denied[ExactName(item.recordName)] {
+                return RecordWire.error(StratusError(.accessDenied,
+                    "Record '\(item.recordName.prefix(255))' cannot be read: in the public database no security role this user holds has READ on record type '\(recordType.prefix(255))'"),
+                    recordName: item.recordName, uuid: context.requestID)
+            }
+            guard let record = read.records[ExactName(item.recordName)] else {
                 return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
             }
             return RecordWire.dictionary(record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)

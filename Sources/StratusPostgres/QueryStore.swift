@@ -25,10 +25,27 @@ public struct QueryStore: Sendable {
     }
 
     /// Runs a query. `after` continues after a previous page's last row (keyset paging: stable under
-    /// concurrent writes).
-    public func run(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> Page {
-        let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, logger: logger)
-        return try await store.withConnection { connection in
+    /// concurrent writes). In the public database the record type's READ grants decide for `reader`
+    /// (a user record name; nil for a caller with only the API token): a type no role of the reader's
+    /// may read is refused with ACCESS_DENIED, and one it reads only as `_creator` yields only the
+    /// reader's own records.
+    public func run(
+        _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, reader: String? = nil, logger: Logger
+    ) async throws -> Page {
+        try await store.withConnection { connection in
+            var createdBy: String?
+            if database.scope == .public {
+                let grants = try await SchemaStore.readGrants(
+                    recordTypes: [query.recordType], reader: reader, database: database, on: connection, logger: logger)
+                switch grants.scope(of: query.recordType) {
+                case .all: break
+                case .own: createdBy = reader
+                case .none:
+                    throw StratusError(.accessDenied,
+                        "Record type '\(query.recordType.prefix(255))' cannot be queried: in the public database no security role this user holds has READ on it")
+                }
+            }
+            let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, createdBy: createdBy, logger: logger)
             let rows = try await connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
             var results: [(String, Record, String)] = []
             for try await (zone, recordText, keyText) in rows.decode((String, String, String).self) {
@@ -56,7 +73,10 @@ public struct QueryStore: Sendable {
         }
     }
 
-    private func statement(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> (String, PostgresBindings) {
+    /// The query's statement; with `createdBy`, only the records that user created.
+    private func statement(
+        _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, createdBy: String? = nil, logger: Logger
+    ) async throws -> (String, PostgresBindings) {
         var sql = SQLBuilder()
         let serving = try await QueryIndexGenerations(store: store).serving(logger: logger)
         guard let live = Int32(exactly: serving.generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
@@ -70,6 +90,7 @@ public struct QueryStore: Sendable {
             "((record ->> 'expirationDate') IS NULL OR (record ->> 'expirationDate')::bigint > \(RecordExpirySQL.now))",
         ]
         if case .zone(let name) = scope { conditions.append("zone_name = \(sql.bind(name))") }
+        if let createdBy { conditions.append("(record -> 'created' ->> 'userRecordName') = \(sql.bind(createdBy))") }
         for filter in query.filters { conditions.append(try Self.condition(filter, language: serving.language, &sql)) }
         // Sort keys, all as jsonb so one comparison rule serves every key; then zone and name break ties.
         var keys: [(expression: String, ascending: Bool)] = query.sorts.map { sort in

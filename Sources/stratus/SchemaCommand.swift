@@ -69,15 +69,18 @@ struct SchemaCommand: AsyncParsableCommand {
     }
 
     struct Reset: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Make development's schema production's again.")
+        static let configuration = CommandConfiguration(abstract: "Make development's schema production's again and delete all of development's data (its zones and records, in every database); production is not touched.")
         @OptionGroup var options: CommonOptions
         @Argument(help: "The container identifier.")
         var container: String
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-schema")
-            let schema = try await Admin.resetSchema(container: container, configuration, logger: logger)
-            print("development reset to production's \(schema.recordTypes.count) record types")
+            let report = try await Admin.resetDevelopment(container: container, configuration, logger: logger)
+            if case .applied(let schema) = report.schema {
+                print("development reset to production's \(schema.recordTypes.count) record types")
+            }
+            for line in report.summary { print(line) }
             try await reportFieldIndexes(container: container, environment: .development, configuration, logger: logger)
         }
     }

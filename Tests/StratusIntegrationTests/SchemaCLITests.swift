@@ -76,6 +76,11 @@ final class SchemaCLITests: XCTestCase {
             XCTAssertEqual(reset.status, 0, reset.output)
             XCTAssertTrue(reset.output.contains("development reset to production's 2 record types"), reset.output)
             XCTAssertTrue(reset.output.contains("dropped the field index of Draft.d ("), reset.output)
+            // It says what it deleted of development's data (here nothing) and that production was not touched.
+            for line in ["deleted 0 custom zones of development, with their 0 records", "deleted 0 records of development's default zones",
+                         "0 databases of development changed; production untouched"] {
+                XCTAssertTrue(reset.output.contains(line), "\(line): \(reset.output)")
+            }
             let grownAgain = try await Self.cli(["schema", "import", Self.container, grown], settings)
             XCTAssertEqual(grownAgain.status, 0, grownAgain.output)
             let again = try await Self.cli(["schema", "deploy", Self.container], settings)
