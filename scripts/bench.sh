@@ -12,6 +12,9 @@
 #   STRATUS_BENCH_DIR      where the report and logs go
 #   STRATUS_BENCH_PROFILE  1: record a CPU profile of stratus-api (perf: stratus-api.perf.txt) and
 #                          PostgreSQL's statement statistics (statements.txt) into the report folder
+#   STRATUS_BENCH_SCHEMA   the schema imported into development before the run (default
+#                          scripts/bench-schema.ckdb; scripts/bench-schema-ten.ckdb indexes all ten
+#                          of Item's fields; none: no schema, so no field indexes)
 #   STRATUS_BUILD          release (default) or debug
 #   STRATUS_LOG_LEVEL      of every process (default: warning for the API, whose request logs cost
 #                          CPU, and info, a deployment's default, for the workers)
@@ -84,6 +87,7 @@ pg_dir="$work/pg"
 
 # PostgreSQL with its durable defaults (fsync and synchronous commit on), as an operator runs it.
 PROFILE="${STRATUS_BENCH_PROFILE:-0}"
+SCHEMA="${STRATUS_BENCH_SCHEMA:-$STRATUS_ROOT/scripts/bench-schema.ckdb}"
 pg_options=(-c max_connections=200 -c shared_buffers=256MB)
 if [[ "$PROFILE" == 1 ]]; then
     command -v perf >/dev/null 2>&1 || die "STRATUS_BENCH_PROFILE=1 needs perf (apt: linux-perf)"
@@ -121,6 +125,10 @@ mkdir -p "$STRATUS_DATA_DIR"
     "$BIN/stratus" container create "$CONTAINER" --label "benchmark (scripts/bench.sh)" | tail -n 1 >"$work/api-token"
     "$BIN/stratus" user token "$CONTAINER" --user _bench --days 1 | tail -n 1 >"$work/web-auth-token"
 )
+# The schema the query scenarios run under: its QUERYABLE and SORTABLE fields get field indexes.
+if [[ "$SCHEMA" != none ]]; then
+    "$BIN/stratus" schema import "$CONTAINER" "$SCHEMA" | sed 's/^/[bench] /'
+fi
 
 STRATUS_LOG_LEVEL="$API_LOG_LEVEL" "$BIN/stratus-api" </dev/null >"$OUT/stratus-api.log" 2>&1 &
 API_PID=$!

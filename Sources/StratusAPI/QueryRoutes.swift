@@ -72,7 +72,8 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
             guard marker.query == fingerprint else { throw StratusError(.badRequest, "continuationMarker belongs to another query") }
             after = marker.after
         }
-        let page = try await queries.run(query, in: database, scope: scope, limit: limit, after: after, sharedWith: participant, logger: context.logger)
+        let page = try await queries.run(
+            query, in: database, scope: scope, limit: limit, after: after, reader: opened.caller.userRecordName, sharedWith: participant, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
         var members: [String: JSONValue] = [

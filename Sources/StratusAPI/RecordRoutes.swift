@@ -135,16 +135,21 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             }
         }
         let recordNames = parsed.records.map(\.recordName)
-        let found = database.scope == .shared
-            ? try await shares.lookup(
+        let read = database.scope == .shared
+            ? RecordStore.Read(records: try await shares.lookup(
                 recordNames, zoneName: zone.zoneName, owner: zone.ownerRecordName, user: database.owner, container: database.container,
-                environment: database.environment, logger: context.logger)
-            : try await records.lookup(recordNames, zone: zone, in: database, logger: context.logger)
+                environment: database.environment, logger: context.logger), denied: [:])
+            : try await records.lookup(recordNames, zone: zone, in: database, reader: opened.caller.userRecordName, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assets.settings)
         let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
         let results: [JSONValue] = parsed.records.map { item in
-            guard let record = found[ExactName(item.recordName)] else {
+            if let recordType = read.denied[ExactName(item.recordName)] {
+                return RecordWire.error(StratusError(.accessDenied,
+                    "Record '\(item.recordName.prefix(255))' cannot be read: in the public database no security role this user holds has READ on record type '\(recordType.prefix(255))'"),
+                    recordName: item.recordName, uuid: context.requestID)
+            }
+            guard let record = read.records[ExactName(item.recordName)] else {
                 return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
             }
             return RecordWire.dictionary(

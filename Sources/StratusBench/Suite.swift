@@ -180,7 +180,9 @@ public struct BenchSuite: Sendable {
         ] as JSONObject]
     }
 
-    /// A record of the query zone: a category (100 values), a score, and a four-word title.
+    /// A record of the query zone: ten scalar fields, as an app's record type has them — a category
+    /// (100 values), a score, a four-word title, and seven more (scripts/bench-schema*.ckdb declare
+    /// which of them are indexed).
     static func item(_ index: Int, run: String) -> JSONObject {
         var generator = SplitMix(seed: UInt64(index))
         let title = (0..<4).map { _ in words[Int(generator.next() % UInt64(words.count))] }.joined(separator: " ")
@@ -188,6 +190,13 @@ public struct BenchSuite: Sendable {
             "category": ["value": "c\(index % 100)"],
             "score": ["value": Int(generator.next() % 1_000_000)],
             "title": ["value": title],
+            "rank": ["value": Int(generator.next() % 10_000)],
+            "price": ["value": Double(generator.next() % 100_000) / 100, "type": "DOUBLE"],
+            "due": ["value": 1_700_000_000_000 + Int(generator.next() % 31_536_000_000), "type": "TIMESTAMP"],
+            "status": ["value": ["open", "closed", "waiting", "done"][index % 4]],
+            "region": ["value": "r\(generator.next() % 50)"],
+            "stock": ["value": Int(generator.next() % 1_000)],
+            "rating": ["value": Double(generator.next() % 50) / 10, "type": "DOUBLE"],
         ] as JSONObject]
     }
 

@@ -29,6 +29,62 @@ public enum QueryIndexStore {
             """, logger: transaction.logger)
     }
 
+    /// Applies a run of `record.saved` events with one statement (a batch load or a busy zone brings
+    /// hundreds in a row): what applying them one by one leaves — a record saved twice in the run
+    /// takes its latest save, and an event older than what a generation holds changes nothing.
+    public static func apply(saves: [(saved: RecordSaved, event: EventEnvelope)], in transaction: Transaction) async throws {
+        struct Key: Hashable {
+            var database: DatabaseID
+            var zoneName: String
+            var recordName: String
+        }
+        var latest: [Key: Int] = [:]
+        for (index, save) in saves.enumerated() {
+            let key = Key(database: save.saved.database, zoneName: save.saved.zoneID.zoneName, recordName: save.saved.record.recordName)
+            if let known = latest[key], saves[known].event.id >= save.event.id { continue }
+            latest[key] = index
+        }
+        let rows = latest.values.sorted().map { saves[$0] }
+        guard !rows.isEmpty else { return }
+        if rows.count == 1 {
+            return try await apply(rows[0].saved, event: rows[0].event, in: transaction)
+        }
+        var containers: [String] = [], environments: [String] = [], scopes: [String] = [], owners: [String] = []
+        var zones: [String] = [], names: [String] = [], types: [String] = [], versions: [Int64] = []
+        var created: [Int64] = [], modified: [Int64] = [], records: [String] = [], documents: [String] = []
+        for (saved, event) in rows {
+            let database = saved.database, record = saved.record
+            containers.append(database.container)
+            environments.append(database.environment.rawValue)
+            scopes.append(database.scope.rawValue)
+            owners.append(database.owner)
+            zones.append(saved.zoneID.zoneName)
+            names.append(record.recordName)
+            types.append(record.recordType)
+            versions.append(event.id)
+            created.append(record.created.timestamp)
+            modified.append(record.modified.timestamp)
+            records.append(String(decoding: EventCoding.encode(record), as: UTF8.self))
+            documents.append(SearchDocument.text(of: record, policy: .development))
+        }
+        try await transaction.connection.query("""
+            INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
+                version, deleted, created_at, modified_at, record, search)
+            SELECT g.generation, s.container, s.environment, s.scope, s.owner, s.zone_name, s.record_name, s.record_type,
+                s.version, false, s.created_at, s.modified_at, s.record::jsonb, to_tsvector(g.language, s.document)
+            FROM unnest(\(containers)::text[], \(environments)::text[], \(scopes)::text[], \(owners)::text[], \(zones)::text[],
+                        \(names)::text[], \(types)::text[], \(versions)::int8[], \(created)::int8[], \(modified)::int8[],
+                        \(records)::text[], \(documents)::text[])
+                AS s(container, environment, scope, owner, zone_name, record_name, record_type, version, created_at, modified_at, record, document)
+            CROSS JOIN query_index.generations AS g
+            WHERE g.generation = ANY(\(unescaped: servedGenerations))
+            ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
+                record_type = EXCLUDED.record_type, version = EXCLUDED.version, deleted = false, created_at = EXCLUDED.created_at,
+                modified_at = EXCLUDED.modified_at, record = EXCLUDED.record, search = EXCLUDED.search
+            WHERE r.version < EXCLUDED.version
+            """, logger: transaction.logger)
+    }
+
     /// The most text of one record that full-text search indexes, in UTF-8 bytes (`SearchDocument.maxBytes`).
     public static let maxSearchBytes = SearchDocument.maxBytes
 

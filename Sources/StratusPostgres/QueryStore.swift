@@ -25,23 +25,40 @@ public struct QueryStore: Sendable {
     }
 
     /// Runs a query. `after` continues after a previous page's last row (keyset paging: stable under
-    /// concurrent writes).
+    /// concurrent writes). In the public database the record type's READ grants decide for `reader`
+    /// (a user record name; nil for a caller with only the API token): a type no role of the reader's
+    /// may read is refused with ACCESS_DENIED, and one it reads only as `_creator` yields only the
+    /// reader's own records.
     ///
     /// `sharedWith`: the query runs for a participant in the shared database (`database` is the
     /// owner's): their access to the zone is read in the query's own snapshot, and records outside
     /// their hierarchies are left out of the page (which may then hold fewer than `limit`).
     public func run(
-        _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, sharedWith user: String? = nil, logger: Logger
+        _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, reader: String? = nil,
+        sharedWith user: String? = nil, logger: Logger
     ) async throws -> Page {
-        let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, logger: logger)
         guard let user else {
             return try await store.withConnection { connection in
-                try await Self.page(text, bindings, limit: limit, on: Transaction(connection: connection, logger: logger))
+                var createdBy: String?
+                if database.scope == .public {
+                    let grants = try await SchemaStore.readGrants(
+                        recordTypes: [query.recordType], reader: reader, database: database, on: connection, logger: logger)
+                    switch grants.scope(of: query.recordType) {
+                    case .all: break
+                    case .own: createdBy = reader
+                    case .none:
+                        throw StratusError(.accessDenied,
+                            "Record type '\(query.recordType.prefix(255))' cannot be queried: in the public database no security role this user holds has READ on it")
+                    }
+                }
+                let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, createdBy: createdBy, logger: logger)
+                return try await Self.page(text, bindings, limit: limit, on: Transaction(connection: connection, logger: logger))
             }
         }
         guard case .zone(let zoneName) = scope else {
             throw StratusError(.badRequest, "zoneWide queries are not available in the shared database: query one shared zone")
         }
+        let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, logger: logger)
         return try await store.snapshot(logger: logger) { transaction in
             let shared = try await ShareStore.sharedZone(
                 zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment, on: transaction)
@@ -80,7 +97,10 @@ public struct QueryStore: Sendable {
         }
     }
 
-    private func statement(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, logger: Logger) async throws -> (String, PostgresBindings) {
+    /// The query's statement; with `createdBy`, only the records that user created.
+    private func statement(
+        _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, createdBy: String? = nil, logger: Logger
+    ) async throws -> (String, PostgresBindings) {
         var sql = SQLBuilder()
         let serving = try await QueryIndexGenerations(store: store).serving(logger: logger)
         guard let live = Int32(exactly: serving.generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
@@ -94,6 +114,7 @@ public struct QueryStore: Sendable {
             "((record ->> 'expirationDate') IS NULL OR (record ->> 'expirationDate')::bigint > \(RecordExpirySQL.now))",
         ]
         if case .zone(let name) = scope { conditions.append("zone_name = \(sql.bind(name))") }
+        if let createdBy { conditions.append("(record -> 'created' ->> 'userRecordName') = \(sql.bind(createdBy))") }
         for filter in query.filters { conditions.append(try Self.condition(filter, language: serving.language, &sql)) }
         // Sort keys, all as jsonb so one comparison rule serves every key; then zone and name break ties.
         var keys: [(expression: String, ascending: Bool)] = query.sorts.map { sort in
@@ -206,12 +227,17 @@ public struct QueryStore: Sendable {
         case "___modTime": return "query_index.key(modified_at)"
         case "___recordID": return "query_index.key(record_name)"
         default:
-            let value = "\(field(sort.fieldName, &sql))->'value'"
             if let location = sort.relativeLocation {
                 return "coalesce(to_jsonb(\(locationDistance(sort.fieldName, location, &sql))), 'null'::jsonb)"
             }
-            return "coalesce(\(value), 'null'::jsonb)"
+            return fieldSortKey(sort.fieldName, &sql)
         }
+    }
+
+    /// A field's sort key: its value as `jsonb` (one rule orders every type), null when absent. A
+    /// field index (`QueryFieldIndexes`) holds exactly this expression.
+    private static func fieldSortKey(_ name: String, _ sql: inout SQLBuilder) -> String {
+        "coalesce(\(field(name, &sql))->'value', 'null'::jsonb)"
     }
 
     /// The distance in metres from a point to a field whose stored type is LOCATION; NULL for any
@@ -303,12 +329,44 @@ public struct QueryStore: Sendable {
                 return try compare("(\(value)->>'recordName')", filter, numeric: false, &sql)
             case .int64, .double, .timestamp, .list(.int64, _), .list(.double, _), .list(.timestamp, _):
                 let typed = "(CASE WHEN \(field(name, &sql))->>'type' IN ('INT64', 'DOUBLE', 'TIMESTAMP') THEN (\(value)#>>'{}')::numeric END)"
-                return try compare(typed, filter, numeric: true, &sql)
+                let exact = try compare(typed, filter, numeric: true, &sql)
+                guard let bound = sortKeyBound(filter, &sql) else { return exact }
+                return "(\(exact) AND \(bound))"
             default:
                 let typed = "(CASE WHEN jsonb_typeof(\(value)) = 'string' THEN \(value)#>>'{}' END)"
-                return try compare(typed, filter, numeric: false, &sql)
+                let exact = try compare(typed, filter, numeric: false, &sql)
+                guard let bound = sortKeyBound(filter, &sql) else { return exact }
+                return "(\(exact) AND \(bound))"
             }
         }
+    }
+
+    /// A comparison restated on the field's sort key (`sortExpression`), which a field index
+    /// (`QueryFieldIndexes`) holds: the index can then read the range instead of the whole type.
+    /// It only ever narrows what the exact comparison already decides, which still runs: numbers
+    /// are the only stored values that are `jsonb` numbers (INT64, DOUBLE, TIMESTAMP), and `jsonb`
+    /// orders numbers by their exact numeric value, as the comparison does (every other value sorts
+    /// below or above all numbers). Text only for EQUALS: `jsonb` orders strings by the database's
+    /// collation where the comparison uses byte order, but two strings are equal in both only when
+    /// their bytes are.
+    private static func sortKeyBound(_ filter: QueryFilter, _ sql: inout SQLBuilder) -> String? {
+        let bound: String
+        switch filter.value {
+        case .int64(let value), .timestamp(let value): bound = "to_jsonb(\(sql.bind(String(value)))::numeric)"
+        case .double(let value) where value.isFinite: bound = "to_jsonb(\(sql.bind(String(value)))::numeric)"
+        case .string(let text) where filter.comparator == .equals: bound = "to_jsonb(\(sql.bind(text))::text)"
+        default: return nil
+        }
+        let operation: String
+        switch filter.comparator {
+        case .equals: operation = "="
+        case .lessThan: operation = "<"
+        case .lessThanOrEquals: operation = "<="
+        case .greaterThan: operation = ">"
+        case .greaterThanOrEquals: operation = ">="
+        default: return nil
+        }
+        return "\(fieldSortKey(filter.fieldName, &sql)) \(operation) \(bound)"
     }
 
     /// Scalar comparisons (and IN / NOT_IN) on an expression.

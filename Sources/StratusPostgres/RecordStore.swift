@@ -135,17 +135,57 @@ public struct RecordStore: Sendable {
     /// Records by exact name in one zone; absent names are absent from the result.
     public func lookup(_ recordNames: [String], zone: ZoneID, in database: DatabaseID, logger: Logger) async throws -> [ExactName: Record] {
         try await store.withConnection { connection in
-            if !zone.isDefaultZone {
-                let rows = try await connection.query("""
-                    SELECT 1 FROM zones WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
-                      AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND NOT deleted
-                    """, logger: logger)
-                var exists = false
-                for try await _ in rows { exists = true }
-                guard exists else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }
-            }
-            return try await RecordRow.live(recordNames, zone: zone.zoneName, of: database, on: Transaction(connection: connection, logger: logger))
+            try await Self.lookup(recordNames, zone: zone, in: database, on: connection, logger: logger)
         }
+    }
+
+    /// What a caller's `records/lookup` finds: the records it may read, and those the public
+    /// database's security roles keep from it.
+    public struct Read: Sendable {
+        /// The records found that the reader may read, by exact name.
+        public var records: [ExactName: Record]
+        /// The records found that no READ grant lets the reader read, by exact name, with their record type.
+        public var denied: [ExactName: String]
+
+        /// Creates a read.
+        public init(records: [ExactName: Record], denied: [ExactName: String]) {
+            self.records = records
+            self.denied = denied
+        }
+    }
+
+    /// Records by exact name in one zone, as `reader` (a user record name; nil for a caller with only
+    /// the API token) may read them: in the public database a record of a type whose READ grants no
+    /// role of the reader's reaches is denied. The grants and the reader's roles are read once, in
+    /// one statement on the same connection, whatever the number of records.
+    public func lookup(_ recordNames: [String], zone: ZoneID, in database: DatabaseID, reader: String?, logger: Logger) async throws -> Read {
+        try await store.withConnection { connection in
+            var found = try await Self.lookup(recordNames, zone: zone, in: database, on: connection, logger: logger)
+            guard database.scope == .public, !found.isEmpty else { return Read(records: found, denied: [:]) }
+            let types = Array(Set(found.values.map(\.recordType)))
+            let grants = try await SchemaStore.readGrants(recordTypes: types, reader: reader, database: database, on: connection, logger: logger)
+            var denied: [ExactName: String] = [:]
+            for (name, record) in found where !grants.mayRead(record) {
+                denied[name] = record.recordType
+                found[name] = nil
+            }
+            return Read(records: found, denied: denied)
+        }
+    }
+
+    private static func lookup(
+        _ recordNames: [String], zone: ZoneID, in database: DatabaseID, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [ExactName: Record] {
+        if !zone.isDefaultZone {
+            let rows = try await connection.query("""
+                SELECT 1 FROM zones WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
+                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND NOT deleted
+                """, logger: logger)
+            var exists = false
+            for try await _ in rows { exists = true }
+            guard exists else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }
+        }
+        return try await RecordRow.live(recordNames, zone: zone.zoneName, of: database, on: Transaction(connection: connection, logger: logger))
     }
 
     /// The error one item of a non-atomic request reports: a client error as it is, anything else
@@ -279,7 +319,7 @@ struct ZoneWriter {
         if let expired = current, expired.isExpired(at: now) {
             // An expired record is gone for every reader: it is deleted (its event and tombstone
             // tell every device) before the operation, which then finds no record.
-            try await expire([expired], in: transaction)
+            try await deleteAsCreators([expired], in: transaction)
             current = nil
         }
         if let access = sharedAccess {

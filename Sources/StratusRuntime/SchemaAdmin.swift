@@ -47,13 +47,27 @@ extension Admin {
         }
     }
 
-    /// Makes development's schema production's again; returns it.
-    public static func resetSchema(container: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> Schema {
-        try await withSchemas(container: container, configuration, logger: logger) { schemas in
-            switch try await schemas.reset(container: container, causation: causation(), logger: logger) {
-            case .applied(let reset): return reset
-            case .refused(let problems): throw refusal("reset", problems)
+    /// Resets development as CloudKit does: its schema becomes production's and its data (every
+    /// custom zone and every default zone's record, in every database) is deleted, in batches,
+    /// through the write path. Returns what it did; production is never touched.
+    public static func resetDevelopment(container: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> DevelopmentReset.Report {
+        try await withContainer(container, configuration, logger: logger) { store in
+            let report = try await DevelopmentReset(store: store).run(container: container, causation: causation(), logger: logger)
+            if case .refused(let problems) = report.schema { throw refusal("reset", problems) }
+            return report
+        }
+    }
+
+    /// Builds the field indexes the environment's schema asks for and drops those it no longer does
+    /// (`QueryFieldIndexes`); the schema commands run it after each change.
+    public static func buildFieldIndexes(
+        container: String, environment: Environment, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> QueryFieldIndexes.Changes {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await ContainerStore(store: store).exists(container: container, logger: logger) else {
+                throw ConfigurationProblem("no container '\(container)'")
             }
+            return try await QueryFieldIndexes(store: store).ensure(container: container, environment: environment, logger: logger)
         }
     }
 
@@ -76,11 +90,17 @@ extension Admin {
     private static func withSchemas<T: Sendable>(
         container: String, _ configuration: StratusConfiguration, logger: Logger, _ body: @Sendable (SchemaStore) async throws -> T
     ) async throws -> T {
+        try await withContainer(container, configuration, logger: logger) { store in try await body(SchemaStore(store: store)) }
+    }
+
+    private static func withContainer<T: Sendable>(
+        _ container: String, _ configuration: StratusConfiguration, logger: Logger, _ body: @Sendable (PostgresStore) async throws -> T
+    ) async throws -> T {
         try await withMigratedStore(configuration, logger: logger) { store in
             guard try await ContainerStore(store: store).exists(container: container, logger: logger) else {
                 throw ConfigurationProblem("no container '\(container)'")
             }
-            return try await body(SchemaStore(store: store))
+            return try await body(store)
         }
     }
 }

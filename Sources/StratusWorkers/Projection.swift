@@ -47,20 +47,33 @@ extension Projection {
     /// statement per run costs what one per deletion would cost a hundredfold). Every other event,
     /// and whatever follows a run, is applied after the run, so the order a record's events take
     /// holds.
+    ///
+    /// With `saves`, runs of consecutive record saves go to it the same way.
     func apply(
         _ events: [EventEnvelope], in transaction: Transaction, logger: Logger,
+        saves: (([(saved: RecordSaved, event: EventEnvelope)]) async throws -> Void)? = nil,
         deletions: ([(deleted: RecordDeleted, event: EventEnvelope)]) async throws -> Void
     ) async throws {
-        var run: [(deleted: RecordDeleted, event: EventEnvelope)] = []
+        var deleted: [(deleted: RecordDeleted, event: EventEnvelope)] = []
+        var saved: [(saved: RecordSaved, event: EventEnvelope)] = []
+        func flush() async throws {
+            if !deleted.isEmpty { try await deletions(deleted) }
+            if !saved.isEmpty, let saves { try await saves(saved) }
+            deleted.removeAll()
+            saved.removeAll()
+        }
         for event in events {
             if event.type == RecordDeleted.eventType {
-                run.append((try event.decode(RecordDeleted.self), event))
-                continue
+                if !saved.isEmpty { try await flush() }
+                deleted.append((try event.decode(RecordDeleted.self), event))
+            } else if saves != nil, event.type == RecordSaved.eventType {
+                if !deleted.isEmpty { try await flush() }
+                saved.append((try event.decode(RecordSaved.self), event))
+            } else {
+                try await flush()
+                try await apply(event, in: transaction, logger: logger)
             }
-            if !run.isEmpty { try await deletions(run) }
-            run.removeAll()
-            try await apply(event, in: transaction, logger: logger)
         }
-        if !run.isEmpty { try await deletions(run) }
+        try await flush()
     }
 }

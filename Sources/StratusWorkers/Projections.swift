@@ -30,16 +30,18 @@ public struct IndexerProjection: Projection {
         }
     }
 
-    /// A batch in order, except that each run of consecutive record deletions goes to the index as
-    /// one statement.
+    /// A batch in order, except that each run of consecutive record saves, and each run of record
+    /// deletions, goes to the index as one statement.
     public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
         guard includesRecords else {
             for event in events { try await apply(event, in: transaction, logger: logger) }
             return
         }
-        try await apply(events, in: transaction, logger: logger) { run in
+        try await apply(events, in: transaction, logger: logger, saves: { run in
+            try await QueryIndexStore.apply(saves: run, in: transaction)
+        }, deletions: { run in
             try await QueryIndexStore.apply(deletions: run, in: transaction)
-        }
+        })
     }
 
     public func reset(in transaction: Transaction, logger: Logger) async throws {

@@ -1,13 +1,15 @@
 import ArgumentParser
 import Foundation
 import StratusCore
+import Logging
+import StratusPostgres
 import StratusRuntime
 
 /// `stratus schema`: a container's schemas in CloudKit's schema language, and their promotion.
 struct SchemaCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "schema", abstract: "Manage a container's schemas (CloudKit's schema language, .ckdb).",
-        subcommands: [Export.self, Import.self, Deploy.self, Reset.self, AssignRole.self])
+        subcommands: [Export.self, Import.self, Deploy.self, Reset.self, BuildIndexes.self, AssignRole.self])
 
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print an environment's schema in CloudKit's schema language.")
@@ -47,6 +49,7 @@ struct SchemaCommand: AsyncParsableCommand {
             let schema = try await Admin.importSchema(
                 container: container, text: String(decoding: data, as: UTF8.self), source: file, configuration, logger: logger)
             print("imported \(schema.recordTypes.count) record types into development")
+            try await reportFieldIndexes(container: container, environment: .development, configuration, logger: logger)
         }
     }
 
@@ -61,19 +64,42 @@ struct SchemaCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-schema")
             let schema = try await Admin.deploySchema(container: container, configuration, logger: logger)
             print("deployed \(schema.recordTypes.count) record types to production")
+            try await reportFieldIndexes(container: container, environment: .production, configuration, logger: logger)
         }
     }
 
     struct Reset: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Make development's schema production's again.")
+        static let configuration = CommandConfiguration(abstract: "Make development's schema production's again and delete all of development's data (its zones and records, in every database); production is not touched.")
         @OptionGroup var options: CommonOptions
         @Argument(help: "The container identifier.")
         var container: String
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-schema")
-            let schema = try await Admin.resetSchema(container: container, configuration, logger: logger)
-            print("development reset to production's \(schema.recordTypes.count) record types")
+            let report = try await Admin.resetDevelopment(container: container, configuration, logger: logger)
+            if case .applied(let schema) = report.schema {
+                print("development reset to production's \(schema.recordTypes.count) record types")
+            }
+            for line in report.summary { print(line) }
+            try await reportFieldIndexes(container: container, environment: .development, configuration, logger: logger)
+        }
+    }
+
+    struct BuildIndexes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "build-indexes",
+            abstract: "Build the query index's field indexes an environment's schema asks for (QUERYABLE or SORTABLE fields), and drop the ones it no longer does.",
+            discussion: "import, deploy and reset run this themselves; run it again after one was interrupted, or for the fields development's saves added.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "development or production.")
+        var environment: String = "production"
+
+        func run() async throws {
+            guard let environment = Environment(rawValue: environment) else { throw ValidationError("the environment is development or production") }
+            let (configuration, logger) = try options.resolve(label: "stratus-schema")
+            try await reportFieldIndexes(container: container, environment: environment, configuration, logger: logger)
         }
     }
 
@@ -100,4 +126,12 @@ struct SchemaCommand: AsyncParsableCommand {
             print("\(user) \(remove ? "no longer holds" : "holds") \(role) in \(environment.rawValue)")
         }
     }
+}
+
+/// Builds an environment's field indexes and says what changed, one line per index.
+func reportFieldIndexes(container: String, environment: Environment, _ configuration: StratusConfiguration, logger: Logger) async throws {
+    let changes = try await Admin.buildFieldIndexes(container: container, environment: environment, configuration, logger: logger)
+    for index in changes.built { print("built the field index of \(index) in \(environment.rawValue)") }
+    for index in changes.dropped { print("dropped the field index of \(index) in \(environment.rawValue)") }
+    print("\(environment.rawValue) has \(changes.built.count + changes.kept.count) field indexes")
 }

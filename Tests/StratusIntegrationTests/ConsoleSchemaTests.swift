@@ -145,6 +145,18 @@ final class ConsoleSchemaTests: XCTestCase {
             XCTAssertEqual(resetCheck.status, 200, resetCheck.html)
             XCTAssertTrue(resetCheck.html.contains("<li>field pages (INT64) would be added to record type Note</li>"), resetCheck.html)
             XCTAssertEqual(ConsoleAuthTests.field("confirm", in: resetCheck.html), "reset")
+            XCTAssertTrue(resetCheck.html.contains("all of development&#39;s records and zones (in every database) deleted")
+                          || resetCheck.html.contains("all of development's records and zones (in every database) deleted"), resetCheck.html)
+            // A record of development, which the confirmed reset deletes.
+            let database = DatabaseID(container: Self.container, environment: .development, scope: .private, owner: "_alice")
+            let defaultZone = ZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: "_alice")
+            let records = RecordStore(store: store)
+            _ = try await records.modify(
+                [RecordStore.Command(type: .create, input: RecordInput(recordName: "doomed", recordType: "Note", fields: ["remark": .string("x")]))],
+                zone: defaultZone, in: database, atomic: false, causation: Causation(requestID: "console-reset-test", userRecordName: "_alice"),
+                deviceID: nil, logger: TestSupport.logger)
+            let beforeReset = try await records.lookup(["doomed"], zone: defaultZone, in: database, logger: TestSupport.logger)
+            XCTAssertEqual(beforeReset.count, 1)
             let developmentBefore = try await SchemaStore(store: store).schema(container: Self.container, environment: .development, logger: TestSupport.logger)
             XCTAssertNil(developmentBefore.recordType(named: "Note")?.field(named: "pages"), "the check resets nothing")
             let forgedReset = try await browser.request("/console/schema/reset", method: .post, form: ["container": Self.container, "confirm": "reset"])
@@ -153,6 +165,8 @@ final class ConsoleSchemaTests: XCTestCase {
             XCTAssertEqual(reset.status, 303, reset.html)
             let developmentAfter = try await SchemaStore(store: store).schema(container: Self.container, environment: .development, logger: TestSupport.logger)
             XCTAssertEqual(developmentAfter, inProduction)
+            let afterReset = try await records.lookup(["doomed"], zone: defaultZone, in: database, logger: TestSupport.logger)
+            XCTAssertEqual(afterReset.count, 0, "the console's reset deletes development's data too")
             let deployable = try await browser.request("/console/schema/deploy", method: .post, form: Self.form(csrf))
             XCTAssertEqual(deployable.status, 200, deployable.html)
         }

@@ -42,6 +42,17 @@ final class SchemaCLITests: XCTestCase {
             let deployed = try await Self.cli(["schema", "deploy", Self.container], settings)
             XCTAssertEqual(deployed.status, 0, deployed.output)
             XCTAssertTrue(deployed.output.contains("deployed 2 record types to production"), deployed.output)
+            // Each QUERYABLE or SORTABLE scalar field gets its field index; lists, locations and
+            // references do not, nor do the system fields.
+            for field in ["count", "score", "title"] {
+                XCTAssertTrue(deployed.output.contains("built the field index of Note.\(field) ("), "\(field): \(deployed.output)")
+            }
+            XCTAssertFalse(deployed.output.contains("Note.tags") || deployed.output.contains("Note.location") || deployed.output.contains("___"), deployed.output)
+            let indexes = try await QueryFieldIndexes(store: store).list(container: Self.container, environment: .production, logger: TestSupport.logger)
+            let rebuilt = try await Self.cli(["schema", "build-indexes", Self.container], settings)
+            XCTAssertEqual(rebuilt.status, 0, rebuilt.output)
+            XCTAssertFalse(rebuilt.output.contains("built"), "nothing is built twice: \(rebuilt.output)")
+            XCTAssertTrue(rebuilt.output.contains("production has \(indexes.count) field indexes"), rebuilt.output)
             let production = try await SchemaStore(store: store).schema(container: Self.container, environment: .production, logger: TestSupport.logger)
             XCTAssertEqual(production, try SchemaLanguage.parse(SchemaLanguageFixture.exported).normalized)
 
@@ -60,9 +71,16 @@ final class SchemaCLITests: XCTestCase {
             let grown = try Self.file(SchemaLanguageFixture.exported + "\nRECORD TYPE Draft (d STRING QUERYABLE);\n")
             let grownImport = try await Self.cli(["schema", "import", Self.container, grown], settings)
             XCTAssertEqual(grownImport.status, 0, grownImport.output)
+            XCTAssertTrue(grownImport.output.contains("built the field index of Draft.d ("), grownImport.output)
             let reset = try await Self.cli(["schema", "reset", Self.container], settings)
             XCTAssertEqual(reset.status, 0, reset.output)
             XCTAssertTrue(reset.output.contains("development reset to production's 2 record types"), reset.output)
+            XCTAssertTrue(reset.output.contains("dropped the field index of Draft.d ("), reset.output)
+            // It says what it deleted of development's data (here nothing) and that production was not touched.
+            for line in ["deleted 0 custom zones of development, with their 0 records", "deleted 0 records of development's default zones",
+                         "0 databases of development changed; production untouched"] {
+                XCTAssertTrue(reset.output.contains(line), "\(line): \(reset.output)")
+            }
             let grownAgain = try await Self.cli(["schema", "import", Self.container, grown], settings)
             XCTAssertEqual(grownAgain.status, 0, grownAgain.output)
             let again = try await Self.cli(["schema", "deploy", Self.container], settings)

@@ -151,7 +151,8 @@ final class SchemaTests: XCTestCase {
             let schemas = SchemaStore(store: fixture.store)
             let file = """
                 DEFINE SCHEMA
-                RECORD TYPE Note ("___modTime" TIMESTAMP SORTABLE, title STRING QUERYABLE, body STRING SEARCHABLE, n INT64 SORTABLE);
+                RECORD TYPE Note ("___modTime" TIMESTAMP SORTABLE, title STRING QUERYABLE, body STRING SEARCHABLE, n INT64 SORTABLE,
+                                  GRANT READ TO "_world");
                 """
             guard case .applied = try await schemas.importSchema(try SchemaLanguage.parse(file), container: fixture.container, causation: Self.causation, logger: TestSupport.logger),
                   case .applied = try await schemas.deploy(container: fixture.container, causation: Self.causation, logger: TestSupport.logger) else {

@@ -42,7 +42,7 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
     static func notice(_ done: String?) -> String? {
         switch done {
         case "deploy": "Development's schema was deployed to production."
-        case "reset": "Development's schema is production's again."
+        case "reset": "Development's schema is production's again and its records and zones are deleted."
         case "role-assigned": "The role was assigned."
         case "role-removed": "The role was taken away."
         default: nil
@@ -120,13 +120,21 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
         if change == .deploy {
             outcome = try await schemas.deploy(container: container, causation: causation, logger: context.logger)
         } else {
-            outcome = try await schemas.reset(container: container, causation: causation, logger: context.logger)
+            // As `stratus schema reset`: development's data goes too.
+            let report = try await DevelopmentReset(store: routes.data.store).run(container: container, causation: causation, logger: context.logger)
+            context.logger.notice("console development reset", metadata: [
+                "operator": "\(session.operator.login)", "container": "\(container)", "deleted": "\(report.summary.joined(separator: "; "))",
+            ])
+            outcome = report.schema
         }
         switch outcome {
         case .applied(let schema):
+            // The environment just changed gets the field indexes its schema asks for, as the CLI does.
+            let changes = try await QueryFieldIndexes(store: routes.data.store).ensure(
+                container: container, environment: change == .deploy ? .production : .development, logger: context.logger)
             context.logger.notice("console schema change", metadata: [
                 "operator": "\(session.operator.login)", "container": "\(container)", "change": "\(change.rawValue)",
-                "recordTypes": "\(schema.recordTypes.count)",
+                "recordTypes": "\(schema.recordTypes.count)", "fieldIndexesBuilt": "\(changes.built.count)", "fieldIndexesDropped": "\(changes.dropped.count)",
             ])
             return ConsolePage.redirect(Self.link(container, "&done=\(change.rawValue)"))
         case .refused(let problems):
@@ -145,14 +153,14 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
             guard problems.isEmpty else { return refused(change, problems, container: container, session: session) }
             changes = development.additions(to: production).map(\.description)
         case .reset:
-            // What development loses (and regains) in becoming production's again; records keep their values.
+            // What development's schema loses (and regains) in becoming production's again; its data goes.
             changes = production.problems(replacing: development).map(\.description) + production.additions(to: development).map(\.description)
         }
         return ConsolePage.render("schemaChange", title: change.title, session: session, crumbs: crumbs(container), [
             "container": container, "action": "/console/schema/\(change.rawValue)", "confirm": change.rawValue,
             "intro": change == .deploy
                 ? "The additive check passed: production would keep every record type and field it has."
-                : "Development's schema would be replaced by production's; records keep their values.",
+                : "Development's schema would be replaced by production's, and all of development's records and zones (in every database) deleted; production is not touched.",
             "changes": changes.prefix(Self.maxRecordTypes).map { ["text": $0] }, "noChanges": changes.isEmpty,
             "back": Self.link(container), "label": change.title,
         ])

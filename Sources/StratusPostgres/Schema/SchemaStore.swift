@@ -110,6 +110,34 @@ public struct SchemaStore: Sendable {
         return roles
     }
 
+    /// In one statement: the grants of the named record types (a type the schema lacks is absent)
+    /// and the custom roles `reader` holds (none without a user). A public-database read's one read
+    /// of the security roles, however many records it returns.
+    static func readGrants(
+        recordTypes: [String], reader: String?, database: DatabaseID, on connection: PostgresConnection, logger: Logger
+    ) async throws -> PublicReadGrants {
+        let rows = try await connection.query("""
+            SELECT r.roles, t.record_type, t.grants::text
+            FROM (SELECT ARRAY(SELECT role_name FROM schema_role_members
+                               WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
+                                 AND user_record_name = \(reader))::text[] AS roles) AS r
+            LEFT JOIN schema_record_types AS t
+              ON t.container = \(database.container) AND t.environment = \(database.environment.rawValue) AND t.record_type = ANY(\(recordTypes))
+            """, logger: logger)
+        var grants = PublicReadGrants(types: [:], holder: RoleHolder(userRecordName: reader))
+        for try await (roles, type, text) in rows.decode(([String], String?, String?).self) {
+            grants.holder.roles = Set(roles)
+            guard let type, let text else { continue }
+            grants.types[type] = RecordTypeSchema(name: type, grants: try EventCoding.decoder.decode([SchemaGrant].self, from: Data(text.utf8)))
+        }
+        return grants
+    }
+
+    /// The same, in a worker's transaction (stratus-subscriptions: who may be told of a public record).
+    public static func readGrants(recordTypes: [String], reader: String?, database: DatabaseID, in transaction: Transaction) async throws -> PublicReadGrants {
+        try await readGrants(recordTypes: recordTypes, reader: reader, database: database, on: transaction.connection, logger: transaction.logger)
+    }
+
     /// Assigns a role the environment's schema creates to a user (or with `remove`, takes it away);
     /// false when the schema creates no such role.
     public func assignRole(

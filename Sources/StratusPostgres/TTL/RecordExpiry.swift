@@ -39,13 +39,13 @@ extension ZoneWriter {
         let unknown = Set(recordNames.map(ExactName.init)).filter { known[$0] == nil }.map(\.name)
         if !unknown.isEmpty { try await lock(unknown, in: transaction) }
         let expired = recordNames.compactMap { known[ExactName($0)] ?? nil }.filter { $0.isExpired(at: now) }
-        try await expire(expired, in: transaction)
+        try await deleteAsCreators(expired, in: transaction)
         return expired.map(\.recordName)
     }
 
-    /// Deletes expired records that this transaction has locked, each as its creator would (in the
-    /// public database a delete cascades only to the deleter's own records).
-    mutating func expire(_ records: [Record], in transaction: Transaction) async throws {
+    /// Deletes records that this transaction has locked (expired ones, or a reset's), each as its
+    /// creator would (in the public database a delete cascades only to the deleter's own records).
+    mutating func deleteAsCreators(_ records: [Record], in transaction: Transaction) async throws {
         var creators: [String] = []
         var byCreator: [String: [Record]] = [:]
         for record in records {

@@ -52,6 +52,14 @@ public struct SubscriptionsProjection: Projection {
         var candidates: [Key: [OwnedSubscription]] = [:]
         /// `firesOnce` subscriptions that fired earlier in the batch.
         var fired = Set<OwnedSubscription>()
+        /// Public-database READ grants read in this batch, by database, record type and reader (nil: anyone).
+        var grants: [GrantsKey: PublicReadGrants] = [:]
+
+        struct GrantsKey: Hashable {
+            var database: DatabaseID
+            var recordType: String
+            var reader: String?
+        }
 
         init(transaction: Transaction) { self.transaction = transaction }
 
@@ -67,6 +75,44 @@ public struct SubscriptionsProjection: Projection {
             }
             return fired.isEmpty ? all : all.filter { !fired.contains($0) }
         }
+
+        /// The public database's record-type READ grants for `reader` (nil: a caller without a
+        /// user), read once per batch.
+        mutating func grants(database: DatabaseID, recordType: String, reader: String?) async throws -> PublicReadGrants {
+            let key = GrantsKey(database: database, recordType: recordType, reader: reader)
+            if let known = grants[key] { return known }
+            let read = try await SchemaStore.readGrants(recordTypes: [recordType], reader: reader, database: database, in: transaction)
+            grants[key] = read
+            return read
+        }
+
+        /// In the public database, the query subscriptions whose subscribers may read a record of
+        /// `recordType` created by `creator` (asked only when some subscriber reads only its own
+        /// records), as `records/lookup` decides: a notification carries the record's name and
+        /// fields. Others (private and shared databases) as they are.
+        mutating func readable(
+            _ candidates: [OwnedSubscription], database: DatabaseID, recordType: String, creator: () async throws -> String?
+        ) async throws -> [OwnedSubscription] {
+            guard database.scope == .public, !candidates.isEmpty else { return candidates }
+            // The common case, a world-readable type, costs one statement per batch and type.
+            guard try await grants(database: database, recordType: recordType, reader: nil).scope(of: recordType) != .all else { return candidates }
+            var kept: [OwnedSubscription] = []
+            var creatorName: String?
+            var creatorRead = false
+            for candidate in candidates {
+                switch try await grants(database: database, recordType: recordType, reader: candidate.subscriber).scope(of: recordType) {
+                case .all: kept.append(candidate)
+                case .none: continue
+                case .own:
+                    if !creatorRead {
+                        creatorName = try await creator()
+                        creatorRead = true
+                    }
+                    if creatorName == candidate.subscriber { kept.append(candidate) }
+                }
+            }
+            return kept
+        }
     }
 
     /// The notifications one event makes; nil for an event subscriptions do not watch.
@@ -75,7 +121,9 @@ public struct SubscriptionsProjection: Projection {
         switch event.type {
         case RecordSaved.eventType:
             let saved = try event.decode(RecordSaved.self)
-            let candidates = try await batch.candidates(database: saved.database, zoneName: saved.zoneID.zoneName, recordType: saved.record.recordType)
+            let candidates = try await batch.readable(
+                try await batch.candidates(database: saved.database, zoneName: saved.zoneID.zoneName, recordType: saved.record.recordType),
+                database: saved.database, recordType: saved.record.recordType) { saved.record.created.userRecordName }
             guard !candidates.isEmpty else { return [] }
             let created = saved.previousChangeTag == nil
             var before: Record?
@@ -94,7 +142,13 @@ public struct SubscriptionsProjection: Projection {
                 eventCreatedAt: event.createdAt, requestID: event.causation.requestID, subscriptions: candidates)
         case RecordDeleted.eventType:
             let deleted = try event.decode(RecordDeleted.self)
-            let candidates = try await batch.candidates(database: deleted.database, zoneName: deleted.zoneID.zoneName, recordType: deleted.recordType)
+            // A deletion's event does not name the creator: the record's last save does.
+            let candidates = try await batch.readable(
+                try await batch.candidates(database: deleted.database, zoneName: deleted.zoneID.zoneName, recordType: deleted.recordType),
+                database: deleted.database, recordType: deleted.recordType) {
+                    try await EventLog.lastSavedRecord(zoneKey: event.zoneKey, recordName: deleted.recordName, before: event.id, in: transaction)?
+                        .created.userRecordName
+                }
             guard !candidates.isEmpty else { return [] }
             var last: Record?
             let queries = candidates.filter { $0.subscription.type == .query && $0.createdAt <= event.createdAt }
