@@ -74,7 +74,7 @@ public struct QueryStore: Sendable {
         let rows = try await transaction.connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: transaction.logger)
         var results: [(String, Record, String)] = []
         for try await (zone, recordText, keyText) in rows.decode((String, String, String).self) {
-            let record = try EventCoding.decoder.decode(Record.self, from: Data(recordText.utf8))
+            let record = try EventCoding.decodeRecord(recordText)
             results.append((zone, record, keyText))
         }
         let more = results.count > limit

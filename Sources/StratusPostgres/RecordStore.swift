@@ -809,7 +809,7 @@ enum RecordRow {
             let version = try columns[13].decode(Int64?.self)
             let createdVersion = try columns[14].decode(Int64?.self)
             let expirationDate = try columns[15].decode(Int64?.self)
-            let decodedFields = try EventCoding.decoder.decode([String: FieldValue].self, from: Data(fields.utf8))
+            let decodedFields = try EventCoding.decodeFields(fields)
             records.append(Record(
                 recordName: name, recordType: type, fields: decodedFields, changeTag: tag,
                 created: RecordStamp(timestamp: createdAt, userRecordName: createdBy, deviceID: createdDevice),
