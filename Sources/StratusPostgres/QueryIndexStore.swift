@@ -32,7 +32,8 @@ public enum QueryIndexStore {
     /// Applies a run of `record.saved` events with one statement (a batch load or a busy zone brings
     /// hundreds in a row): what applying them one by one leaves — a record saved twice in the run
     /// takes its latest save, and an event older than what a generation holds changes nothing.
-    public static func apply(saves: [(saved: RecordSaved, event: EventEnvelope)], in transaction: Transaction) async throws {
+    /// `generations` names the generations written (nil: every one served or built).
+    public static func apply(saves: [(saved: RecordSaved, event: EventEnvelope)], generations: [Int]? = nil, in transaction: Transaction) async throws {
         struct Key: Hashable {
             var database: DatabaseID
             var zoneName: String
@@ -47,7 +48,7 @@ public enum QueryIndexStore {
         let rows = latest.values.sorted().map { saves[$0] }
         guard !rows.isEmpty else { return }
         if rows.count == 1 {
-            return try await apply(rows[0].saved, event: rows[0].event, in: transaction)
+            return try await apply(rows[0].saved, event: rows[0].event, generations: generations, in: transaction)
         }
         var containers: [String] = [], environments: [String] = [], scopes: [String] = [], owners: [String] = []
         var zones: [String] = [], names: [String] = [], types: [String] = [], versions: [Int64] = []
@@ -77,7 +78,7 @@ public enum QueryIndexStore {
                         \(records)::text[], \(documents)::text[])
                 AS s(container, environment, scope, owner, zone_name, record_name, record_type, version, created_at, modified_at, record, document)
             CROSS JOIN query_index.generations AS g
-            WHERE g.generation = ANY(\(unescaped: servedGenerations))
+            WHERE g.generation = ANY(coalesce(\(generations)::int[], \(unescaped: servedGenerations)))
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 record_type = EXCLUDED.record_type, version = EXCLUDED.version, deleted = false, created_at = EXCLUDED.created_at,
                 modified_at = EXCLUDED.modified_at, record = EXCLUDED.record, search = EXCLUDED.search
@@ -243,8 +244,19 @@ public struct QueryIndexGenerations: Sendable {
     /// dead letter, so one poison event never aborts a rebuild.
     public func apply(_ events: [EventEnvelope], to generation: Int, logger: Logger) async throws {
         do {
+            // Each run of saves as one statement, as the live indexer writes them.
             try await store.readCommitted(logger: logger) { transaction in
-                for event in events { try await Self.apply(event, to: generation, in: transaction) }
+                var saves: [(saved: RecordSaved, event: EventEnvelope)] = []
+                for event in events {
+                    if event.type == RecordSaved.eventType {
+                        saves.append((try event.decode(RecordSaved.self), event))
+                        continue
+                    }
+                    if !saves.isEmpty { try await QueryIndexStore.apply(saves: saves, generations: [generation], in: transaction) }
+                    saves.removeAll()
+                    try await Self.apply(event, to: generation, in: transaction)
+                }
+                if !saves.isEmpty { try await QueryIndexStore.apply(saves: saves, generations: [generation], in: transaction) }
             }
         } catch where PostgresStore.isPermanent(error) {
             try await store.readCommitted(logger: logger) { transaction in
