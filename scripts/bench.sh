@@ -15,6 +15,8 @@
 #   STRATUS_BENCH_SCHEMA   the schema imported into development before the run (default
 #                          scripts/bench-schema.ckdb; scripts/bench-schema-ten.ckdb indexes all ten
 #                          of Item's fields; none: no schema, so no field indexes)
+#   STRATUS_BENCH_ITEM_FIELDS  fields of each query-zone record: 3 (default, the reference
+#                          workload) or 10 (for the cost of ten field indexes)
 #   STRATUS_BUILD          release (default) or debug
 #   STRATUS_LOG_LEVEL      of every process (default: warning for the API, whose request logs cost
 #                          CPU, and info, a deployment's default, for the workers)
@@ -156,7 +158,7 @@ fi
 log "running the suite (report: $OUT/report.json)"
 "$BIN/stratus-bench" --api-url "http://127.0.0.1:$http_port" --container "$CONTAINER" \
     --api-token-file "$work/api-token" --web-auth-token-file "$work/web-auth-token" \
-    --database-url "$STRATUS_DATABASE_URL" --output "$OUT/report.json" "${watched[@]}" "$@" | tee "$OUT/report.txt"
+    --database-url "$STRATUS_DATABASE_URL" --item-fields "${STRATUS_BENCH_ITEM_FIELDS:-3}" --output "$OUT/report.json" "${watched[@]}" "$@" | tee "$OUT/report.txt"
 
 if [[ "$PROFILE" == 1 ]]; then
     kill -INT "$PERF_PID" 2>/dev/null || true

@@ -10,6 +10,9 @@ public struct BenchSettings: Codable, Sendable {
     public var batchSize: Int = 200
     /// Records in the query zone (loaded by the batch scenario).
     public var queryRecords: Int = 100_000
+    /// Fields of each query-zone record: 3 (category, score, title: the reference workload of
+    /// docs/benchmarks.md) or 10 (seven more scalars, for the cost of ten field indexes).
+    public var itemFields: Int = 3
     /// Longest the batch load may take; the query zone then holds what was loaded.
     public var batchSeconds: Double = 240
     /// Records in the sync zone.

@@ -70,7 +70,7 @@ extension BenchSuite {
         let run = run
         let load = await closedLoop(concurrency: 1, duration: Duration(seconds: settings.batchSeconds), limit: batches, state: { $0 }) { _, batch in
             let first = batch * size
-            let operations = (first..<min(first + size, settings.queryRecords)).map { Self.create(Self.item($0, run: run)) }
+            let operations = (first..<min(first + size, settings.queryRecords)).map { Self.create(Self.item($0, run: run, fields: settings.itemFields)) }
             let reply = try await client.post("records/modify", ["zoneID": ["zoneName": zone], "operations": operations, "atomic": true])
             return reply.status == 200 && reply.errorCode == nil ? .done() : .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
         }

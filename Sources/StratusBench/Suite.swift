@@ -180,16 +180,19 @@ public struct BenchSuite: Sendable {
         ] as JSONObject]
     }
 
-    /// A record of the query zone: ten scalar fields, as an app's record type has them — a category
-    /// (100 values), a score, a four-word title, and seven more (scripts/bench-schema*.ckdb declare
-    /// which of them are indexed).
-    static func item(_ index: Int, run: String) -> JSONObject {
+    /// A record of the query zone: a category (100 values), a score and a four-word title — with
+    /// `fields: 10`, seven more scalars, as a larger app's record type has them
+    /// (scripts/bench-schema*.ckdb declare which of them are indexed).
+    static func item(_ index: Int, run: String, fields: Int = 3) -> JSONObject {
         var generator = SplitMix(seed: UInt64(index))
         let title = (0..<4).map { _ in words[Int(generator.next() % UInt64(words.count))] }.joined(separator: " ")
-        return ["recordName": "item-\(index)", "recordType": "Item", "fields": [
+        let reference: JSONObject = [
             "category": ["value": "c\(index % 100)"],
             "score": ["value": Int(generator.next() % 1_000_000)],
             "title": ["value": title],
+        ]
+        guard fields == 10 else { return ["recordName": "item-\(index)", "recordType": "Item", "fields": reference] }
+        return ["recordName": "item-\(index)", "recordType": "Item", "fields": reference.merging([
             "rank": ["value": Int(generator.next() % 10_000)],
             "price": ["value": Double(generator.next() % 100_000) / 100, "type": "DOUBLE"],
             "due": ["value": 1_700_000_000_000 + Int(generator.next() % 31_536_000_000), "type": "TIMESTAMP"],
@@ -197,7 +200,7 @@ public struct BenchSuite: Sendable {
             "region": ["value": "r\(generator.next() % 50)"],
             "stock": ["value": Int(generator.next() % 1_000)],
             "rating": ["value": Double(generator.next() % 50) / 10, "type": "DOUBLE"],
-        ] as JSONObject]
+        ] as JSONObject) { old, _ in old }]
     }
 
     static func create(_ record: JSONObject) -> JSONObject { ["operationType": "create", "record": record] }

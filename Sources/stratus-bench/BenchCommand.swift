@@ -27,6 +27,8 @@ struct BenchCommand: AsyncParsableCommand {
     var concurrency = 16
     @Option(help: "Records in the query zone.")
     var queryRecords = 100_000
+    @Option(help: "Fields of each query-zone record: 3 (the reference workload) or 10.")
+    var itemFields = 3
     @Option(help: "Records in the sync zone.")
     var syncRecords = 10_000
     @Option(help: "Commit-to-visible samples.")
@@ -69,6 +71,8 @@ struct BenchCommand: AsyncParsableCommand {
         settings.seconds = seconds
         settings.concurrency = concurrency
         settings.queryRecords = queryRecords
+        guard itemFields == 3 || itemFields == 10 else { throw ValidationError("--item-fields is 3 or 10") }
+        settings.itemFields = itemFields
         settings.syncRecords = syncRecords
         settings.lagSamples = lagSamples
         settings.notifySamples = notifySamples
