@@ -126,12 +126,28 @@ public final class Worker: Service, Sendable {
         if let fetchWait = configuration.fetchWait { kafka.fetchWaitMilliseconds = Int(fetchWait / .milliseconds(1)) }
         let group = consumerGroup
         let consumer = try KafkaConsumer(configuration: kafka, groupID: group, topics: [configuration.topic], logger: logger)
-        // Leaving the group waits on librdkafka: on the consumer's own queue, not here. (A thrown
-        // error or a cancellation releases the consumer, which leaves the same way.)
-        defer { Task { await consumer.close() } }
         logger.info("worker consuming", metadata: [
             "topic": "\(configuration.topic)", "group": "\(group)", "fetchWaitMs": "\(kafka.fetchWaitMilliseconds)",
         ])
+        // Leaving the group is awaited, also after an error or a cancellation: a process that
+        // exits while librdkafka is still tearing a consumer down can crash in librdkafka's own
+        // thread clean-up (a SIGTERM'd stratus-subscriptions did, exit status 11).
+        do {
+            try await consume(from: consumer)
+        } catch {
+            await Self.leave(consumer)
+            throw error
+        }
+        await Self.leave(consumer)
+    }
+
+    /// Leaves the group and destroys the consumer (on the consumer's own queue), in a task of its
+    /// own so that a cancelled worker still waits for it to finish.
+    private static func leave(_ consumer: KafkaConsumer) async {
+        await Task { await consumer.close() }.value
+    }
+
+    private func consume(from consumer: KafkaConsumer) async throws {
         var lastReconcile = ContinuousClock.now
         var lastMessage = ContinuousClock.now
         // The event log's last id when the worker last considered pausing.
