@@ -34,14 +34,9 @@ public enum QueryIndexStore {
     /// takes its latest save, and an event older than what a generation holds changes nothing.
     /// `generations` names the generations written (nil: every one served or built).
     public static func apply(saves: [(saved: RecordSaved, event: EventEnvelope)], generations: [Int]? = nil, in transaction: Transaction) async throws {
-        struct Key: Hashable {
-            var database: DatabaseID
-            var zoneName: String
-            var recordName: String
-        }
-        var latest: [Key: Int] = [:]
+        var latest: [RecordKey: Int] = [:]
         for (index, save) in saves.enumerated() {
-            let key = Key(database: save.saved.database, zoneName: save.saved.zoneID.zoneName, recordName: save.saved.record.recordName)
+            let key = RecordKey(database: save.saved.database, zoneName: save.saved.zoneID.zoneName, recordName: save.saved.record.recordName)
             if let known = latest[key], saves[known].event.id >= save.event.id { continue }
             latest[key] = index
         }
@@ -108,15 +103,10 @@ public enum QueryIndexStore {
     /// or a zone's deletions arrive hundreds at a time): what applying them one by one leaves, a
     /// record named twice taking its latest.
     public static func apply(deletions: [(deleted: RecordDeleted, event: EventEnvelope)], in transaction: Transaction) async throws {
-        struct Key: Hashable {
-            var database: DatabaseID
-            var zoneName: String
-            var recordName: String
-        }
-        var latest: [Key: (deleted: RecordDeleted, version: Int64)] = [:]
-        var order: [Key] = []
+        var latest: [RecordKey: (deleted: RecordDeleted, version: Int64)] = [:]
+        var order: [RecordKey] = []
         for (deleted, event) in deletions {
-            let key = Key(database: deleted.database, zoneName: deleted.zoneID.zoneName, recordName: deleted.recordName)
+            let key = RecordKey(database: deleted.database, zoneName: deleted.zoneID.zoneName, recordName: deleted.recordName)
             if let known = latest[key] {
                 if known.version >= event.id { continue }
             } else {
@@ -181,6 +171,13 @@ public enum QueryIndexStore {
     /// any being built. Read inside each write statement rather than by a query of its own, so an
     /// event costs the indexer one round trip.
     private static let servedGenerations = "ARRAY(SELECT generation FROM query_index.generations WHERE state IN ('live', 'building'))"
+    /// One record of the index, for keeping the latest of a run's events per record.
+    private struct RecordKey: Hashable {
+        var database: DatabaseID
+        var zoneName: String
+        var recordName: String
+    }
+
     /// The generations a rebuild is filling, read the same way.
     private static let buildingGenerations = "ARRAY(SELECT generation FROM query_index.generations WHERE state = 'building')"
 }
