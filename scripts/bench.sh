@@ -17,6 +17,8 @@
 #                          of Item's fields; none: no schema, so no field indexes)
 #   STRATUS_BENCH_ITEM_FIELDS  fields of each query-zone record: 3 (default, the reference
 #                          workload) or 10 (for the cost of ten field indexes)
+#   STRATUS_BENCH_HOLD     1: after the suite, keep the stack running for inspection (the database
+#                          URL is printed) until the file named in the log is removed
 #   STRATUS_BUILD          release (default) or debug
 #   STRATUS_LOG_LEVEL      of every process (default: warning for the API, whose request logs cost
 #                          CPU, and info, a deployment's default, for the workers)
@@ -159,6 +161,12 @@ log "running the suite (report: $OUT/report.json)"
 "$BIN/stratus-bench" --api-url "http://127.0.0.1:$http_port" --container "$CONTAINER" \
     --api-token-file "$work/api-token" --web-auth-token-file "$work/web-auth-token" \
     --database-url "$STRATUS_DATABASE_URL" --item-fields "${STRATUS_BENCH_ITEM_FIELDS:-3}" --output "$OUT/report.json" "${watched[@]}" "$@" | tee "$OUT/report.txt"
+
+if [[ "${STRATUS_BENCH_HOLD:-0}" == 1 ]]; then
+    touch "$work/hold"
+    log "holding the stack: $STRATUS_DATABASE_URL, http://127.0.0.1:$http_port; remove $work/hold to stop it"
+    while [[ -e "$work/hold" ]]; do sleep 1; done
+fi
 
 if [[ "$PROFILE" == 1 ]]; then
     kill -INT "$PERF_PID" 2>/dev/null || true

@@ -30,6 +30,8 @@ public struct BenchSettings: Codable, Sendable {
     public var indexTimeout: Double = 600
     /// Seconds the idle measurement samples the stack's CPU while nothing is sent.
     public var idleSeconds: Double = 30
+    /// An earlier run's id whose zones this run reuses (nil: a new run with zones of its own).
+    public var reuseRun: String?
     /// Seconds the stack is left alone before the idle measurement starts.
     public var idleQuietSeconds: Double = 5
     /// Record-saved → notification-received samples over the WebSocket courier.

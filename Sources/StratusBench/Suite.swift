@@ -19,7 +19,7 @@ public struct BenchSuite: Sendable {
         self.settings = settings
         self.logger = logger
         self.progress = progress
-        run = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        run = settings.reuseRun ?? String(UInt32.random(in: 0...UInt32.max), radix: 36)
     }
 
     /// Runs the scenarios in order and reports.

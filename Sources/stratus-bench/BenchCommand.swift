@@ -53,6 +53,8 @@ struct BenchCommand: AsyncParsableCommand {
     var only: String?
     @Option(help: "Where to write the JSON report.")
     var output: String?
+    @Option(help: "Reuse the zones of an earlier run on the same database (its id: the suffix of its zone names), e.g. to repeat the queries against a stack held by STRATUS_BENCH_HOLD=1 without loading again.")
+    var reuseRun: String?
 
     func run() async throws {
         var logger = Logger(label: "stratus-bench")
@@ -82,6 +84,7 @@ struct BenchCommand: AsyncParsableCommand {
         settings.expireRecords = expireRecords
         settings.lagAfterIdleSamples = lagAfterIdleSamples
         settings.idleSeconds = idleSeconds
+        settings.reuseRun = reuseRun
         settings.groups = only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let report = try await BenchSuite(target: target, settings: settings, logger: logger) { line in
             print("[bench] \(line)")
