@@ -76,15 +76,34 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
             query, in: database, scope: scope, limit: limit, after: after, reader: opened.caller.userRecordName, sharedWith: participant, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
-        var members: [String: JSONValue] = [
-            "records": .array(page.records.map { zone, record in
-                RecordWire.dictionary(record, zone: ZoneID(zoneName: zone, ownerRecordName: database.owner), desiredKeys: parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)
-            }),
-        ]
+        // The page is written as bytes: each record copied from its stored text where it can be
+        // (`RecordWire.write(stored:…)`), with the members in the order `JSONValue` writes them.
+        var body: [UInt8] = []
+        body.reserveCapacity(256 + page.rows.reduce(0) { $0 + $1.text.utf8.count + 160 })
+        body.append(UInt8(ascii: "{"))
         if let continuation = page.continuation {
-            members["continuationMarker"] = .string(SignedToken.sign(Marker(query: fingerprint, after: continuation), kind: .continuationMarker, key: secretKey))
+            body.append(contentsOf: #""continuationMarker":"#.utf8)
+            JSONValue.string(SignedToken.sign(Marker(query: fingerprint, after: continuation), kind: .continuationMarker, key: secretKey)).write(into: &body)
+            body.append(UInt8(ascii: ","))
         }
-        var response = json(JSONValue.object(members))
+        body.append(contentsOf: #""records":["#.utf8)
+        let desiredKeys = parsed.desiredKeys.map(Set.init)
+        var zoneIDs: [String: (zone: ZoneID, json: [UInt8])] = [:]
+        for (index, row) in page.rows.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            let zone: (zone: ZoneID, json: [UInt8])
+            if let known = zoneIDs[row.zoneName] {
+                zone = known
+            } else {
+                let id = ZoneID(zoneName: row.zoneName, ownerRecordName: database.owner)
+                zone = (id, id.json.serialized())
+                zoneIDs[row.zoneName] = zone
+            }
+            try RecordWire.write(
+                stored: row.text, zone: zone.zone, zoneID: zone.json, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, links: links, into: &body)
+        }
+        body.append(contentsOf: "]}".utf8)
+        var response = json(bytes: body)
         // The index is eventually consistent: say how far behind it is for the zones this query read
         // (a documented extension header).
         if let behind = try? await queries.behind(in: database, scope: scope, logger: context.logger) {

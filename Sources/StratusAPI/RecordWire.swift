@@ -148,6 +148,130 @@ enum RecordWire {
         return .object(members)
     }
 
+    /// Appends a stored record's dictionary (what `dictionary` answers for it) to `out`, copying
+    /// what the stored text already holds in wire form: its fields, names and stamps. A record that
+    /// needs more than copying — a share's state, asset fields (their download links are signed per
+    /// answer) or numbers as strings — is read and written through `dictionary`. `zoneID` is the
+    /// zone id dictionary's text (`ZoneID.json`), the same for a page's records.
+    static func write(
+        stored text: String, zone: ZoneID, zoneID: [UInt8], desiredKeys: Set<String>?, numbersAsStrings: Bool, links: AssetLinks,
+        into out: inout [UInt8]
+    ) throws {
+        if !numbersAsStrings, let stored = StoredRecordText(text), copy(stored, zoneID: zoneID, desiredKeys: desiredKeys, into: &out) { return }
+        let record = try EventCoding.decodeRecord(text)
+        dictionary(record, zone: zone, desiredKeys: desiredKeys.map(Array.init), numbersAsStrings: numbersAsStrings, links: links).write(into: &out)
+    }
+
+    /// The copying half of `write(stored:…)`; false (having written nothing) when the record needs
+    /// the general path. Keys in the order `JSONValue.serialized()` writes them.
+    static func copy(_ stored: StoredRecordText, zoneID: [UInt8], desiredKeys: Set<String>?, into out: inout [UInt8]) -> Bool {
+        guard stored.range("shareState") == nil,
+              let fields = stored.range("fields"), !stored.contains("\"type\": \"ASSETID", in: fields),
+              let created = stored.range("created"), let modified = stored.range("modified"),
+              let changeTag = stored.range("changeTag"), stored.isString(changeTag),
+              let recordName = stored.range("recordName"), stored.isString(recordName),
+              let recordType = stored.range("recordType"), stored.isString(recordType)
+        else { return false }
+        let parent = stored.range("parent"), share = stored.range("share"), shortGUID = stored.range("shortGUID")
+        let expirationDate = stored.range("expirationDate")
+        for optional in [parent, share, shortGUID] {
+            if let optional, !stored.isString(optional) { return false }
+        }
+        let mark = out.count
+        func key(_ name: StaticString) {
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            out.append(contentsOf: "\":".utf8)
+        }
+        out.append(UInt8(ascii: "{"))
+        key("created")
+        guard stamp(stored, created, into: &out) else { out.removeSubrange(mark...); return false }
+        out.append(UInt8(ascii: ","))
+        key("deleted")
+        out.append(contentsOf: "false,".utf8)
+        if let expirationDate {
+            key("expirationDate")
+            out.append(contentsOf: stored.bytes[expirationDate])
+            out.append(UInt8(ascii: ","))
+        }
+        key("fields")
+        if let desiredKeys {
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            let complete = stored.forEachMember(of: fields) { name, value in
+                guard desiredKeys.contains(String(decoding: name, as: UTF8.self)) else { return }
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: name)
+                out.append(contentsOf: "\":".utf8)
+                out.append(contentsOf: stored.bytes[value])
+            }
+            guard complete else { out.removeSubrange(mark...); return false }
+            out.append(UInt8(ascii: "}"))
+        } else {
+            out.append(contentsOf: stored.bytes[fields])
+        }
+        out.append(UInt8(ascii: ","))
+        key("modified")
+        guard stamp(stored, modified, into: &out) else { out.removeSubrange(mark...); return false }
+        out.append(UInt8(ascii: ","))
+        if let parent {
+            key("parent")
+            out.append(contentsOf: "{\"recordName\":".utf8)
+            out.append(contentsOf: stored.bytes[parent])
+            out.append(contentsOf: "},".utf8)
+        }
+        key("recordChangeTag")
+        out.append(contentsOf: stored.bytes[changeTag])
+        out.append(UInt8(ascii: ","))
+        key("recordName")
+        out.append(contentsOf: stored.bytes[recordName])
+        out.append(UInt8(ascii: ","))
+        key("recordType")
+        out.append(contentsOf: stored.bytes[recordType])
+        out.append(UInt8(ascii: ","))
+        if let share {
+            key("share")
+            out.append(contentsOf: "{\"recordName\":".utf8)
+            out.append(contentsOf: stored.bytes[share])
+            out.append(contentsOf: ",\"zoneID\":".utf8)
+            out.append(contentsOf: zoneID)
+            out.append(contentsOf: "},".utf8)
+        }
+        if let shortGUID {
+            key("shortGUID")
+            out.append(contentsOf: stored.bytes[shortGUID])
+            out.append(UInt8(ascii: ","))
+        }
+        key("zoneID")
+        out.append(contentsOf: zoneID)
+        out.append(UInt8(ascii: "}"))
+        return true
+    }
+
+    /// A stored stamp (`{timestamp, userRecordName[, deviceID]}`) as the wire's, which always
+    /// names a device (`RecordStamp.webServiceDeviceID` when the save named none).
+    private static func stamp(_ stored: StoredRecordText, _ range: Range<Int>, into out: inout [UInt8]) -> Bool {
+        var timestamp: Range<Int>?, user: Range<Int>?, device: Range<Int>?
+        let complete = stored.forEachMember(of: range) { name, value in
+            if name.elementsEqual("timestamp".utf8) { timestamp = value }
+            else if name.elementsEqual("userRecordName".utf8) { user = value }
+            else if name.elementsEqual("deviceID".utf8), !stored.bytes[value].elementsEqual("null".utf8) { device = value }
+        }
+        guard complete, let timestamp, let user, stored.isString(user), stored.bytes[timestamp].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") || $0 == UInt8(ascii: "-") })
+        else { return false }
+        if let device, !stored.isString(device) { return false }
+        out.append(contentsOf: "{\"deviceID\":".utf8)
+        if let device { out.append(contentsOf: stored.bytes[device]) } else { out.append(contentsOf: "\"\(RecordStamp.webServiceDeviceID)\"".utf8) }
+        out.append(contentsOf: ",\"timestamp\":".utf8)
+        out.append(contentsOf: stored.bytes[timestamp])
+        out.append(contentsOf: ",\"userRecordName\":".utf8)
+        out.append(contentsOf: stored.bytes[user])
+        out.append(UInt8(ascii: "}"))
+        return true
+    }
+
     private static func stamp(_ stamp: RecordStamp) -> JSONValue {
         .object([
             "timestamp": .int(stamp.timestamp), "userRecordName": .string(stamp.userRecordName),

@@ -170,6 +170,11 @@ func json(_ value: JSONValue) -> Response {
     jsonResponse(ByteBuffer(bytes: value.serialized()))
 }
 
+/// A response body already written as JSON text.
+func json(bytes: [UInt8]) -> Response {
+    jsonResponse(ByteBuffer(bytes: bytes))
+}
+
 private func jsonResponse(_ body: ByteBuffer) -> Response {
     var headers = HTTPFields()
     headers[.contentType] = "application/json; charset=utf-8"

@@ -7,35 +7,60 @@ enum JSONScan {
     /// validated, only delimited. A key written with escapes is not recognised.
     static func member(_ key: String, in bytes: [UInt8]) -> Range<Int>? {
         let wanted = Array(key.utf8)
-        var index = skipSpace(bytes, 0)
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return nil }
-        index += 1
+        var found: Range<Int>?
+        let complete = forEachMember(in: bytes, within: 0..<bytes.count) { name, value in
+            guard bytes[name].elementsEqual(wanted) else { return true }
+            found = value
+            return false
+        }
+        return complete == nil ? nil : found
+    }
+
+    /// Calls `body` with the byte ranges of each member's name (inside its quotes) and value, of
+    /// the object that `range` of `bytes` holds, in order, until `body` returns false. Returns the
+    /// number of members visited; nil when the text is not an object or the scan meets something
+    /// malformed (members visited until then were delimited correctly). Values are delimited, not
+    /// validated; a name is its raw bytes, escapes not undone.
+    @discardableResult
+    static func forEachMember(in bytes: [UInt8], within range: Range<Int>, _ body: (Range<Int>, Range<Int>) -> Bool) -> Int? {
+        var index = skipSpace(bytes, range.lowerBound, end: range.upperBound)
+        guard index < range.upperBound, bytes[index] == UInt8(ascii: "{") else { return nil }
+        index = skipSpace(bytes, index + 1, end: range.upperBound)
+        if index < range.upperBound, bytes[index] == UInt8(ascii: "}") { return 0 }
+        var count = 0
         while true {
-            index = skipSpace(bytes, index)
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
-            guard let keyEnd = stringEnd(bytes, index) else { return nil }
-            let name = bytes[(index + 1)..<(keyEnd - 1)]
-            index = skipSpace(bytes, keyEnd)
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
-            let start = skipSpace(bytes, index + 1)
-            guard let end = valueEnd(bytes, start) else { return nil }
-            if name.elementsEqual(wanted) { return start..<end }
-            index = skipSpace(bytes, end)
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ",") else { return nil }
-            index += 1
+            guard index < range.upperBound, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            guard let keyEnd = stringEnd(bytes, index, end: range.upperBound) else { return nil }
+            let name = (index + 1)..<(keyEnd - 1)
+            index = skipSpace(bytes, keyEnd, end: range.upperBound)
+            guard index < range.upperBound, bytes[index] == UInt8(ascii: ":") else { return nil }
+            let start = skipSpace(bytes, index + 1, end: range.upperBound)
+            guard let end = valueEnd(bytes, start, end: range.upperBound) else { return nil }
+            count += 1
+            guard body(name, start..<end) else { return count }
+            index = skipSpace(bytes, end, end: range.upperBound)
+            guard index < range.upperBound else { return nil }
+            if bytes[index] == UInt8(ascii: "}") { return count }
+            guard bytes[index] == UInt8(ascii: ",") else { return nil }
+            index = skipSpace(bytes, index + 1, end: range.upperBound)
         }
     }
 
-    private static func skipSpace(_ bytes: [UInt8], _ start: Int) -> Int {
+    private static func skipSpace(_ bytes: [UInt8], _ start: Int, end: Int) -> Int {
         var index = start
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        while index < end {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return index
+            }
+        }
         return index
     }
 
     /// The index after the closing quote of the string starting at `start`.
-    private static func stringEnd(_ bytes: [UInt8], _ start: Int) -> Int? {
+    private static func stringEnd(_ bytes: [UInt8], _ start: Int, end: Int) -> Int? {
         var index = start + 1
-        while index < bytes.count {
+        while index < end {
             switch bytes[index] {
             case UInt8(ascii: "\\"): index += 2
             case UInt8(ascii: "\""): return index + 1
@@ -46,19 +71,19 @@ enum JSONScan {
     }
 
     /// The index after the value starting at `start`.
-    private static func valueEnd(_ bytes: [UInt8], _ start: Int) -> Int? {
-        guard start < bytes.count else { return nil }
+    private static func valueEnd(_ bytes: [UInt8], _ start: Int, end: Int) -> Int? {
+        guard start < end else { return nil }
         switch bytes[start] {
         case UInt8(ascii: "\""):
-            return stringEnd(bytes, start)
+            return stringEnd(bytes, start, end: end)
         case UInt8(ascii: "{"), UInt8(ascii: "["):
             var depth = 0
             var index = start
-            while index < bytes.count {
+            while index < end {
                 switch bytes[index] {
                 case UInt8(ascii: "\""):
-                    guard let end = stringEnd(bytes, index) else { return nil }
-                    index = end
+                    guard let stringEnd = stringEnd(bytes, index, end: end) else { return nil }
+                    index = stringEnd
                     continue
                 case UInt8(ascii: "{"), UInt8(ascii: "["):
                     depth += 1
@@ -74,8 +99,11 @@ enum JSONScan {
         default:
             // A number, true, false or null: up to the next delimiter.
             var index = start
-            while index < bytes.count, ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) {
-                index += 1
+            scan: while index < end {
+                switch bytes[index] {
+                case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x09, 0x0A, 0x0D: break scan
+                default: index += 1
+                }
             }
             return index > start ? index : nil
         }

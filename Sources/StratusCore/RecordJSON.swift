@@ -101,3 +101,69 @@ extension Record {
         return RecordStamp(timestamp: try storedInt(timestamp, key + ".timestamp"), userRecordName: user, deviceID: device)
     }
 }
+
+/// A stored record's JSON text cut into its top-level members without reading them, so a page of
+/// records can be answered by copying what the stored text already holds in wire form (its
+/// `fields` are exactly CloudKit's field dictionaries: `FieldCoding.encode`) instead of reading
+/// every value into a `Record` and writing it out again. Built from PostgreSQL's `jsonb` output.
+public struct StoredRecordText: Sendable {
+    /// The text's UTF-8 bytes.
+    public let bytes: [UInt8]
+    /// Each top-level member: its name (escapes not undone) and the byte range of its value.
+    public let members: [(name: String, value: Range<Int>)]
+
+    /// Cuts `text`; nil when it is not an object or the scan meets something malformed.
+    public init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        var members: [(name: String, value: Range<Int>)] = []
+        members.reserveCapacity(12)
+        guard JSONScan.forEachMember(in: bytes, within: 0..<bytes.count, { name, value in
+            members.append((String(decoding: bytes[name], as: UTF8.self), value))
+            return true
+        }) != nil else { return nil }
+        self.bytes = bytes
+        self.members = members
+    }
+
+    /// The byte range of a member's value; nil when it is missing or null.
+    public func range(_ name: String) -> Range<Int>? {
+        guard let member = members.first(where: { $0.name == name }) else { return nil }
+        let value = bytes[member.value]
+        return value.elementsEqual("null".utf8) ? nil : member.value
+    }
+
+    /// The raw bytes of a member's value; nil when it is missing or null.
+    public func raw(_ name: String) -> ArraySlice<UInt8>? {
+        range(name).map { bytes[$0] }
+    }
+
+    /// Whether the value in `range` is a JSON string (its raw bytes then are a string token).
+    public func isString(_ range: Range<Int>) -> Bool {
+        bytes[range.lowerBound] == UInt8(ascii: "\"")
+    }
+
+    /// Calls `body` with each member of the object in `range` (name bytes, value range), in order;
+    /// false when it is not an object or is malformed.
+    public func forEachMember(of range: Range<Int>, _ body: (ArraySlice<UInt8>, Range<Int>) -> Void) -> Bool {
+        JSONScan.forEachMember(in: bytes, within: range) { name, value in
+            body(bytes[name], value)
+            return true
+        } != nil
+    }
+
+    /// Whether `needle` occurs in `range`: for testing a member's text for a marker (a field type)
+    /// before copying it. `jsonb` writes `"type": "ASSETID"` in exactly that form, and a quote
+    /// inside a string value is always escaped, so the text of a field's type cannot be faked by a
+    /// value; a false alarm only sends the record down the slower, general path.
+    public func contains(_ needle: String, in range: Range<Int>) -> Bool {
+        let pattern = Array(needle.utf8)
+        guard let first = pattern.first, range.count >= pattern.count else { return false }
+        var index = range.lowerBound
+        let last = range.upperBound - pattern.count
+        while index <= last {
+            if bytes[index] == first, bytes[index..<(index + pattern.count)].elementsEqual(pattern) { return true }
+            index += 1
+        }
+        return false
+    }
+}

@@ -18,10 +18,16 @@ public struct QueryStore: Sendable {
 
     /// A page of results.
     public struct Page: Sendable {
-        /// Matching records, in query order.
-        public var records: [(zoneName: String, record: Record)]
+        /// Matching records as stored (their JSON text: `StoredRecordText`, `EventCoding.decodeRecord`),
+        /// in query order.
+        public var rows: [(zoneName: String, recordName: String, text: String)]
         /// The sort values of the last row, to continue after it; nil when there is nothing more.
         public var continuation: [JSONValue]?
+
+        /// The matching records, read.
+        public var records: [(zoneName: String, record: Record)] {
+            get throws { try rows.map { ($0.zoneName, try EventCoding.decodeRecord($0.text)) } }
+        }
     }
 
     /// Runs a query. `after` continues after a previous page's last row (keyset paging: stable under
@@ -63,8 +69,8 @@ public struct QueryStore: Sendable {
             let shared = try await ShareStore.sharedZone(
                 zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment, on: transaction)
             var page = try await Self.page(text, bindings, limit: limit, on: transaction)
-            let reached = try await ShareStore.reachable(page.records.map(\.record.recordName), in: shared, on: transaction)
-            page.records.removeAll { !reached.contains(ExactName($0.record.recordName)) }
+            let reached = try await ShareStore.reachable(page.rows.map(\.recordName), in: shared, on: transaction)
+            page.rows.removeAll { !reached.contains(ExactName($0.recordName)) }
             return page
         }
     }
@@ -72,18 +78,19 @@ public struct QueryStore: Sendable {
     /// One page of a query's statement.
     private static func page(_ text: String, _ bindings: PostgresBindings, limit: Int, on transaction: Transaction) async throws -> Page {
         let rows = try await transaction.connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: transaction.logger)
-        var results: [(String, Record, String)] = []
-        for try await (zone, recordText, keyText) in rows.decode((String, String, String).self) {
-            let record = try EventCoding.decodeRecord(recordText)
-            results.append((zone, record, keyText))
+        var results: [(zoneName: String, recordName: String, text: String)] = []
+        var keys: [String] = []
+        for try await (zone, name, recordText, keyText) in rows.decode((String, String, String, String).self) {
+            results.append((zone, name, recordText))
+            keys.append(keyText)
         }
         let more = results.count > limit
         if more { results.removeLast(results.count - limit) }
         var continuation: [JSONValue]?
-        if more, let last = results.last, case .array(let values) = try EventCoding.decoder.decode(JSONValue.self, from: Data(last.2.utf8)) {
+        if more, case .array(let values) = try EventCoding.decoder.decode(JSONValue.self, from: Data(keys[limit - 1].utf8)) {
             continuation = values
         }
-        return Page(records: results.map { ($0.0, $0.1) }, continuation: continuation)
+        return Page(rows: results, continuation: continuation)
     }
 
     /// The plan PostgreSQL chooses for a query (`EXPLAIN`), for operators and the docs.
@@ -102,9 +109,8 @@ public struct QueryStore: Sendable {
         _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, createdBy: String? = nil, logger: Logger
     ) async throws -> (String, PostgresBindings) {
         var sql = SQLBuilder()
-        let serving = try await QueryIndexGenerations(store: store).serving(logger: logger)
-        guard let live = Int32(exactly: serving.generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
-        let generation = sql.bind(live)
+        let serving = try await context(recordType: query.recordType, in: database, logger: logger)
+        let generation = sql.bind(serving.generation)
         var conditions = [
             "generation = \(generation)", "NOT deleted",
             "container = \(sql.bind(database.container))", "environment = \(sql.bind(database.environment.rawValue))",
@@ -115,7 +121,9 @@ public struct QueryStore: Sendable {
         ]
         if case .zone(let name) = scope { conditions.append("zone_name = \(sql.bind(name))") }
         if let createdBy { conditions.append("(record -> 'created' ->> 'userRecordName') = \(sql.bind(createdBy))") }
-        for filter in query.filters { conditions.append(try Self.condition(filter, language: serving.language, &sql)) }
+        for filter in query.filters {
+            conditions.append(try Self.condition(filter, language: serving.language, indexed: serving.indexedFields.contains(filter.fieldName), &sql))
+        }
         // Sort keys, all as jsonb so one comparison rule serves every key; then zone and name break ties.
         var keys: [(expression: String, ascending: Bool)] = query.sorts.map { sort in
             (Self.sortExpression(sort, &sql), sort.ascending)
@@ -139,7 +147,7 @@ public struct QueryStore: Sendable {
         }
         let order = keys.map { "\($0.expression) \($0.ascending ? "ASC" : "DESC")" }.joined(separator: ", ")
         let text = """
-            SELECT zone_name, record::text, jsonb_build_array(\(keys.map(\.expression).joined(separator: ", ")))::text
+            SELECT zone_name, record_name, record::text, jsonb_build_array(\(keys.map(\.expression).joined(separator: ", ")))::text
             FROM query_index.records
             WHERE \(conditions.joined(separator: " AND "))
             ORDER BY \(order)
@@ -147,6 +155,38 @@ public struct QueryStore: Sendable {
             """
         return (text, sql.bindings)
     }
+
+    /// What a query's statement depends on besides the query itself.
+    struct Context {
+        /// The live generation of the index.
+        var generation: Int32
+        /// Its text search configuration, which built its documents.
+        var language: String
+        /// The record type's fields that have a field index (`QueryFieldIndexes`).
+        var indexedFields: Set<String>
+    }
+
+    /// The live generation, its language and the record type's field indexes, in one round trip.
+    private func context(recordType: String, in database: DatabaseID, logger: Logger) async throws -> Context {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT g.generation, g.language::text,
+                       coalesce((SELECT array_agg(f.field_name) FROM query_index.field_indexes f
+                                 WHERE f.container = \(database.container) AND f.environment = \(database.environment.rawValue)
+                                   AND f.record_type = \(recordType)), '{}')
+                FROM query_index.generations g WHERE g.state = 'live'
+                """, logger: logger)
+            for try await (generation, language, indexed) in rows.decode((Int, String, [String]).self) {
+                guard let live = Int32(exactly: generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
+                return Context(generation: live, language: language, indexedFields: Set(indexed))
+            }
+            throw StratusError(.internalError, "the query index has no live generation")
+        }
+    }
+
+    /// The most a one-custom-zone behind count counts: beyond it the header says this many, so a
+    /// query's cost stays bounded however far the indexer is behind.
+    public static let maxBehindCount: Int64 = 100_000
 
     /// The indexer's worker name, under which it keeps its checkpoints (`IndexerProjection.name`).
     public static let indexerWorker = "stratus-indexer"
@@ -156,13 +196,38 @@ public struct QueryStore: Sendable {
     /// tenants' backlogs do not count.
     public func behind(in database: DatabaseID, scope: Scope, logger: Logger) async throws -> Int64 {
         try await store.withConnection { connection in
+            if case .zone(let name) = scope, name != ZoneID.defaultZoneName {
+                return try await Self.behind(customZone: ZoneKey(database: database, zoneName: name).rawValue, on: connection, logger: logger)
+            }
             let rows = try await connection.query(Self.behindQuery(in: database, scope: scope), logger: logger)
             for try await count in rows.decode(Int64.self) { return count }
             return 0
         }
     }
 
-    /// The statement behind `behind(in:scope:logger:)`; the tests EXPLAIN it.
+    /// One custom zone, the common case: the events above the indexer's checkpoint, an index range
+    /// read in order up to `maxBehindCount`. The checkpoint is read first and bound as a value, so
+    /// the planner estimates the range from the column's statistics (in one statement, unable to
+    /// know it, it guesses a third of the zone's events and reads the whole log instead); the
+    /// general statement below would take about 2 ms to plan, longer than these two run.
+    static func behind(customZone key: String, on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
+        var checkpoint: Int64 = 0
+        let rows = try await connection.query(
+            "SELECT last_event_id FROM worker_checkpoints WHERE worker = \(indexerWorker) AND zone_key = \(key)", logger: logger)
+        for try await id in rows.decode(Int64?.self) { checkpoint = id ?? 0 }
+        let counted = try await connection.query("""
+            SELECT count(*)::bigint FROM (
+                SELECT 1 FROM events e
+                WHERE e.zone_key = \(key) AND e.id > \(checkpoint) AND e.type IN ('record.saved', 'record.deleted', 'zone.deleted')
+                ORDER BY e.id LIMIT \(maxBehindCount)
+            ) AS pending
+            """, logger: logger)
+        for try await count in counted.decode(Int64.self) { return count }
+        return 0
+    }
+
+    /// The statement behind `behind(in:scope:logger:)` for the default zone and zone-wide queries;
+    /// the tests EXPLAIN it.
     ///
     /// Per zone, the indexer's position is its checkpoint's `last_event_id`, and the count is a range
     /// scan of `events_zone_id` above it. Default-zone events carry no zone sequence, so the indexer
@@ -273,8 +338,16 @@ public struct QueryStore: Sendable {
 
     /// One filter as a SQL condition.
     /// `language` is the generation's text search configuration, which built its documents.
-    static func condition(_ filter: QueryFilter, language: String, skipContainment: Bool = false, _ sql: inout SQLBuilder) throws(StratusError) -> String {
+    ///
+    /// `indexed`: the field has a field index. An EQUALS on a scalar is then stated on the index's
+    /// key alone, which decides it exactly (`sortKeyBound`): stated also as a containment and as a
+    /// typed comparison, three estimates of one test multiply into "about one row", and the planner
+    /// then reads every match and sorts it rather than reading the first matches in index order.
+    static func condition(
+        _ filter: QueryFilter, language: String, indexed: Bool = false, skipContainment: Bool = false, _ sql: inout SQLBuilder
+    ) throws(StratusError) -> String {
         let name = filter.fieldName
+        if indexed, filter.comparator == .equals, let exact = exactSortKeyEquality(filter, &sql) { return exact }
         // System fields compare their columns.
         if name == "___recordID" || name == "___createTime" || name == "___modTime" {
             let column = name == "___recordID" ? "record_name" : name == "___createTime" ? "created_at" : "modified_at"
@@ -367,6 +440,19 @@ public struct QueryStore: Sendable {
         default: return nil
         }
         return "\(fieldSortKey(filter.fieldName, &sql)) \(operation) \(bound)"
+    }
+
+    /// An EQUALS of a string or a number stated on the field's sort key, which is exact on its own:
+    /// `jsonb` equality of two strings holds only for the same bytes (as the typed comparison's
+    /// byte order), of two numbers for the same numeric value (as the typed comparison), and a
+    /// string or number never equals a value of another kind. Nil for every other filter.
+    private static func exactSortKeyEquality(_ filter: QueryFilter, _ sql: inout SQLBuilder) -> String? {
+        guard filter.comparator == .equals, !filter.fieldName.hasPrefix("___") else { return nil }
+        switch filter.value {
+        case .string, .int64, .timestamp: return sortKeyBound(filter, &sql)
+        case .double(let value) where value.isFinite: return sortKeyBound(filter, &sql)
+        default: return nil
+        }
     }
 
     /// Scalar comparisons (and IN / NOT_IN) on an expression.

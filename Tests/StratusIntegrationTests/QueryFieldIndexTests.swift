@@ -44,6 +44,9 @@ final class QueryFieldIndexTests: XCTestCase {
                 ("equality, sorted", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"score","fieldValue":{"value":7}}],"sortBy":[{"fieldName":"score","ascending":true}]}"#),
                 ("sort only: numbers, text and missing values", #"{"recordType":"Item","sortBy":[{"fieldName":"score","ascending":true}]}"#),
                 ("text equality", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"title","fieldValue":{"value":"item 123"}}]}"#),
+                ("number equality, a double", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"score","fieldValue":{"value":7.5}}]}"#),
+                ("number equality, a whole double", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"score","fieldValue":{"value":12.0}}]}"#),
+                ("text equality, many matches, unsorted", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"score","fieldValue":{"value":"n3"}}]}"#),
                 ("text equality on a number field", #"{"recordType":"Item","filterBy":[{"comparator":"EQUALS","fieldName":"score","fieldValue":{"value":"n3"}}]}"#),
                 ("a text sort", #"{"recordType":"Item","filterBy":[{"comparator":"BEGINS_WITH","fieldName":"title","fieldValue":{"value":"item 1"}}],"sortBy":[{"fieldName":"title","ascending":false}]}"#),
             ]
@@ -70,6 +73,12 @@ final class QueryFieldIndexTests: XCTestCase {
 
             let textEquality = try await queries.explain(try Self.query(shapes.first { $0.0 == "text equality" }!.1), in: Self.database, scope: .zone("Z"), limit: 100, logger: TestSupport.logger)
             XCTAssertTrue(textEquality.contains("Index Scan using \(changes.built[1].indexName)"), "text equality reads title's field index:\n\(textEquality)")
+            // An equality with many matches reads the first page of them in index order: stated on
+            // the index key alone, its estimate is the index's, not "about one row".
+            let numberEquality = try await queries.explain(try Self.query(shapes.first { $0.0 == "number equality, a whole double" }!.1), in: Self.database, scope: .zone("Z"), limit: 5, logger: TestSupport.logger)
+            XCTAssertTrue(numberEquality.contains("Index Scan using \(scoreIndex)"), numberEquality)
+            XCTAssertFalse(numberEquality.contains("Sort"), "the equality's matches come in index order:\n\(numberEquality)")
+            XCTAssertFalse(numberEquality.contains("@>"), "stated on the index key alone:\n\(numberEquality)")
             for (name, text) in shapes {
                 let after = try await Self.all(try Self.query(text), queries)
                 XCTAssertEqual(after, before[name], "\(name): the field index changes no answer")
@@ -187,7 +196,7 @@ final class QueryFieldIndexTests: XCTestCase {
         var after: [JSONValue]?
         repeat {
             let page = try await queries.run(query, in: database, scope: .zone("Z"), limit: 100, after: after, logger: TestSupport.logger)
-            names += page.records.map(\.record.recordName)
+            names += page.rows.map(\.recordName)
             after = page.continuation
         } while after != nil
         return names

@@ -76,7 +76,7 @@ final class QueryIndexScaleTests: XCTestCase {
                 print("plan for \(name):\n\(plan)\n")
                 XCTAssertFalse(plan.contains("Seq Scan on records"), "\(name) must not scan the whole index:\n\(plan)")
                 let page = try await queries.run(query, in: database, scope: .zone("Big"), limit: 50, after: nil, logger: TestSupport.logger)
-                XCTAssertFalse(page.records.isEmpty, name)
+                XCTAssertFalse(page.rows.isEmpty, name)
             }
         }
     }

@@ -9,6 +9,12 @@ struct AssetLinks: Sendable {
     let base: String
     let expiresAt: Int64
 
+    init(key: SecretKey, base: String, expiresAt: Int64) {
+        self.key = key
+        self.base = base
+        self.expiresAt = expiresAt
+    }
+
     init(request: Request, key: SecretKey, settings: AssetSettings) {
         self.key = key
         base = publicBaseURL(request)

@@ -359,12 +359,12 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
             let page = try await QueryStore(store: data.store).run(
                 parsed, in: database.database, scope: .zone(zone.zoneName), limit: ConsoleData.pageSize, after: nil, logger: context.logger)
             values["ran"] = true
-            values["rows"] = page.records.map { zoneName, record -> [String: Any] in
+            values["rows"] = try page.records.map { zoneName, record -> [String: Any] in
                 var row = view(record, zone: ZoneID(zoneName: zoneName, ownerRecordName: database.database.owner), request: request)
                 row["href"] = database.link("/console/record", [("zone", zoneName), ("record", record.recordName)])
                 return row
             }
-            values["count"] = page.records.count
+            values["count"] = page.rows.count
             values["more"] = page.continuation != nil
             values["pageSize"] = ConsoleData.pageSize
         }
