@@ -259,6 +259,21 @@ def run(driver):
         wait_for(driver, (By.ID, "worker-stratus-indexer"))
     shot(driver, "08-operations-after-retry")
 
+    step("start a reindex from the page and follow its progress to finished")
+    Select(driver.find_element(By.ID, "run-job")).select_by_value("reindex")
+    through(driver, driver.find_element(By.ID, "start-run").click, (By.ID, "run-state"))
+    check("/console/operations/runs/" in driver.current_url, f"the start opened {driver.current_url}")
+    # The page reloads itself while the run runs (no script): each reload replaces the elements.
+    WebDriverWait(driver, 120, poll_frequency=0.5, ignored_exceptions=STALE).until(
+        lambda d: d.find_element(By.ID, "run-state").text in ("finished", "failed"))
+    state = driver.find_element(By.ID, "run-state").text
+    check(state == "finished", f"the reindex ended {state}: {text_of(driver)[:500]}")
+    position, target = driver.find_element(By.ID, "run-position").text, driver.find_element(By.ID, "run-target").text
+    check(position == target and int(target) > 0, f"the finished reindex reached event {position} of {target}")
+    shot(driver, "15-reindex")
+    through(driver, driver.find_element(By.LINK_TEXT, "Back to operations").click, (By.ID, "runs"))
+    check("finished" in driver.find_element(By.ID, "runs").text, "the operations page does not list the finished run")
+
     step("the recent errors, a container's access, a user's subscriptions")
     driver.get(BASE + "/console")
     search = through(driver, wait_for(driver, (By.ID, "errors-link")).click, (By.ID, "requestID"))
