@@ -115,7 +115,7 @@ final class ConsoleMaintenanceTests: XCTestCase {
             _ = try await Self.finished(browser, try Self.runID(gc))
             let running = try await browser.request("/console/operations/runs/\(cli)")
             XCTAssertTrue(running.html.contains("<strong id=\"run-state\">running</strong>"), running.html)
-            XCTAssertTrue(running.html.contains("<meta http-equiv=\"refresh\" content=\"2\">"), "a running run's page reloads itself")
+            XCTAssertTrue(running.html.contains("<meta http-equiv=\"refresh\" content=\"2; url=/console/operations/runs/\(cli)\">"), running.html)
 
             // A run that stopped reporting (its process ended) no longer holds the kind.
             try await store.withConnection { connection in

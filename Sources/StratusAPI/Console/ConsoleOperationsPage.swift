@@ -189,11 +189,13 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
             throw StratusError(.notFound, "No such run")
         }
         var values = Self.view(run)
+        values["refreshSeconds"] = Self.refreshSeconds
         let done = run.state == "finished"
         values["progressMax"] = max(run.target, 1)
         values["progressValue"] = done ? max(run.target, 1) : min(run.position, run.target)
         values["percent"] = run.target > 0 ? Int((Double(min(run.position, run.target)) / Double(run.target) * 100).rounded(.down)) : (done ? 100 : 0)
-        if run.state == "running" { values["refresh"] = String(Self.refreshSeconds) }
+        // The reload drops `done`, so the notice that the run started is shown once.
+        if run.state == "running" { values["refresh"] = "\(Self.refreshSeconds); url=/console/operations/runs/\(run.id)" }
         if Self.items(request)["done"] == "started" { values["notice"] = "The run started; it goes on when you leave this page." }
         return ConsolePage.render(
             "run", title: "Run \(run.id)", session: session, crumbs: [("Containers", "/console"), ("Operations", "/console/operations")], values)

@@ -339,14 +339,13 @@ enum ConsoleTemplates {
 
     static let run = """
         {{> head}}
-        {{#notice}}<p class="notice" role="status">{{notice}}</p>{{/notice}}
         <p>Run <strong>{{id}}</strong>: {{job}}, started by {{startedBy}} at {{started}}.</p>
         <p role="status" aria-live="polite">State: <strong id="run-state">{{state}}</strong>{{#finished}} at <span id="run-finished">{{finished}}</span>{{/finished}}.
         <span id="run-events">{{events}}</span> events read; event id <span id="run-position">{{position}}</span> of <span id="run-target">{{target}}</span> ({{percent}} %).</p>
         <progress id="run-progress" max="{{progressMax}}" value="{{progressValue}}">{{percent}} %</progress>
         {{#error}}<p class="error" id="run-error">{{error}}</p>{{/error}}
         {{#stale}}<p class="error" id="run-stale">It has not reported since {{reported}}: its process may have stopped. The next run started marks it failed.</p>{{/stale}}
-        {{#running}}<p class="muted">The page reloads every {{refresh}} s while the run runs; the numbers are what the run last recorded (at {{reported}}).</p>{{/running}}
+        {{#running}}<p class="muted">The page reloads every {{refreshSeconds}} s while the run runs; the numbers are what the run last recorded (at {{reported}}).</p>{{/running}}
         <p><a href="/console/operations">Back to operations</a></p>
         {{> foot}}
         """
