@@ -27,7 +27,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -263,10 +263,12 @@ def run(driver):
     Select(driver.find_element(By.ID, "run-job")).select_by_value("reindex")
     through(driver, driver.find_element(By.ID, "start-run").click, (By.ID, "run-state"))
     check("/console/operations/runs/" in driver.current_url, f"the start opened {driver.current_url}")
-    # The page reloads itself while the run runs (no script): each reload replaces the elements.
-    WebDriverWait(driver, 120, poll_frequency=0.5, ignored_exceptions=STALE).until(
-        lambda d: d.find_element(By.ID, "run-state").text in ("finished", "failed"))
-    state = driver.find_element(By.ID, "run-state").text
+    # The page reloads itself while the run runs (no script of its own): a reload can replace the
+    # document between finding an element and reading it, so the state is read in one script call
+    # and a call that meets a reload is tried again.
+    WebDriverWait(driver, 120, poll_frequency=0.5, ignored_exceptions=(StaleElementReferenceException, WebDriverException)).until(
+        lambda d: run_state(d) in ("finished", "failed"))
+    state = run_state(driver)
     check(state == "finished", f"the reindex ended {state}: {text_of(driver)[:500]}")
     position, target = driver.find_element(By.ID, "run-position").text, driver.find_element(By.ID, "run-target").text
     check(position == target and int(target) > 0, f"the finished reindex reached event {position} of {target}")
@@ -323,6 +325,10 @@ def run(driver):
     through(driver, driver.find_element(By.XPATH, "//button[text()='Sign out']").click, (By.ID, "login"))
     driver.get(BASE + "/console")
     wait_for(driver, (By.ID, "login"))
+
+
+def run_state(driver):
+    return driver.execute_script("const e = document.getElementById('run-state'); return e ? e.textContent : '';")
 
 
 def d_has(driver, element_id):
