@@ -47,11 +47,7 @@ final class ConsoleMaintenanceTests: XCTestCase {
             let store = fixture.store
             let browser = Browser(client)
             let csrf = try await ConsoleDataTests.signIn(browser, store: store)
-            try await RecordAPITests.createZone(client, fixture, "Notes")
-            let (status, _) = try await RecordAPITests.modify(client, fixture, zone: "Notes", (1...3).map { index in
-                ["operationType": "create", "record": RecordAPITests.note("n\(index)", ["v": ["value": index]])]
-            })
-            XCTAssertEqual(status, 200)
+            try await ConsoleOperationsTests.threeNotes(client, fixture)
             let maxEvent = try await ConsoleOperationsTests.scalar(store, "SELECT max(id) FROM events")
             let lastEvent = try XCTUnwrap(maxEvent)
 
