@@ -110,7 +110,7 @@ public struct MaintenanceRunStore: Sendable {
     /// Records a run's progress (also its heartbeat).
     public func report(_ id: Int64, events: Int64, position: Int64, target: Int64, logger: Logger) async throws {
         try await store.withConnection { connection in
-            try await connection.query("""
+            try await connection.execute("""
                 UPDATE maintenance_runs SET events = \(events), position = \(position), target = \(target), reported_at = now()
                 WHERE id = \(id) AND state = 'running'
                 """, logger: logger)
@@ -120,7 +120,7 @@ public struct MaintenanceRunStore: Sendable {
     /// Records that a run is alive without new progress.
     public func heartbeat(_ id: Int64, logger: Logger) async throws {
         try await store.withConnection { connection in
-            try await connection.query("UPDATE maintenance_runs SET reported_at = now() WHERE id = \(id) AND state = 'running'", logger: logger)
+            try await connection.execute("UPDATE maintenance_runs SET reported_at = now() WHERE id = \(id) AND state = 'running'", logger: logger)
         }
     }
 
@@ -128,7 +128,7 @@ public struct MaintenanceRunStore: Sendable {
     public func finish(_ id: Int64, error: String?, logger: Logger) async throws {
         let state = error == nil ? "finished" : "failed"
         try await store.withConnection { connection in
-            try await connection.query("""
+            try await connection.execute("""
                 UPDATE maintenance_runs SET state = \(state), error = \(error.map { String($0.prefix(1000)) }), finished_at = now(), reported_at = now()
                 WHERE id = \(id)
                 """, logger: logger)
