@@ -27,7 +27,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -259,6 +259,23 @@ def run(driver):
         wait_for(driver, (By.ID, "worker-stratus-indexer"))
     shot(driver, "08-operations-after-retry")
 
+    step("start a reindex from the page and follow its progress to finished")
+    Select(driver.find_element(By.ID, "run-job")).select_by_value("reindex")
+    through(driver, driver.find_element(By.ID, "start-run").click, (By.ID, "run-state"))
+    check("/console/operations/runs/" in driver.current_url, f"the start opened {driver.current_url}")
+    # The page reloads itself while the run runs (no script of its own): a reload can replace the
+    # document between finding an element and reading it, so the state is read in one script call
+    # and a call that meets a reload is tried again.
+    WebDriverWait(driver, 120, poll_frequency=0.5, ignored_exceptions=(StaleElementReferenceException, WebDriverException)).until(
+        lambda d: run_state(d) in ("finished", "failed"))
+    state = run_state(driver)
+    check(state == "finished", f"the reindex ended {state}: {text_of(driver)[:500]}")
+    position, target = driver.find_element(By.ID, "run-position").text, driver.find_element(By.ID, "run-target").text
+    check(position == target and int(target) > 0, f"the finished reindex reached event {position} of {target}")
+    shot(driver, "15-reindex")
+    through(driver, driver.find_element(By.LINK_TEXT, "Back to operations").click, (By.ID, "runs"))
+    check("finished" in driver.find_element(By.ID, "runs").text, "the operations page does not list the finished run")
+
     step("the recent errors, a container's access, a user's subscriptions")
     driver.get(BASE + "/console")
     search = through(driver, wait_for(driver, (By.ID, "errors-link")).click, (By.ID, "requestID"))
@@ -308,6 +325,10 @@ def run(driver):
     through(driver, driver.find_element(By.XPATH, "//button[text()='Sign out']").click, (By.ID, "login"))
     driver.get(BASE + "/console")
     wait_for(driver, (By.ID, "login"))
+
+
+def run_state(driver):
+    return driver.execute_script("const e = document.getElementById('run-state'); return e ? e.textContent : '';")
 
 
 def d_has(driver, element_id):

@@ -19,14 +19,17 @@ public struct APIDependencies: Sendable {
     public var hub: NotificationHub
     /// Where asset bytes live.
     public var blobs: any BlobStore
+    /// Starts reindex and replay runs for the console's operations page; nil: the page cannot start them.
+    public var maintenance: MaintenanceLauncher?
 
     /// Creates the dependencies; without a blob store, assets go to a fresh folder under the
     /// temporary directory (tests that do not look at assets).
     public init(
         store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String, hub: NotificationHub? = nil,
-        blobs: (any BlobStore)? = nil
+        blobs: (any BlobStore)? = nil, maintenance: MaintenanceLauncher? = nil
     ) {
         self.store = store
+        self.maintenance = maintenance
         self.blobs = blobs ?? FileSystemBlobStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("stratus-assets-\(UUID().uuidString)").path)
         self.readiness = readiness
         self.metrics = metrics
@@ -57,7 +60,7 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         ConsoleRoutes<APIRequestContext>(
             operators: OperatorStore(store: dependencies.store), settings: configuration.console, signInLimiter: signInLimiter,
             data: ConsoleData(store: dependencies.store, limits: configuration.limits, secretKey: configuration.secretKey, assetSettings: configuration.assets),
-            recentErrors: recentErrors
+            recentErrors: recentErrors, maintenance: dependencies.maintenance
         ).register(on: router)
     }
     UserRoutes<APIRequestContext>(directory: UserDirectory(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)

@@ -24,36 +24,34 @@ public enum Admin {
         }
     }
 
-    /// Rebuilds a worker from the event log; returns the number of events read.
+    /// Rebuilds a worker from the event log, recorded as a maintenance run (refused while a run of
+    /// the same kind runs, e.g. one the console started); returns the number of events read.
     public static func replay(
         worker: String, _ configuration: StratusConfiguration, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void
     ) async throws -> Int {
-        guard let projection = StratusProcess.projection(named: worker) else {
+        guard StratusProcess.projection(named: worker) != nil else {
             throw ConfigurationProblem("unknown worker '\(worker)'; one of \(StratusProcess.workerNames.joined(separator: ", "))")
         }
         try StratusProcess.verifyKafkaLibrary()
-        return try await StratusProcess.withStore(configuration, logger: logger) { store in
-            try await StratusProcess.verifyMigrated(store, logger: logger)
-            if projection is IndexerProjection {
-                // Queries keep being answered from the live index generation meanwhile.
-                return try await IndexerReplay(store: store, kafka: configuration.kafka, topic: configuration.relay.topic)
-                    .run(logger: logger, progress: progress)
+        let broker = Maintenance.Broker(
+            kafka: configuration.kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix)
+        return try await withMigratedStore(configuration, logger: logger) { store in
+            try await Maintenance.run(.replay(worker: worker), startedBy: "cli", store: store, logger: logger, progress: progress) { progress in
+                try await Maintenance.replay(worker: worker, store: store, broker: broker, logger: logger, progress: progress)
             }
-            return try await Rebuild(
-                projection: projection, store: store, kafka: configuration.kafka, topic: configuration.relay.topic,
-                consumerGroupSuffix: configuration.worker.consumerGroupSuffix)
-                .run(logger: logger, progress: progress)
         }
     }
 
-    /// Rebuilds the query index into a new generation and swaps it in; `language` (a PostgreSQL text
-    /// search configuration) changes how text is tokenised, nil keeps the current one.
+    /// Rebuilds the query index into a new generation and swaps it in, recorded as a maintenance run;
+    /// `language` (a PostgreSQL text search configuration) changes how text is tokenised, nil keeps
+    /// the current one.
     public static func reindex(
         _ configuration: StratusConfiguration, language: String? = nil, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void
     ) async throws -> (generation: Int, events: Int) {
-        try await StratusProcess.withStore(configuration, logger: logger) { store in
-            try await StratusProcess.verifyMigrated(store, logger: logger)
-            return try await Reindex(store: store).run(language: language, logger: logger, progress: progress)
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await Maintenance.run(.reindex, startedBy: "cli", store: store, logger: logger, progress: progress) { progress in
+                try await Reindex(store: store).run(language: language, logger: logger, progress: progress)
+            }
         }
     }
 

@@ -24,7 +24,7 @@ public enum StratusProcess {
     }
 
     /// The worker names `stratus replay` accepts.
-    public static let workerNames = ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"]
+    public static let workerNames = MaintenanceJob.workers
 
     /// Makes the store, refusing to go on against an unmigrated database.
     public static func openStore(_ configuration: StratusConfiguration, logger: Logger) throws -> PostgresStore {
@@ -80,7 +80,9 @@ public enum StratusProcess {
                     _ = try await KafkaAdmin(configuration: kafka, logger: logger).partitionCount(topic: configuration.relay.topic, timeout: .seconds(3))
                 },
             ],
-            metrics: { Observability.render() }, blobs: configuration.blobStore.makeStore())
+            metrics: { Observability.render() }, blobs: configuration.blobStore.makeStore(),
+            maintenance: Maintenance.launcher(store: store, broker: Maintenance.Broker(
+                kafka: kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix)))
         let app = buildApplication(dependencies, configuration: configuration.api, services: services, logger: logger)
         try await app.runService()
     }

@@ -215,4 +215,53 @@ final class ConsoleDataTests: XCTestCase {
             XCTAssertEqual(comparator.status, 400)
         }
     }
+
+    /// A user's shared database: the zones other users shared with them (shares they accepted),
+    /// and those zones' records they reach, shown read-only.
+    func testAUsersSharedDatabaseListsTheZonesSharedWithThemAndShowsTheRecordsTheyReachReadOnly() async throws {
+        try await SharingTests.withFixture { fixture, store, client in
+            let share = try await SharingTests.shareTrip(client, fixture)
+            let shortGUID = try XCTUnwrap(share["shortGUID"] as? String)
+            _ = try await SharingTests.ok(client, fixture.path("records/accept", "public", as: fixture.bob), ["shortGUIDs": [shortGUID]])
+            let browser = Browser(client)
+            let csrf = try await Self.signIn(browser, store: store)
+            let bob = ["container": SharingTests.container, "environment": "development", "database": "shared", "user": fixture.bob]
+
+            let container = try await browser.request("/console/containers/\(SharingTests.container)")
+            XCTAssertTrue(container.html.contains("<option value=\"shared\">a user&#39;s shared database (read-only)</option>")
+                || container.html.contains("<option value=\"shared\">a user's shared database (read-only)</option>"), container.html)
+            let zones = try await browser.request(Self.link("/console/zones", bob))
+            XCTAssertEqual(zones.status, 200, zones.html)
+            XCTAssertTrue(zones.html.contains(">Trip</a> <span class=\"muted\">of <span class=\"mono\">\(fixture.alice)</span>, trip (READ_ONLY)</span>"), zones.html)
+            XCTAssertFalse(zones.html.contains("id=\"create-zone\""), "no zone is created in a shared database")
+            // Carol has not accepted: her shared database is empty.
+            let carol = try await browser.request(Self.link("/console/zones", bob.merging(["user": fixture.carol]) { $1 }))
+            XCTAssertTrue(carol.html.contains("id=\"no-shared-zones\""), carol.html)
+
+            let trip = bob.merging(["owner": fixture.alice, "zone": "Trip"]) { $1 }
+            let records = try await browser.request(Self.link("/console/records", trip))
+            XCTAssertEqual(records.status, 200, records.html)
+            for name in ["trip", "day1", "day2", "share-1"] { XCTAssertTrue(records.html.contains(">\(name)</a>"), "\(name): \(records.html)") }
+            XCTAssertFalse(records.html.contains(">other</a>"), "outside the shared hierarchy")
+            XCTAssertTrue(records.html.contains("id=\"read-only\""), records.html)
+            XCTAssertFalse(records.html.contains("id=\"create-record\""), records.html)
+            let day = try await browser.request(Self.link("/console/record", trip.merging(["record": "day2"]) { $1 }))
+            XCTAssertEqual(day.status, 200, day.html)
+            XCTAssertFalse(day.html.contains("id=\"save-record\""), day.html)
+            XCTAssertFalse(day.html.contains("id=\"delete-record\""), day.html)
+            let other = try await browser.request(Self.link("/console/record", trip.merging(["record": "other"]) { $1 }))
+            XCTAssertEqual(other.status, 404, other.html)
+            // A zone not shared with the user is not found, as in the API.
+            let dave = try await browser.request(Self.link("/console/records", trip.merging(["user": fixture.dave]) { $1 }))
+            XCTAssertEqual(dave.status, 404, dave.html)
+            // Writes are refused: the console shows the shared database read-only.
+            var form = trip.merging(["csrf": csrf, "recordName": "day2", "recordType": "Day", "fields": "{}"]) { $1 }
+            let save = try await browser.request("/console/record/save", method: .post, form: form)
+            XCTAssertEqual(save.status, 403, save.html)
+            form["zoneName"] = "Mine"
+            let zone = try await browser.request("/console/zones", method: .post, form: form)
+            XCTAssertEqual(zone.status, 403, zone.html)
+        }
+    }
 }
+

@@ -20,16 +20,21 @@ final class ConsoleOperationsTests: XCTestCase {
         }
     }
 
+    /// Alice's zone Notes with three records: four events (the zone's creation and three saves).
+    static func threeNotes(_ client: any TestClientProtocol, _ fixture: RecordAPITests.Fixture) async throws {
+        try await RecordAPITests.createZone(client, fixture, "Notes")
+        let (status, _) = try await RecordAPITests.modify(client, fixture, zone: "Notes", (1...3).map { index in
+            ["operationType": "create", "record": RecordAPITests.note("n\(index)", ["v": ["value": index]])]
+        })
+        XCTAssertEqual(status, 200)
+    }
+
     func testTheOperationsPageShowsBacklogLagAndDeadLettersThatCanBeRetriedOrDiscarded() async throws {
         try await RecordAPITests.withAPI { fixture, client in
             let store = fixture.store
             let browser = Browser(client)
             let csrf = try await ConsoleDataTests.signIn(browser, store: store)
-            try await RecordAPITests.createZone(client, fixture, "Notes")
-            let (status, _) = try await RecordAPITests.modify(client, fixture, zone: "Notes", (1...3).map { index in
-                ["operationType": "create", "record": RecordAPITests.note("n\(index)", ["v": ["value": index]])]
-            })
-            XCTAssertEqual(status, 200)
+            try await Self.threeNotes(client, fixture)
             // The zone has four events (created, three saves); nothing publishes them here, and no worker ran.
             let zoneKey = "iCloud.com.example.notes/development/private/_alice/Notes"
             let events = try await Self.scalar(store, "SELECT count(*)::bigint FROM events WHERE zone_key = \(zoneKey)")

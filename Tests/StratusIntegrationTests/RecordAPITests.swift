@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusRuntime
 import XCTest
 
 /// records/modify and records/lookup over HTTP with Apple's JSON shapes, against the real PostgreSQL.
@@ -31,8 +32,10 @@ final class RecordAPITests: XCTestCase {
     }
 
     /// The API over a fresh migrated database with one container; `maxResults` caps result pages.
+    /// `maintenance`: the console may start reindex and replay runs (as `stratus-api` does, without a broker).
     static func withAPI(
-        maxResults: Int? = nil, maxResponseBytes: Int? = nil, _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void
+        maxResults: Int? = nil, maxResponseBytes: Int? = nil, maintenance: Bool = false,
+        _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void
     ) async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
@@ -40,7 +43,8 @@ final class RecordAPITests: XCTestCase {
             if let maxResults { configuration.limits.maxResults = maxResults }
             if let maxResponseBytes { configuration.limits.maxResponseBytes = maxResponseBytes }
             let fixture = Fixture(store: store, configuration: configuration, apiToken: token)
-            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
+            let launcher = maintenance ? Maintenance.launcher(store: store, broker: .init(kafka: nil, topic: "stratus.events")) : nil
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }, maintenance: launcher), configuration: configuration)
             try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
                 try await body(fixture, client)
             }

@@ -38,6 +38,11 @@ final class SharingTests: XCTestCase {
     }
 
     func withFixture(_ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void) async throws {
+        try await Self.withFixture { fixture, _, client in try await body(fixture, client) }
+    }
+
+    /// The fixture with its store (for the console's pages over the same data).
+    static func withFixture(_ body: @Sendable (Fixture, PostgresStore, any TestClientProtocol) async throws -> Void) async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
             let users = UserStore(store: store, rounds: 1_000)
@@ -51,7 +56,7 @@ final class SharingTests: XCTestCase {
             let fixture = Fixture(apiToken: token, secretKey: configuration.secretKey, alice: names[0], bob: names[1], carol: names[2], dave: names[3])
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
             try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
-                try await body(fixture, client)
+                try await body(fixture, store, client)
             }
         }
     }

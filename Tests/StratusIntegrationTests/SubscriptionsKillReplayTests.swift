@@ -114,6 +114,12 @@ final class SubscriptionsKillReplayTests: XCTestCase {
             let replay = try await StratusExecutable.run("stratus", ["replay", "stratus-subscriptions"], settings: settings)
             XCTAssertEqual(replay.status, 0, replay.output)
             XCTAssertTrue(replay.output.contains("replay stratus-subscriptions done: \(events) events"), replay.output)
+            // The CLI's replay recorded itself as a run (what the console's operations page lists), with its progress.
+            let runs = try await MaintenanceRunStore(store: fixture.store).recent(logger: TestSupport.logger)
+            XCTAssertEqual(runs.map(\.job), [.replay(worker: "stratus-subscriptions")])
+            XCTAssertEqual(runs.first?.state, "finished")
+            XCTAssertEqual(runs.first?.startedBy, "cli")
+            XCTAssertEqual(runs.first?.events, Int64(events))
             try await Self.assertExactly(expected, in: fixture.store)
             let after = try await Self.notificationIDs(fixture.store)
             XCTAssertEqual(after, before, "a replay logs nothing again and keeps every notification as it was")

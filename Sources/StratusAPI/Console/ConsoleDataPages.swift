@@ -21,9 +21,13 @@ struct ConsoleData: Sendable {
 }
 
 /// A database the console looks at, named by the query items (or form fields) `container`,
-/// `environment`, `database` (`public` or `private`) and `user` (the owner of a private database).
+/// `environment`, `database` (`public`, `private` or `shared`), `user` (the owner of a private
+/// database, the participant of a shared one) and, in a shared database, `owner` (the owner of the
+/// zone shared with the user).
 struct ConsoleDatabase: Sendable {
     let database: DatabaseID
+    /// In a shared database: the owner of the zone looked at (nil on the list of shared zones).
+    private(set) var zoneOwner: String?
 
     /// A container named by a page or form, checked as the API checks names, that the operator may reach.
     static func container(_ name: String?, session: ConsoleSession) throws(StratusError) -> String {
@@ -48,15 +52,48 @@ struct ConsoleDatabase: Sendable {
             guard !user.isEmpty else { throw StratusError(.badRequest, "A private database needs the user record name of its owner") }
             try Record.validate(recordName: user, "The user record name")
             database = DatabaseID(container: container, environment: environment, scope: .private, owner: user)
+        case "shared":
+            let user = (items["user"] ?? "").trimmingCharacters(in: .whitespaces)
+            guard !user.isEmpty else { throw StratusError(.badRequest, "A shared database needs the user record name of the user it is shared with") }
+            try Record.validate(recordName: user, "The user record name")
+            database = DatabaseID(container: container, environment: environment, scope: .shared, owner: user)
+            if let owner = items["owner"]?.trimmingCharacters(in: .whitespaces), !owner.isEmpty {
+                try Record.validate(recordName: owner, "The zone's owner")
+                zoneOwner = owner
+            }
         default:
-            throw StratusError(.badRequest, "The database is public or private")
+            throw StratusError(.badRequest, "The database is public, private or shared")
         }
+    }
+
+    /// Whether this is a user's shared database, which the console shows read-only.
+    var isShared: Bool { database.scope == .shared }
+
+    /// Refuses a change to a shared database: the console shows it read-only.
+    func requireWritable() throws(StratusError) {
+        guard !isShared else {
+            throw StratusError(.accessDenied, "The console shows a user's shared database read-only; change the records in their owner's private database")
+        }
+    }
+
+    /// The same database looking at a zone of `owner` (in a shared database).
+    func owned(by owner: String) -> ConsoleDatabase {
+        var copy = self
+        copy.zoneOwner = owner
+        return copy
+    }
+
+    /// Where the zone looked at lives: for a shared database, the private database of the zone's owner.
+    var storage: DatabaseID {
+        guard isShared, let zoneOwner else { return database }
+        return DatabaseID(container: database.container, environment: database.environment, scope: .private, owner: zoneOwner)
     }
 
     /// The query items that name this database again.
     var items: [(String, String)] {
         var items = [("container", database.container), ("environment", database.environment.rawValue), ("database", database.scope.rawValue)]
-        if database.scope == .private { items.append(("user", database.owner)) }
+        if database.scope != .public { items.append(("user", database.owner)) }
+        if let zoneOwner { items.append(("owner", zoneOwner)) }
         return items
     }
 
@@ -70,7 +107,12 @@ struct ConsoleDatabase: Sendable {
 
     /// What the page headings call it.
     var label: String {
-        "\(database.container) · \(database.environment.rawValue) · " + (database.scope == .public ? "public" : "private of \(database.owner)")
+        let name = switch database.scope {
+        case .public: "public"
+        case .private: "private of \(database.owner)"
+        case .shared: "shared with \(database.owner)" + (zoneOwner.map { " · zone of \($0)" } ?? "")
+        }
+        return "\(database.container) · \(database.environment.rawValue) · " + name
     }
 
     /// Who writes as the operator: the owner in a private database; in the public database, where a
@@ -126,7 +168,16 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
     static func zone(_ name: String?, database: ConsoleDatabase) throws(StratusError) -> ZoneID {
         let zoneName = (name ?? "").isEmpty ? ZoneID.defaultZoneName : name!
         if zoneName != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: zoneName) }
-        return ZoneID(zoneName: zoneName, ownerRecordName: database.database.owner)
+        return ZoneID(zoneName: zoneName, ownerRecordName: database.storage.owner)
+    }
+
+    /// Records of the zone by exact name: in a shared database only those the user reaches (a zone
+    /// not shared with them is ZONE_NOT_FOUND), through the shared database's own read.
+    func lookup(_ names: [String], zone: ZoneID, database: ConsoleDatabase, logger: Logger) async throws -> [ExactName: Record] {
+        guard database.isShared else { return try await data.records.lookup(names, zone: zone, in: database.database, logger: logger) }
+        return try await ShareStore(store: data.store).lookup(
+            names, zoneName: zone.zoneName, owner: zone.ownerRecordName, user: database.database.owner, container: database.database.container,
+            environment: database.database.environment, logger: logger)
     }
 
     // MARK: Container and zones
@@ -146,6 +197,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         let session = try await routes.session(request, context)
         let items = Self.items(request)
         let database = try ConsoleDatabase(items, session: session)
+        if database.isShared { return try await sharedZones(database, session: session, context: context) }
         let zones = try await data.zones.list(in: database.database, logger: context.logger)
         let names = [ZoneID.defaultZoneName] + zones.map(\.zoneID.zoneName).filter { $0 != ZoneID.defaultZoneName }
         let subscriptions = database.database.scope == .private
@@ -158,9 +210,26 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         ])
     }
 
+    /// A user's shared database: the zones of other users shared with them (shares they accepted).
+    func sharedZones(_ database: ConsoleDatabase, session: ConsoleSession, context: Context) async throws -> Response {
+        let shared = try await ShareStore(store: data.store).sharedZones(
+            user: database.database.owner, container: database.database.container, environment: database.database.environment, logger: context.logger)
+        let zones = shared.prefix(ConsoleData.maxZones).map { zone -> [String: Any] in
+            let id = zone.zone.zoneID
+            let access = zone.zoneWide.map { "the whole zone, \($0.rawValue)" }
+                ?? zone.roots.sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value.rawValue))" }.joined(separator: ", ")
+            return ["name": id.zoneName, "owner": id.ownerRecordName, "access": access,
+                    "href": database.owned(by: id.ownerRecordName).link("/console/records", [("zone", id.zoneName)])]
+        }
+        return ConsolePage.render("zones", title: "Shared zones", session: session, crumbs: Array(crumbs(database).dropLast()), [
+            "database": database.label, "shared": true, "zones": zones, "more": shared.count > ConsoleData.maxZones, "shown": ConsoleData.maxZones,
+        ])
+    }
+
     func createZone(_ request: Request, _ context: Context) async throws -> Response {
         let (session, form) = try await routes.form(request, context)
         let database = try ConsoleDatabase(form.fields, session: session)
+        try database.requireWritable()
         let zoneName = try form.required("zoneName", label: "The zone name")
         try ZoneID.validate(zoneName: zoneName)
         let causation = Causation(requestID: context.requestID, userRecordName: database.actingUser(for: nil))
@@ -178,6 +247,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         let session = try await routes.session(request, context)
         let items = Self.items(request)
         let database = try ConsoleDatabase(items, session: session)
+        if database.isShared, database.zoneOwner == nil { throw StratusError(.badRequest, "Name the owner of the shared zone") }
         return (session, items, database, try Self.zone(items["zone"], database: database))
     }
 
@@ -219,8 +289,8 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         }
         let after = items["after"].flatMap { $0.isEmpty ? nil : String($0.prefix(255)) }
         let names = try await ConsoleBrowse(store: data.store).recordNames(
-            zone: zone, in: database.database, after: after, limit: ConsoleData.pageSize, logger: context.logger)
-        let found = try await data.records.lookup(names, zone: zone, in: database.database, logger: context.logger)
+            zone: zone, in: database.storage, after: after, limit: ConsoleData.pageSize, logger: context.logger)
+        let found = try await lookup(names, zone: zone, database: database, logger: context.logger)
         let rows = names.compactMap { found[ExactName($0)] }.map { record -> [String: Any] in
             var row = view(record, zone: zone, request: request)
             row["href"] = database.link("/console/record", [("zone", zone.zoneName), ("record", record.recordName)])
@@ -231,7 +301,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
             "rows": rows, "empty": rows.isEmpty, "pageSize": ConsoleData.pageSize,
             "next": names.count == ConsoleData.pageSize ? database.link("/console/records", [("zone", zone.zoneName), ("after", names.last!)]) as Any : nil as Any?,
             "first": after == nil ? nil as Any? : database.link("/console/records", [("zone", zone.zoneName)]),
-            "queryAction": "/console/query",
+            "queryAction": "/console/query", "shared": database.isShared,
         ])
     }
 
@@ -239,13 +309,14 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         let (session, items, database, zone) = try await opened(request, context)
         let name = items["record"] ?? ""
         try Record.validate(recordName: name)
-        guard let record = try await data.records.lookup([name], zone: zone, in: database.database, logger: context.logger)[ExactName(name)] else {
+        guard let record = try await lookup([name], zone: zone, database: database, logger: context.logger)[ExactName(name)] else {
             throw StratusError(.notFound, "Record '\(name)' does not exist in zone '\(zone.zoneName)'")
         }
         var values = view(record, zone: zone, request: request)
         values["zone"] = zone.zoneName
         values["hidden"] = database.hidden
         values["notice"] = Self.notice(items) as Any
+        values["shared"] = database.isShared
         return ConsolePage.render("record", title: record.recordName, session: session, crumbs: crumbs(database, zone: zone.zoneName), values)
     }
 
@@ -253,6 +324,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
     func save(_ request: Request, _ context: Context) async throws -> Response {
         let (session, form) = try await routes.form(request, context)
         let database = try ConsoleDatabase(form.fields, session: session)
+        try database.requireWritable()
         let zone = try Self.zone(form["zone"], database: database)
         let recordType = try form.required("recordType", label: "The record type")
         let fieldsText = (form["fields"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
@@ -282,6 +354,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
     func delete(_ request: Request, _ context: Context) async throws -> Response {
         let (session, form) = try await routes.form(request, context)
         let database = try ConsoleDatabase(form.fields, session: session)
+        try database.requireWritable()
         let zone = try Self.zone(form["zone"], database: database)
         let name = try form.required("recordName", label: "The record name")
         try Record.validate(recordName: name)
@@ -324,6 +397,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
     /// Runs `records/query`'s parser and store on the form's one filter and one sort.
     func query(_ request: Request, _ context: Context) async throws -> Response {
         let (session, items, database, zone) = try await opened(request, context)
+        guard !database.isShared else { throw StratusError(.badRequest, "The console queries public and private databases; browse a shared zone's records instead") }
         let recordType = items["recordType"] ?? ""
         var values: [String: Any] = [
             "database": database.label, "zone": zone.zoneName, "hidden": database.hidden, "recordType": recordType,

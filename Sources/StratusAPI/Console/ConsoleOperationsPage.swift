@@ -44,6 +44,8 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
         router.post("/console/operations/dead-letters/discard") { request, context in
             await routes.page(request, context) { try await deadLetter(request, context, retry: false) }
         }
+        router.post("/console/operations/runs") { request, context in await routes.page(request, context) { try await startRun(request, context) } }
+        router.get("/console/operations/runs/:id") { request, context in await routes.page(request, context) { try await run(request, context) } }
     }
 
     static func requireEveryContainer(_ session: ConsoleSession) throws(StratusError) {
@@ -76,6 +78,9 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
             "noDeadLetters": letters.isEmpty, "pageSize": Self.pageSize,
         ]
         if letters.count == Self.pageSize, let last = letters.last { values["older"] = "/console/operations?before=\(last.id)" }
+        values["canStart"] = routes.maintenance != nil
+        values["jobs"] = MaintenanceJob.all.map { ["name": $0.name, "label": $0.label] }
+        values["runs"] = try await MaintenanceRunStore(store: routes.data.store).recent(logger: context.logger).map(Self.view)
         switch items["done"] {
         case "retried": values["notice"] = "The dead letter was handed back to its worker, which applies its zone again from the event log."
         case "discarded": values["notice"] = "The dead letter was discarded."
@@ -141,4 +146,60 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
         context.logger.notice("console dead letter \(retry ? "retried" : "discarded")", metadata: ["operator": "\(session.operator.login)", "id": "\(id)"])
         return ConsolePage.redirect("/console/operations?done=\(retry ? "retried" : "discarded")")
     }
+
+    // MARK: Reindex and replay
+
+    /// How often a running run's page reloads itself (no script: a refresh the browser does).
+    static var refreshSeconds: Int { 2 }
+
+    /// A run as the pages show it.
+    static func view(_ run: MaintenanceRunStore.Run) -> [String: Any] {
+        let time = ISO8601DateFormatter()
+        return [
+            "id": run.id, "href": "/console/operations/runs/\(run.id)", "job": run.job.label, "state": run.state, "startedBy": run.startedBy,
+            "events": run.events, "position": run.position, "target": run.target, "started": time.string(from: run.startedAt),
+            "finished": run.finishedAt.map { time.string(from: $0) } as Any, "reported": time.string(from: run.reportedAt),
+            "error": run.error as Any, "running": run.state == "running",
+            "stale": run.state == "running" && Date().timeIntervalSince(run.reportedAt) > Double(MaintenanceRunStore.staleAfter.components.seconds),
+        ]
+    }
+
+    /// Starts a reindex or a replay (only an operator who reaches every container: both span them
+    /// all) and sends the browser to its progress.
+    func startRun(_ request: Request, _ context: Context) async throws -> Response {
+        let (session, form) = try await routes.form(request, context)
+        try Self.requireEveryContainer(session)
+        guard let job = form["job"].flatMap(MaintenanceJob.init(name:)) else {
+            throw StratusError(.badRequest, "Choose a job: reindex, or a replay of \(MaintenanceJob.workers.joined(separator: ", "))")
+        }
+        guard let maintenance = routes.maintenance else {
+            throw StratusError(.tryAgainLater, "This process cannot start runs; use stratus reindex or stratus replay")
+        }
+        let id = try await maintenance.start(job, "console:\(session.operator.login)", context.logger)
+        context.logger.notice("console maintenance run started", metadata: ["operator": "\(session.operator.login)", "job": "\(job.label)", "run": "\(id)"])
+        return ConsolePage.redirect("/console/operations/runs/\(id)?done=started")
+    }
+
+    /// A run's progress as the run last recorded it; the page reloads itself while it runs.
+    func run(_ request: Request, _ context: Context) async throws -> Response {
+        let session = try await routes.session(request, context)
+        try Self.requireEveryContainer(session)
+        guard let id = context.parameters.get("id").flatMap({ Int64($0) }),
+              let run = try await MaintenanceRunStore(store: routes.data.store).run(id, logger: context.logger) else {
+            throw StratusError(.notFound, "No such run")
+        }
+        var values = Self.view(run)
+        values["refreshSeconds"] = Self.refreshSeconds
+        let done = run.state == "finished"
+        values["progressMax"] = max(run.target, 1)
+        values["progressValue"] = done ? max(run.target, 1) : min(run.position, run.target)
+        values["percent"] = run.target > 0 ? Int((Double(min(run.position, run.target)) / Double(run.target) * 100).rounded(.down)) : (done ? 100 : 0)
+        // The reload drops `done`, so the notice that the run started is shown once.
+        if run.state == "running" { values["refresh"] = "\(Self.refreshSeconds); url=/console/operations/runs/\(run.id)" }
+        if Self.items(request)["done"] == "started" { values["notice"] = "The run started; it goes on when you leave this page." }
+        return ConsolePage.render(
+            "run", title: "Run \(run.id)", session: session, crumbs: [("Containers", "/console"), ("Operations", "/console/operations")], values)
+    }
+
+    static func items(_ request: Request) -> [String: String] { ConsoleDataPages<Context>.items(request) }
 }

@@ -26,6 +26,8 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
     let history = OperationsHistory()
     /// The API's latest error answers in this process, for the request-id search.
     let recentErrors: RecentErrors
+    /// Starts reindex and replay runs; nil: the operations page cannot start them.
+    let maintenance: MaintenanceLauncher?
 
     static var sessionCookie: String { "stratus_console" }
     static var signInCookie: String { "stratus_console_signin" }

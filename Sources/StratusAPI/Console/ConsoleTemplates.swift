@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
-        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("schema", schema), ("schemaChange", schemaChange), ("hidden", hidden), ("recordTable", recordTable),
+        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("schema", schema), ("schemaChange", schemaChange), ("run", run), ("runTable", runTable), ("hidden", hidden), ("recordTable", recordTable),
     ]
 
     static let head = """
@@ -26,6 +26,7 @@ enum ConsoleTemplates {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>{{title}} · Stratus console</title>
+        {{#refresh}}<meta http-equiv="refresh" content="{{refresh}}">{{/refresh}}
         <style>
         :root { color-scheme: light dark; --accent: #2563eb; --muted: #6b7280; --line: #d1d5db; }
         * { box-sizing: border-box; }
@@ -120,8 +121,9 @@ enum ConsoleTemplates {
         <select id="database" name="database">
         <option value="public">public</option>
         <option value="private">a user's private database</option>
+        <option value="shared">a user's shared database (read-only)</option>
         </select>
-        <label for="user">User record name (for a private database)</label>
+        <label for="user">User record name (for a private or a shared database)</label>
         <input id="user" name="user" maxlength="255" placeholder="_3f9c…" class="mono">
         <p><button type="submit" id="open-database">Open</button></p>
         </fieldset>
@@ -139,11 +141,13 @@ enum ConsoleTemplates {
         <p class="muted">{{database}}</p>
         <h2>Zones</h2>
         <ul id="zones">
-        {{#zones}}<li><a href="{{href}}">{{name}}</a></li>{{/zones}}
+        {{#zones}}<li><a href="{{href}}">{{name}}</a>{{#owner}} <span class="muted">of <span class="mono">{{owner}}</span>, {{access}}</span>{{/owner}}</li>{{/zones}}
         </ul>
+        {{#shared}}{{^zones}}<p class="muted" id="no-shared-zones">No zone is shared with this user (no share they accepted).</p>{{/zones}}
+        <p class="muted">The shared database is shown read-only: the records the user reaches through the shares they accepted.</p>{{/shared}}
         {{#more}}<p class="muted">Only the first {{shown}} are listed.</p>{{/more}}
         {{#subscriptionsLink}}<p><a href="{{subscriptionsLink}}" id="subscriptions-link">Subscriptions and notifications of this user</a></p>{{/subscriptionsLink}}
-        <form method="post" action="/console/zones">
+        {{^shared}}<form method="post" action="/console/zones">
         <fieldset>
         <legend>Create a zone</legend>
         <input type="hidden" name="csrf" value="{{csrf}}">
@@ -152,7 +156,7 @@ enum ConsoleTemplates {
         <input id="zoneName" name="zoneName" required maxlength="255">
         <p><button type="submit" id="create-zone">Create zone</button></p>
         </fieldset>
-        </form>
+        </form>{{/shared}}
         {{> foot}}
         """
 
@@ -181,7 +185,7 @@ enum ConsoleTemplates {
         {{#empty}}<p class="muted" id="no-records">No records.</p>{{/empty}}
         <div id="records">{{> recordTable}}</div>
         <p>{{#first}}<a href="{{first}}">First page</a> {{/first}}{{#next}}<a href="{{next}}" id="next-page">Next {{pageSize}}</a>{{/next}}</p>
-        <form method="get" action="/console/query">
+        {{^shared}}<form method="get" action="/console/query">
         {{> hidden}}<input type="hidden" name="zone" value="{{zone}}">
         <p><button type="submit" class="secondary" id="open-query">Query this zone</button></p>
         </form>
@@ -198,7 +202,8 @@ enum ConsoleTemplates {
         <textarea id="fields" name="fields" placeholder='{"title": {"value": "Hello"}}'></textarea>
         <p><button type="submit" id="create-record">Create record</button></p>
         </fieldset>
-        </form>
+        </form>{{/shared}}
+        {{#shared}}<p class="muted" id="read-only">Read-only: the records of this zone the user reaches through the shares they accepted (a page may list fewer than {{pageSize}}).</p>{{/shared}}
         {{> foot}}
         """
 
@@ -218,7 +223,7 @@ enum ConsoleTemplates {
         {{#fields}}<tr><td><code>{{name}}</code></td><td>{{type}}</td><td><code>{{value}}</code></td></tr>{{/fields}}
         </tbody>
         </table></div>
-        <form method="post" action="/console/record/save">
+        {{^shared}}<form method="post" action="/console/record/save">
         <fieldset>
         <legend>Edit</legend>
         <input type="hidden" name="csrf" value="{{csrf}}">
@@ -237,7 +242,7 @@ enum ConsoleTemplates {
         <input type="hidden" name="recordName" value="{{recordName}}">
         <input type="hidden" name="changeTag" value="{{changeTag}}">
         <p><button type="submit" class="secondary" id="delete-record">Delete record</button></p>
-        </form>
+        </form>{{/shared}}
         {{> foot}}
         """
 
@@ -307,6 +312,41 @@ enum ConsoleTemplates {
         </tbody>
         </table></div>
         {{#older}}<p><a href="{{older}}">Older {{pageSize}}</a></p>{{/older}}
+        <h2>Reindex and replay</h2>
+        {{#canStart}}
+        <form method="post" action="/console/operations/runs">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label for="run-job">Job</label>
+        <select id="run-job" name="job">{{#jobs}}<option value="{{name}}">{{label}}</option>{{/jobs}}</select>
+        <button type="submit" id="start-run">Start</button>
+        </form>
+        <p class="muted">A reindex builds a new query index generation from the event log while the live one answers, then swaps it in. A replay rebuilds a worker's state from the event log and then moves its consumer group to where the log ended when the replay began; stop the worker first, or it keeps its own position (its checkpoints keep it correct), exactly as <code>stratus replay</code>. One run of each kind at a time.</p>
+        {{/canStart}}
+        {{^canStart}}<p class="muted" id="runs-unavailable">This process cannot start runs; use <code>stratus reindex</code> and <code>stratus replay</code>.</p>{{/canStart}}
+        {{> runTable}}
+        {{> foot}}
+        """
+
+    static let runTable = """
+        <div class="table"><table id="runs">
+        <thead><tr><th scope="col">Run</th><th scope="col">Job</th><th scope="col">State</th><th scope="col">Events read</th><th scope="col">Event id reached</th><th scope="col">Started</th><th scope="col">Finished</th><th scope="col">Started by</th></tr></thead>
+        <tbody>
+        {{#runs}}<tr id="run-{{id}}"><td><a href="{{href}}">{{id}}</a></td><td>{{job}}</td><td class="state">{{state}}</td><td>{{events}}</td><td>{{position}} of {{target}}</td><td class="muted">{{started}}</td><td class="muted">{{finished}}</td><td>{{startedBy}}</td></tr>{{/runs}}
+        </tbody>
+        </table></div>
+        {{^runs}}<p class="muted" id="no-runs">No runs yet.</p>{{/runs}}
+        """
+
+    static let run = """
+        {{> head}}
+        <p>Run <strong>{{id}}</strong>: {{job}}, started by {{startedBy}} at {{started}}.</p>
+        <p role="status" aria-live="polite">State: <strong id="run-state">{{state}}</strong>{{#finished}} at <span id="run-finished">{{finished}}</span>{{/finished}}.
+        <span id="run-events">{{events}}</span> events read; event id <span id="run-position">{{position}}</span> of <span id="run-target">{{target}}</span> ({{percent}} %).</p>
+        <progress id="run-progress" max="{{progressMax}}" value="{{progressValue}}">{{percent}} %</progress>
+        {{#error}}<p class="error" id="run-error">{{error}}</p>{{/error}}
+        {{#stale}}<p class="error" id="run-stale">It has not reported since {{reported}}: its process may have stopped. The next run started marks it failed.</p>{{/stale}}
+        {{#running}}<p class="muted">The page reloads every {{refreshSeconds}} s while the run runs; the numbers are what the run last recorded (at {{reported}}).</p>{{/running}}
+        <p><a href="/console/operations">Back to operations</a></p>
         {{> foot}}
         """
 
