@@ -99,29 +99,24 @@ final class SharingFanOutTests: XCTestCase {
             let (daveZones, daveToken) = try await Self.databaseSync(client, fixture, fixture.dave, nil)
             XCTAssertEqual(daveZones, [])
 
+            // Alice's write, then each participant: their database sync shows the zone changed and
+            // their zone sync from their last token answers `records`.
+            func ownerWrite(_ operation: Body, reaches records: Set<String>, _ what: String) async throws {
+                _ = try await Self.ownerWrites(client, fixture, [operation])
+                for user in [fixture.bob, fixture.carol] {
+                    databaseTokens[user] = try await Self.waitForDatabaseSync(
+                        client, fixture, user, from: databaseTokens[user]!, shows: ["Trip"], "\(what) to reach \(user)'s database sync")
+                    let synced = try await Self.zoneSync(client, fixture, user, zoneTokens[user])
+                    XCTAssertEqual(synced.records, records, what)
+                    zoneTokens[user] = synced.token
+                }
+            }
             // A record added under the shared root reaches both participants' sync.
-            _ = try await Self.ownerWrites(client, fixture, [
-                ["operationType": "create", "record": ["recordName": "day3", "recordType": "Day", "parent": ["recordName": "day1"]]],
-            ])
-            for user in [fixture.bob, fixture.carol] {
-                databaseTokens[user] = try await Self.waitForDatabaseSync(
-                    client, fixture, user, from: databaseTokens[user]!, shows: ["Trip"], "the zone change to reach \(user)'s database sync")
-                let added = try await Self.zoneSync(client, fixture, user, zoneTokens[user])
-                XCTAssertEqual(added.records, ["day3"])
-                zoneTokens[user] = added.token
-            }
-
+            try await ownerWrite(["operationType": "create", "record": ["recordName": "day3", "recordType": "Day", "parent": ["recordName": "day1"]]],
+                                 reaches: ["day3"], "the added record")
             // A record moved out of the hierarchy disappears from it.
-            _ = try await Self.ownerWrites(client, fixture, [
-                ["operationType": "forceUpdate", "record": ["recordName": "day2", "parent": ["recordName": "other"]]],
-            ])
-            for user in [fixture.bob, fixture.carol] {
-                databaseTokens[user] = try await Self.waitForDatabaseSync(
-                    client, fixture, user, from: databaseTokens[user]!, shows: ["Trip"], "the move to reach \(user)'s database sync")
-                let moved = try await Self.zoneSync(client, fixture, user, zoneTokens[user])
-                XCTAssertEqual(moved.records, ["day2 deleted"])
-                zoneTokens[user] = moved.token
-            }
+            try await ownerWrite(["operationType": "forceUpdate", "record": ["recordName": "day2", "parent": ["recordName": "other"]]],
+                                 reaches: ["day2 deleted"], "the move")
 
             // Alice removes bob: his access ends with her request, his database sync shows the zone
             // gone at once, and once the fan-out has applied the removal his zone token is expired.
