@@ -172,6 +172,7 @@ let package = Package(
             name: "stratus-bench",
             dependencies: [
                 "StratusBench",
+                "StratusCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -159,7 +159,7 @@ fi
 
 log "running the suite (report: $OUT/report.json)"
 "$BIN/stratus-bench" --api-url "http://127.0.0.1:$http_port" --container "$CONTAINER" \
-    --api-token-file "$work/api-token" --web-auth-token-file "$work/web-auth-token" \
+    --api-token-file "$work/api-token" --web-auth-token-file "$work/web-auth-token" --secret-key-file "$STRATUS_DATA_DIR/dev-secret-key" \
     --database-url "$STRATUS_DATABASE_URL" --item-fields "${STRATUS_BENCH_ITEM_FIELDS:-3}" --output "$OUT/report.json" "${watched[@]}" "$@" | tee "$OUT/report.txt"
 
 if [[ "${STRATUS_BENCH_HOLD:-0}" == 1 ]]; then

@@ -134,10 +134,21 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         if let resultsLimit = zoneRequest.resultsLimit, resultsLimit < 1 {
             throw StratusError(.badRequest, "resultsLimit must be at least 1")
         }
-        let page = try await sync.changes(
-            zone: zone, in: database, incarnation: incarnation, since: version, limit: limit,
-            recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, maxBytes: budget,
-            firstAlwaysFits: budget == limits.maxResponseBytes, sharedWith: reader, logger: context.logger)
+        let page: SyncStore.ZoneChanges
+        do {
+            page = try await sync.changes(
+                zone: zone, in: database, incarnation: incarnation, since: version, limit: limit,
+                recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, maxBytes: budget,
+                firstAlwaysFits: budget == limits.maxResponseBytes, sharedWith: reader, logger: context.logger)
+        } catch let error as StratusError where error.code == .zoneNotFound && incarnation != nil {
+            // A participant who lost the zone (the share fan-out recorded that they held it) syncs
+            // from the start with their old token: the reset CloudKit gives, not a missing zone. A
+            // stranger still finds no zone.
+            guard let reader, try await shares.lostAccess(
+                user: reader, owner: database.owner, zoneName: name, container: database.container, environment: database.environment, logger: context.logger)
+            else { throw error }
+            throw StratusError(.changeTokenExpired, "The zone is no longer shared with the caller; discard the local copy of it and sync the database again")
+        }
         let numbersAsStrings = zoneRequest.numbersAsStrings ?? false
         let records: [JSONValue] = page.changes.map { change in
             switch change {
@@ -195,18 +206,21 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     /// The shared database's changes: the zones shared with the caller now, compared with those the
     /// token knew (keyed `zoneName/owner`, a zone name holding no '/'): a new zone, or one whose
     /// incarnation or counter moved, is answered; a zone no longer shared with the caller (removed,
-    /// left, share or zone deleted) is answered deleted. Read from the share tables at request time;
-    /// the share fan-out will keep this per participant instead.
+    /// left, share or zone deleted) is answered deleted. Which zones are shared is read from the
+    /// share tables at request time (a removal shows at once); a zone's position is the caller's
+    /// in the share fan-out's change tracking (`stratus-shares`), read in the same snapshot.
     private func sharedDatabaseChanges(_ database: DatabaseID, known: [String: String], databaseKey: String, limit: Int, logger: Logger)
         async throws -> Response {
         var known = known
-        let shared = try await shares.sharedZones(user: database.owner, container: database.container, environment: database.environment, logger: logger)
-        var current: [String: Zone] = [:]
-        for entry in shared { current["\(entry.zone.zoneID.zoneName)/\(entry.zone.zoneID.ownerRecordName)"] = entry.zone }
-        func fingerprint(_ zone: Zone) -> String { "\(zone.incarnation.uuidString.prefix(8)):\(zone.changeCounter)" }
+        let shared = try await shares.trackedZones(user: database.owner, container: database.container, environment: database.environment, logger: logger)
+        var current: [String: ShareStore.TrackedZone] = [:]
+        for entry in shared { current["\(entry.zone.zoneID.zoneName)/\(entry.zone.zoneID.ownerRecordName)"] = entry }
+        // The zone's incarnation and the participant's position in the fan-out's tracking (not the
+        // owner's zone counter, which moves with changes the participant is not told of).
+        func fingerprint(_ tracked: ShareStore.TrackedZone) -> String { "\(tracked.zone.incarnation.uuidString.prefix(8)):s\(tracked.changeSequence)" }
         var changed: [(key: String, zone: WireZone)] = []
-        for (key, zone) in current.sorted(by: { $0.key < $1.key }) where known[key] != fingerprint(zone) {
-            changed.append((key, .custom(zone, key: secretKey)))
+        for (key, tracked) in current.sorted(by: { $0.key < $1.key }) where known[key] != fingerprint(tracked) {
+            changed.append((key, .custom(tracked.zone, key: secretKey)))
         }
         for key in known.keys.sorted() where current[key] == nil {
             let parts = key.split(separator: "/", maxSplits: 1).map(String.init)

@@ -18,11 +18,16 @@ public struct BenchTarget: Sendable {
     public var databaseURL: String
     /// The stack's processes whose CPU the report shows, idle and under each scenario's load.
     public var processes: [WatchedProcess]
+    /// The API's token-signing key, when the suite may sign in as other users (share.fanout's
+    /// participants); without it share.fanout is left out.
+    public var secretKey: SecretKey?
 
     /// Creates a target.
     public init(
-        apiURL: String, container: String, apiToken: String, webAuthToken: String, databaseURL: String, processes: [WatchedProcess] = []
+        apiURL: String, container: String, apiToken: String, webAuthToken: String, databaseURL: String, processes: [WatchedProcess] = [],
+        secretKey: SecretKey? = nil
     ) {
+        self.secretKey = secretKey
         self.apiURL = apiURL
         self.container = container
         self.apiToken = apiToken
@@ -91,10 +96,15 @@ struct CloudKitClient: Sendable {
         return name
     }
 
-    private func post(path: String, _ body: JSONObject) async throws -> Reply {
+    /// POSTs `body` to `path` (`<database>/<operation>`) signed in with another web auth token.
+    func post(path: String, as webAuthToken: String, _ body: JSONObject) async throws -> Reply {
+        try await post(path: path, body, webAuthToken: webAuthToken)
+    }
+
+    private func post(path: String, _ body: JSONObject, webAuthToken: String? = nil) async throws -> Reply {
         let data = try JSONSerialization.data(withJSONObject: body)
         let url = "\(target.apiURL)/database/1/\(target.container)/development/\(path)"
-            + "?ckAPIToken=\(target.apiToken)&ckWebAuthToken=\(target.webAuthToken)"
+            + "?ckAPIToken=\(target.apiToken)&ckWebAuthToken=\(webAuthToken ?? target.webAuthToken)"
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")

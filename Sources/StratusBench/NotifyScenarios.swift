@@ -180,9 +180,9 @@ extension BenchSuite {
         return 0
     }
 
-    static func checkpoint(_ connection: PostgresConnection, zoneKey: String, logger: Logger) async throws -> Int64 {
+    static func checkpoint(_ connection: PostgresConnection, zoneKey: String, worker: String = "stratus-subscriptions", logger: Logger) async throws -> Int64 {
         try await Self.scalar(connection.query("""
-            SELECT last_sequence FROM worker_checkpoints WHERE worker = 'stratus-subscriptions' AND zone_key = \(zoneKey)
+            SELECT last_sequence FROM worker_checkpoints WHERE worker = \(worker) AND zone_key = \(zoneKey)
             """, logger: logger))
     }
 
@@ -192,20 +192,22 @@ extension BenchSuite {
             """, logger: logger))
     }
 
-    /// Waits until stratus-subscriptions' checkpoint for the zone reaches the zone's last event; returns when it did.
+    /// Waits until a worker's (stratus-subscriptions' unless told) checkpoint for the zone reaches the zone's last event; returns when it did.
     @discardableResult
-    func waitForCheckpoint(_ store: PostgresStore, zoneKey: String, timeout: Duration) async throws -> ContinuousClock.Instant {
+    func waitForCheckpoint(
+        _ store: PostgresStore, zoneKey: String, worker: String = "stratus-subscriptions", timeout: Duration
+    ) async throws -> ContinuousClock.Instant {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         let logger = logger
         while clock.now < deadline {
             let caughtUp = try await store.withConnection { connection in
-                try await Self.checkpoint(connection, zoneKey: zoneKey, logger: logger) >= Self.lastSequence(connection, zoneKey: zoneKey, logger: logger)
+                try await Self.checkpoint(connection, zoneKey: zoneKey, worker: worker, logger: logger) >= Self.lastSequence(connection, zoneKey: zoneKey, logger: logger)
             }
             if caughtUp { return clock.now }
             try await Task.sleep(for: .milliseconds(2))
         }
-        throw BenchFailure(description: "stratus-subscriptions did not reach the end of \(zoneKey) within \(timeout)")
+        throw BenchFailure(description: "\(worker) did not reach the end of \(zoneKey) within \(timeout)")
     }
 
     func waitForPublished(_ connection: PostgresConnection, zoneKey: String) async throws {

@@ -42,9 +42,13 @@ public struct BenchSettings: Codable, Sendable {
     public var fanoutUsers: Int = 500
     /// Saves the fanout scenario has stratus-subscriptions evaluate.
     public var fanoutEvents: Int = 1_000
+    /// Participants of share.fanout's zone (hierarchy shares of at most 100 each).
+    public var shareParticipants: Int = 1_000
+    /// Changes share.fanout times, each until every participant's database sync shows it.
+    public var shareSamples: Int = 5
     /// Expired records the gc.expire scenario has stratus-gc collect.
     public var expireRecords: Int = 20_000
-    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, asset, gc, rebuild); nil: all.
+    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild); nil: all.
     public var groups: [String]?
 
     /// The full run's defaults.

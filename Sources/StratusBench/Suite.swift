@@ -145,6 +145,10 @@ public struct BenchSuite: Sendable {
             record(try await notifyLag(client))
             record(try await notifyFanout(client, store: store))
         }
+        if settings.runs("share") {
+            try await settle(client)
+            if let result = try await shareFanout(client, store: store) { record(result) }
+        }
         if settings.runs("asset") {
             for (megabytes, rounds) in [(1, 20), (50, 3)] {
                 for result in try await assets(client, megabytes: megabytes, rounds: rounds) { record(result) }

@@ -18,7 +18,7 @@ public enum StratusProcess {
         case "stratus-indexer": IndexerProjection()
         case "stratus-subscriptions": SubscriptionsProjection()
         case "stratus-gc": CompositeProjection(name: name, parts: [ExpiryProjection(), AssetReferenceProjection(name: name)])
-        case "stratus-shares": ObserverProjection(name: name)
+        case "stratus-shares": SharesProjection()
         default: nil
         }
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import StratusBench
+import StratusCore
 
 /// `stratus-bench`: drives a running Stratus stack over HTTP and prints the report
 /// (scripts/bench.sh starts the stack and calls it; docs/benchmarks.md explains the numbers).
@@ -43,13 +44,19 @@ struct BenchCommand: AsyncParsableCommand {
     var fanoutUsers = 500
     @Option(help: "Saves stratus-subscriptions evaluates in notify.fanout.")
     var fanoutEvents = 1_000
+    @Option(help: "Participants of share.fanout's shared zone.")
+    var shareParticipants = 1_000
+    @Option(help: "Changes share.fanout times until every participant's database sync shows each.")
+    var shareSamples = 5
+    @Option(help: "A file holding the API's token-signing key (share.fanout signs its participants in with it; without it share.fanout is left out).")
+    var secretKeyFile: String?
     @Option(help: "Expired records stratus-gc collects in gc.expire.")
     var expireRecords = 20_000
     @Option(help: "Seconds the idle measurement samples the stack's CPU.")
     var idleSeconds: Double = 30
     @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
     var process: [String] = []
-    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, asset, gc, rebuild.")
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild.")
     var only: String?
     @Option(help: "Where to write the JSON report.")
     var output: String?
@@ -68,7 +75,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let target = BenchTarget(
             apiURL: apiURL, container: container, apiToken: try Self.secret(apiTokenFile), webAuthToken: try Self.secret(webAuthTokenFile),
-            databaseURL: databaseURL, processes: processes)
+            databaseURL: databaseURL, processes: processes, secretKey: try secretKeyFile.map { try SecretKey(text: Self.secret($0)) })
         var settings = BenchSettings()
         settings.seconds = seconds
         settings.concurrency = concurrency
@@ -81,6 +88,8 @@ struct BenchCommand: AsyncParsableCommand {
         settings.fanoutSubscriptions = fanoutSubscriptions
         settings.fanoutUsers = fanoutUsers
         settings.fanoutEvents = fanoutEvents
+        settings.shareParticipants = shareParticipants
+        settings.shareSamples = shareSamples
         settings.expireRecords = expireRecords
         settings.lagAfterIdleSamples = lagAfterIdleSamples
         settings.idleSeconds = idleSeconds

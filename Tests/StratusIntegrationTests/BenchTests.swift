@@ -36,6 +36,7 @@ final class BenchTests: XCTestCase {
                 projection: SubscriptionsProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
             // stratus-gc: its expiry index and collector.
             let gc = Worker(projection: ExpiryProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
+            let shares = Worker(projection: SharesProjection(), store: store, kafka: kafka, configuration: workerConfiguration, logger: TestSupport.logger)
             let collector = ExpiredRecordCollector(store: store, logger: TestSupport.logger)
             // stratus-api's own application (the WebSocket courier and the notification hub with it).
             var apiConfiguration = configuration
@@ -48,13 +49,14 @@ final class BenchTests: XCTestCase {
                 group.addTask { try await indexer.run() }
                 group.addTask { try await subscriptions.run() }
                 group.addTask { try await gc.run() }
+                group.addTask { try await shares.run() }
                 group.addTask { try await collector.run() }
                 defer { group.cancelAll() }
                 return try await app.test(.live) { client in
                     let port = try XCTUnwrap(client.port)
                     let target = BenchTarget(
                         apiURL: "http://127.0.0.1:\(port)", container: container, apiToken: apiToken, webAuthToken: webAuthToken, databaseURL: url,
-                        processes: watched)
+                        processes: watched, secretKey: configuration.secretKey)
                     return try await BenchSuite(target: target, settings: settings, logger: TestSupport.logger).run()
                 }
             }
@@ -80,12 +82,14 @@ final class BenchTests: XCTestCase {
         settings.fanoutUsers = 10
         settings.fanoutEvents = 100
         settings.expireRecords = 400
+        settings.shareParticipants = 150
+        settings.shareSamples = 2
         try await runSuite(settings, processes: { _ in [WatchedProcess(name: "tests", pid: getpid())] }) { report, store in
             let expected = [
                 "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
                 "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450", "limit.sync.450",
                 "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout",
-                "asset.upload.1mb", "asset.download.1mb", "asset.upload.50mb", "asset.download.50mb", "gc.expire",
+                "share.fanout", "asset.upload.1mb", "asset.download.1mb", "asset.upload.50mb", "asset.download.50mb", "gc.expire",
                 "rebuild.index",
             ]
             XCTAssertEqual(report.scenarios.map(\.name), expected)
@@ -109,6 +113,13 @@ final class BenchTests: XCTestCase {
             XCTAssertEqual(fanout.figures["subscriptions"], 200)
             XCTAssertEqual(fanout.figures["notifications"], 52)
             XCTAssertGreaterThan(fanout.figures["eventsPerSecond"] ?? 0, 0)
+            // The share fan-out: every participant of both shares saw both changes.
+            let share = try XCTUnwrap(report.scenario("share.fanout"))
+            XCTAssertEqual(share.figures["participants"], 150)
+            XCTAssertEqual(share.figures["shares"], 2)
+            XCTAssertEqual(share.operations, 300)
+            XCTAssertGreaterThan(share.figures["fanoutMaxMs"] ?? 0, 0, "the fan-out's own part is measured")
+            XCTAssertLessThanOrEqual(share.figures["fanoutMaxMs"] ?? .infinity, share.max, "no participant sees a change before it is tracked")
             let expire = try XCTUnwrap(report.scenario("gc.expire"))
             XCTAssertEqual(expire.figures["records"], 400, "every expired record collected")
             XCTAssertGreaterThan(expire.figures["writesPerSecond"] ?? 0, 0, "creates ran while stratus-gc collected")

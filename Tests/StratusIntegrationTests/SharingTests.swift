@@ -24,12 +24,14 @@ final class SharingTests: XCTestCase {
         let carol: String
         /// A stranger to every share.
         let dave: String
+        /// The users' container.
+        var container = SharingTests.container
 
         func path(_ operation: String, _ database: String = "private", as user: String?) -> String {
-            var uri = "/database/1/\(SharingTests.container)/development/\(database)/\(operation)?ckAPIToken=\(apiToken)"
+            var uri = "/database/1/\(container)/development/\(database)/\(operation)?ckAPIToken=\(apiToken)"
             if let user {
                 let token = WebAuthToken(
-                    userRecordName: user, container: SharingTests.container, expiresAt: Int64(Date().timeIntervalSince1970) + 3600, credentialEpoch: 1
+                    userRecordName: user, container: container, expiresAt: Int64(Date().timeIntervalSince1970) + 3600, credentialEpoch: 1
                 ).signed(with: secretKey)
                 uri += "&ckWebAuthToken=\(token)"
             }
@@ -45,13 +47,7 @@ final class SharingTests: XCTestCase {
     static func withFixture(_ body: @Sendable (Fixture, PostgresStore, any TestClientProtocol) async throws -> Void) async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
-            let users = UserStore(store: store, rounds: 1_000)
-            var names: [String] = []
-            for login in ["alice", "bob", "carol", "dave"] {
-                names.append(try await users.create(
-                    container: Self.container, login: login, password: "a password",
-                    identity: UserIdentityChange(emailAddress: "\(login)@example.com"), logger: TestSupport.logger))
-            }
+            let names = try await Self.createUsers(store: store, container: Self.container)
             let configuration = APIConfiguration(secretKey: SecretKey.generate())
             let fixture = Fixture(apiToken: token, secretKey: configuration.secretKey, alice: names[0], bob: names[1], carol: names[2], dave: names[3])
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
@@ -59,6 +55,18 @@ final class SharingTests: XCTestCase {
                 try await body(fixture, store, client)
             }
         }
+    }
+
+    /// alice, bob, carol and dave (each `<login>@example.com`) in a container's user directory; their user record names.
+    static func createUsers(store: PostgresStore, container: String) async throws -> [String] {
+        let users = UserStore(store: store, rounds: 1_000)
+        var names: [String] = []
+        for login in ["alice", "bob", "carol", "dave"] {
+            names.append(try await users.create(
+                container: container, login: login, password: "a password",
+                identity: UserIdentityChange(emailAddress: "\(login)@example.com"), logger: TestSupport.logger))
+        }
+        return names
     }
 
     static func send(_ client: any TestClientProtocol, _ uri: String, _ body: Any) async throws -> (Int, Body) {

@@ -214,14 +214,14 @@ final class SubscriptionsKillReplayTests: XCTestCase {
         }
     }
 
-    /// Waits until stratus-subscriptions' checkpoints cover the last event of every zone.
-    static func waitForCheckpoints(_ store: PostgresStore) async throws {
+    /// Waits until a worker's checkpoints (stratus-subscriptions' unless told) cover the last event of every zone.
+    static func waitForCheckpoints(_ store: PostgresStore, worker: String = "stratus-subscriptions") async throws {
         try await TestSupport.eventually(timeout: .seconds(60), "the worker's checkpoints to reach every zone's last event") {
             try await store.withConnection { connection in
                 let rows = try await connection.query("""
                     SELECT count(*) FROM (SELECT zone_key, max(zone_sequence) AS last FROM events WHERE zone_sequence IS NOT NULL GROUP BY zone_key) AS zones
                     WHERE NOT EXISTS (SELECT 1 FROM worker_checkpoints c
-                                      WHERE c.worker = 'stratus-subscriptions' AND c.zone_key = zones.zone_key AND c.last_sequence >= zones.last)
+                                      WHERE c.worker = \(worker) AND c.zone_key = zones.zone_key AND c.last_sequence >= zones.last)
                     """, logger: TestSupport.logger)
                 for try await behind in rows.decode(Int64.self) { return behind == 0 }
                 return false

@@ -18,10 +18,11 @@ struct ShareWrites {
 /// The share parts of the write path: a share record's save is checked against `ShareRules` and its
 /// rows written in the same transaction as the record; a share goes with its root.
 ///
-/// Fan-out seam: a share's save (participants added, removed, permission changed) and deletion
+/// Fan-out: a share's save (participants added, removed, permission changed) and deletion
 /// append `record.saved` / `record.deleted` events like every record (the saved record carries its
-/// `shareState`); the share fan-out (`stratus-shares`, a later step) consumes those events to update
-/// each participant's shared-database change tracking. Nothing here waits for it.
+/// `shareState`); the share fan-out (`stratus-shares`, `SharesProjection`) consumes those events to
+/// update each participant's shared-database change tracking (`SharedZoneTracking`). Nothing here
+/// waits for it.
 extension ZoneWriter {
     /// Checks and completes a saved share record: only in a custom zone of the private database;
     /// its state decided by `ShareRules` from what the caller sent and what the tables hold (or by

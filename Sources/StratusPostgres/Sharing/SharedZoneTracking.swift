@@ -1,0 +1,135 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// The shared database's change tracking (`shared_zone_tracking`, migration 0023), kept by
+/// stratus-shares from the zone events: for every participant who accepted a share, the owner's
+/// zone sequence of the last change they are told of, and whether they still hold the share.
+///
+/// Every statement is idempotent (`GREATEST`, upserts): an event applied again, or the whole log
+/// replayed over an emptied table, leaves the same rows. It never decides access: the API reads
+/// that from the shares tables in the request's own transaction.
+public enum SharedZoneTracking {
+    /// Applies a save of a share record (its decided state): each participant who accepted (the
+    /// owner aside) holds the share, told of the change at `sequence`; every other row of the share
+    /// (removed, left, or a place taken back) no longer holds it, and is told of the loss.
+    public static func applyShare(
+        _ state: ShareState, shareName: String, zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction
+    ) async throws {
+        let holders = Array(Set(state.participants.compactMap { participant -> String? in
+            guard participant.type != .owner, participant.acceptanceStatus == .accepted else { return nil }
+            return participant.userRecordName
+        })).sorted()
+        try await transaction.connection.execute("""
+            WITH dropped AS (
+                UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
+                WHERE \(zone: zoneName, of: database) AND share_name = \(shareName) AND NOT (user_record_name = ANY(\(holders)))
+                  AND (active OR change_sequence < \(sequence))
+                RETURNING 1)
+            INSERT INTO shared_zone_tracking (container, environment, user_record_name, scope, owner, zone_name, share_name, active, change_sequence)
+            SELECT \(database.container), \(database.environment.rawValue), holder, \(database.scope.rawValue), \(database.owner), \(zoneName),
+                   \(shareName), true, \(sequence)
+            FROM unnest(\(holders)::text[]) AS holder
+            ON CONFLICT (container, environment, user_record_name, scope, owner, zone_name, share_name)
+            DO UPDATE SET active = true, change_sequence = GREATEST(shared_zone_tracking.change_sequence, EXCLUDED.change_sequence)
+            """, logger: transaction.logger)
+    }
+
+    /// Applies a deletion of a share record: nobody holds it any more, each told at `sequence`.
+    public static func applyShareDeleted(shareName: String, zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws {
+        try await transaction.connection.execute("""
+            UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
+            WHERE \(zone: zoneName, of: database) AND share_name = \(shareName) AND (active OR change_sequence < \(sequence))
+            """, logger: transaction.logger)
+    }
+
+    /// Applies a change inside the zone (a record saved or deleted): every participant holding a
+    /// share of the zone is told at `sequence` (the last of a run of the zone's changes) — one
+    /// statement however many participants, through the partial index.
+    public static func applyZoneChange(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws {
+        try await transaction.connection.execute("""
+            UPDATE shared_zone_tracking SET change_sequence = \(sequence)
+            WHERE \(zone: zoneName, of: database) AND active AND change_sequence < \(sequence)
+            """, logger: transaction.logger)
+    }
+
+    /// Applies a deletion of the zone: its shares went with it.
+    public static func applyZoneDeleted(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws {
+        try await transaction.connection.execute("""
+            UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
+            WHERE \(zone: zoneName, of: database) AND (active OR change_sequence < \(sequence))
+            """, logger: transaction.logger)
+    }
+
+    /// Empties the tracking (a replay rebuilds it from the event log).
+    public static func reset(in transaction: Transaction) async throws {
+        try await transaction.connection.execute("DELETE FROM shared_zone_tracking", logger: transaction.logger)
+    }
+
+    /// One owner's zone as a participant's tracking knows it.
+    public struct Entry: Sendable, Hashable {
+        /// The owner's zone.
+        public var owner: String
+        public var zoneName: String
+        /// The zone sequence of the last change the participant was told of.
+        public var changeSequence: Int64
+        /// Whether the participant holds a share of the zone.
+        public var active: Bool
+    }
+
+    /// The participant's tracked zones in a container's environment, by `zoneName/owner`.
+    static func entries(user: String, container: String, environment: StratusCore.Environment, on transaction: Transaction) async throws -> [String: Entry] {
+        let rows = try await transaction.connection.query("""
+            SELECT owner, zone_name, max(change_sequence), bool_or(active) FROM shared_zone_tracking
+            WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user) AND scope = 'private'
+            GROUP BY owner, zone_name
+            LIMIT 10000
+            """, logger: transaction.logger)
+        var entries: [String: Entry] = [:]
+        for try await (owner, zoneName, sequence, active) in rows.decode((String, String, Int64, Bool).self) {
+            entries["\(zoneName)/\(owner)"] = Entry(owner: owner, zoneName: zoneName, changeSequence: sequence, active: active)
+        }
+        return entries
+    }
+}
+
+extension ShareStore {
+    /// A zone of a user's shared database as changes/database answers it.
+    public struct TrackedZone: Sendable {
+        /// The owner's zone.
+        public var zone: Zone
+        /// The zone sequence of the last change the fan-out told the user of (0: none yet).
+        public var changeSequence: Int64
+    }
+
+    /// The zones shared with `user` now (decided from the shares tables) with their positions in
+    /// the user's change tracking, read in one snapshot.
+    public func trackedZones(user: String, container: String, environment: StratusCore.Environment, logger: Logger) async throws -> [TrackedZone] {
+        try await store.snapshot(logger: logger) { transaction in
+            let shared = try await Self.sharedZones(user: user, container: container, environment: environment, on: transaction)
+            let tracked = try await SharedZoneTracking.entries(user: user, container: container, environment: environment, on: transaction)
+            return shared.map { entry in
+                let key = "\(entry.zone.zoneID.zoneName)/\(entry.zone.zoneID.ownerRecordName)"
+                return TrackedZone(zone: entry.zone, changeSequence: tracked[key]?.changeSequence ?? 0)
+            }
+        }
+    }
+
+    /// Whether `user` held a share of the owner's zone once (the fan-out recorded it) but holds
+    /// none now: their old zone token is expired rather than naming a zone that does not exist.
+    public func lostAccess(user: String, owner: String, zoneName: String, container: String, environment: StratusCore.Environment, logger: Logger) async throws -> Bool {
+        try await store.snapshot(logger: logger) { transaction in
+            guard try await Self.sharedZones(user: user, container: container, environment: environment, only: (owner, zoneName), on: transaction).isEmpty
+            else { return false }
+            let rows = try await transaction.connection.query("""
+                SELECT 1 FROM shared_zone_tracking
+                WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user)
+                  AND scope = 'private' AND owner = \(owner) AND zone_name = \(zoneName)
+                LIMIT 1
+                """, logger: transaction.logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+}
