@@ -98,7 +98,10 @@ SCHEMAS = {
     },
     "Zone": obj(
         {"zoneID": ref("TypedZoneID"), "atomic": BOOL, "syncToken": ref("Base64Token"), "zoneType": ref("ZoneType")},
-        {"deleted": {"const": False}},
+        {"deleted": {"const": False},
+         "defaultTimeToLive": extension(
+             {"type": "integer", "minimum": 1, "maximum": 315360000},
+             "The zone's default time to live in seconds, when it has one (docs/ttl.md).")},
         "A zone dictionary. `atomic` is true for custom zones; a custom zone's `syncToken` is its current state, "
         "the default zone's names the zone (records/changes answers it with BAD_REQUEST naming records/query).",
     ),
@@ -352,7 +355,12 @@ DESIRED = {"desiredKeys": NAMES, "numbersAsStrings": BOOL}
 
 ZONES_MODIFY = obj({"operations": {"type": "array", "minItems": 1, "maxItems": 200, "items": obj({
     "operationType": {"type": "string", "enum": ["create", "delete"]},
-    "zone": obj({"zoneID": ref("ZoneID")}),
+    "zone": obj({"zoneID": ref("ZoneID")}, {"defaultTimeToLive": extension(
+        {"type": ["integer", "null"], "minimum": 1, "maximum": 315360000},
+        "create only: seconds a record created in the zone without expirationDate or timeToLive is given to live "
+        "(at most ten years); null: none. On an existing zone it changes the default for records created from then "
+        "on; records already saved keep their expiration. Absent: a new zone has none, an existing one keeps its own "
+        "(docs/ttl.md).")}),
 })}})
 ZONES_LOOKUP = obj({"zones": {"type": "array", "maxItems": 200, "items": ref("ZoneID")}})
 RECORDS_MODIFY = obj(
