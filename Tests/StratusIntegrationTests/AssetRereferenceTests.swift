@@ -162,4 +162,37 @@ extension AssetTests {
             XCTAssertFalse(present, "the last asset took the bytes with it")
         }
     }
+
+    func testPublicAssetsAreReReferencedByOtherReadersAndCountAgainstTheirUploader() async throws {
+        try await withStack(quota: 1_000_000) { stack in
+            let (client, fixture) = (stack.client, stack.fixture)
+            let (asked, answer) = try await RecordAPITests.post(client, fixture.path("assets/upload", database: "public"), [
+                "tokens": [["recordType": "Photo", "recordName": "pub1", "fieldName": "image"]]])
+            XCTAssertEqual(asked, 200, "\(answer)")
+            let url = try XCTUnwrap(URL(string: try XCTUnwrap((answer["tokens"] as? [Body])?.first?["url"] as? String)))
+            let (sent, uploaded) = try await Self.send(client, url.path, [1, 2, 3, 4, 5])
+            XCTAssertEqual(sent, 200, "\(uploaded)")
+            let single = try XCTUnwrap(uploaded["singleFile"] as? Body)
+            let uploaderBytes = try await Self.counted(stack.fixture.store, owner: "_alice")
+            XCTAssertEqual(uploaderBytes, 5, "a public upload counts against its uploader")
+            var (status, records) = try await RecordAPITests.modify(client, fixture, zone: nil, database: "public", [
+                ["operationType": "create", "record": Self.photo("pub1", ["image": ["value": single, "type": "ASSETID"]])]])
+            XCTAssertEqual(status, 200, "\(records)")
+
+            // Bob may read Alice's public record: he re-references its asset and binds it to his own record.
+            let (rereferenced, made) = try await RecordAPITests.post(client, fixture.path("assets/rereference", database: "public", user: "_bob"), [
+                "assets": [["recordName": "pub1", "fieldName": "image"]]])
+            XCTAssertEqual(rereferenced, 200, "\(made)")
+            let value = try XCTUnwrap((made["assets"] as? [Body])?.first?["value"] as? Body, "\(made)")
+            (status, records) = try await RecordAPITests.modify(client, fixture, zone: nil, user: "_bob", database: "public", [
+                ["operationType": "create", "record": Self.photo("pub2", ["image": ["value": value, "type": "ASSETID"]])]])
+            XCTAssertEqual(status, 200, "\(records)")
+            let (served, _, body) = try await Self.get(client, try XCTUnwrap(Self.downloadURL(records[0], "image")))
+            XCTAssertEqual(served, 200)
+            XCTAssertEqual(body, [1, 2, 3, 4, 5])
+            let bobBytes = try await Self.counted(stack.fixture.store, owner: "_bob")
+            let bobRecords = try await Self.recordBytes(stack.fixture.store, owner: "_bob")
+            XCTAssertEqual(bobBytes, bobRecords, "shared bytes count once, against their uploader")
+        }
+    }
 }
