@@ -98,7 +98,10 @@ SCHEMAS = {
     },
     "Zone": obj(
         {"zoneID": ref("TypedZoneID"), "atomic": BOOL, "syncToken": ref("Base64Token"), "zoneType": ref("ZoneType")},
-        {"deleted": {"const": False}},
+        {"deleted": {"const": False},
+         "defaultTimeToLive": extension(
+             {"type": "integer", "minimum": 1, "maximum": 315360000},
+             "The zone's default time to live in seconds, when it has one (docs/ttl.md).")},
         "A zone dictionary. `atomic` is true for custom zones; a custom zone's `syncToken` is its current state, "
         "the default zone's names the zone (records/changes answers it with BAD_REQUEST naming records/query).",
     ),
@@ -352,7 +355,12 @@ DESIRED = {"desiredKeys": NAMES, "numbersAsStrings": BOOL}
 
 ZONES_MODIFY = obj({"operations": {"type": "array", "minItems": 1, "maxItems": 200, "items": obj({
     "operationType": {"type": "string", "enum": ["create", "delete"]},
-    "zone": obj({"zoneID": ref("ZoneID")}),
+    "zone": obj({"zoneID": ref("ZoneID")}, {"defaultTimeToLive": extension(
+        {"type": ["integer", "null"], "minimum": 1, "maximum": 315360000},
+        "create only: seconds a record created in the zone without expirationDate or timeToLive is given to live "
+        "(at most ten years); null: none. On an existing zone it changes the default for records created from then "
+        "on; records already saved keep their expiration. Absent: a new zone has none, an existing one keeps its own "
+        "(docs/ttl.md).")}),
 })}})
 ZONES_LOOKUP = obj({"zones": {"type": "array", "maxItems": 200, "items": ref("ZoneID")}})
 RECORDS_MODIFY = obj(
@@ -589,6 +597,25 @@ database_path("assets/upload", {"post": operation(
     obj({"tokens": {"type": "array", "items": obj({"recordName": STRING, "fieldName": STRING, "url": STRING}, {"recordType": STRING})}}),
     DATABASE_ERRORS + [404], WRITE,
     example={"zoneID": {"zoneName": "_defaultZone"}, "tokens": [{"recordType": "Photo", "recordName": "p1", "fieldName": "image"}]})})
+ASSETS_REREFERENCE = obj(
+    {"assets": {"type": "array", "minItems": 1, "maxItems": 200, "items": obj(
+        {"recordName": RECORD_NAME, "fieldName": TYPE_NAME})}},
+    ZONE_ID_OPTIONAL,
+)
+database_path("assets/rereference", {"post": operation(
+    "assetsRereference", "New receipts for assets records hold",
+    "For each record field named (of a record the caller may read, in the zone), new receipts for the assets it holds, "
+    "sharing their bytes: put `value` into another record's field with records/modify, as an upload's `singleFile` "
+    "(each receipt binds to the first field it is saved in, within half of STRATUS_ASSET_GRACE_SECONDS). A field "
+    "without an asset, an unknown record and one the caller may not read answer the same NOT_FOUND entry. At most "
+    "200 fields and 200 assets per request; not in the shared database.",
+    "assets", ASSETS_REREFERENCE,
+    obj({"assets": {"type": "array", "items": {"anyOf": [
+        obj({"recordName": STRING, "fieldName": STRING, "value": {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]}}),
+        {"allOf": [ref("Error"), obj({"recordName": STRING, "fieldName": STRING})]},
+    ]}}}),
+    DATABASE_ERRORS + [404], WRITE,
+    example={"zoneID": {"zoneName": "Notes"}, "assets": [{"recordName": "p1", "fieldName": "image"}]})})
 GRANT = {"name": "grant", "in": "path", "required": True, "description": "The signed grant the URL carries.",
          "schema": {"type": "string", "minLength": 1, "maxLength": 2048}}
 PATHS["/assets/1/upload/{grant}"] = {"post": {

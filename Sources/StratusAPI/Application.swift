@@ -80,7 +80,7 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         assets: AssetBinding(assets: assets, records: records, settings: configuration.assets), secretKey: configuration.secretKey
     ).register(on: router)
     AssetRoutes<APIRequestContext>(
-        assets: assets, blobs: dependencies.blobs, authenticator: authenticator, limits: configuration.limits, settings: configuration.assets,
+        assets: assets, records: records, blobs: dependencies.blobs, authenticator: authenticator, limits: configuration.limits, settings: configuration.assets,
         secretKey: configuration.secretKey
     ).register(on: router)
     SyncRoutes<APIRequestContext>(

@@ -57,6 +57,8 @@ struct WireZone: Encodable {
     var deleted: Bool?
     var syncToken: String?
     var zoneType: String?
+    /// The zone's default time to live in seconds (a Stratus extension, docs/ttl.md), when it has one.
+    var defaultTimeToLive: Int64?
 
     /// A database's default zone. It has no change history of its own (`records/changes` serves
     /// custom zones only), but clients expect a `syncToken` in every zone dictionary: it carries one
@@ -76,7 +78,7 @@ struct WireZone: Encodable {
         WireZone(
             zoneID: WireZoneID(zone.zoneID), atomic: true,
             syncToken: ZoneSyncToken.signed(zoneKey: zone.key.rawValue, incarnation: zone.incarnation, version: zone.changeCounter, key: key),
-            zoneType: zone.zoneID.zoneType)
+            zoneType: zone.zoneID.zoneType, defaultTimeToLive: zone.defaultTimeToLive)
     }
 
     /// A deleted zone.

@@ -25,7 +25,20 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             var operationType: String
             var zone: Zone
         }
-        struct Zone: Decodable { var zoneID: WireZoneID }
+        struct Zone: Decodable {
+            var zoneID: WireZoneID
+            /// A Stratus extension (docs/ttl.md), as sent: absent, null or a number of seconds.
+            var defaultTimeToLive: JSONValue?
+
+            enum CodingKeys: String, CodingKey { case zoneID, defaultTimeToLive }
+
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                zoneID = try container.decode(WireZoneID.self, forKey: .zoneID)
+                defaultTimeToLive = container.contains(.defaultTimeToLive)
+                    ? try container.decode(JSONValue.self, forKey: .defaultTimeToLive) : nil
+            }
+        }
         var operations: [Operation]
     }
 
@@ -75,8 +88,17 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             }
             let zoneID = ZoneID(zoneName: name, ownerRecordName: database.owner)
             switch operation.operationType {
-            case "create": commands.append(.create(zoneID))
-            case "delete": commands.append(.delete(zoneID))
+            case "create":
+                var defaultTimeToLive: Int64?? = nil
+                if let sent = operation.zone.defaultTimeToLive {
+                    defaultTimeToLive = sent == .null ? .some(nil) : .some(try RecordExpiration.timeToLive(sent, "zone.defaultTimeToLive"))
+                }
+                commands.append(.create(zoneID, defaultTimeToLive: defaultTimeToLive))
+            case "delete":
+                if operation.zone.defaultTimeToLive != nil {
+                    throw StratusError(.badRequest, "zone.defaultTimeToLive is for create operations only")
+                }
+                commands.append(.delete(zoneID))
             default:
                 throw StratusError(.badRequest, "Unknown operationType '\(operation.operationType.prefix(64))': use create or delete")
             }
@@ -88,10 +110,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             case .success(.saved(let zone)): .zone(.custom(zone, key: secretKey))
             case .success(.deleted(let zoneID)): .zone(.deleted(zoneID))
             case .failure(let error):
-                switch command {
-                case .create(let zoneID), .delete(let zoneID):
-                    .error(ErrorDictionary(error, uuid: context.requestID, zoneID: WireZoneID(zoneID)))
-                }
+                .error(ErrorDictionary(error, uuid: context.requestID, zoneID: WireZoneID(command.zoneID)))
             }
         }
         return try json(ZonesResponse(zones: results))

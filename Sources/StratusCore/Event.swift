@@ -16,6 +16,8 @@ public struct EventType: Sendable, Hashable, Codable, CustomStringConvertible, E
 
     /// A custom zone was created (or re-created with a new incarnation).
     public static let zoneCreated: EventType = "zone.created"
+    /// A live custom zone's settings changed (its default time to live).
+    public static let zoneUpdated: EventType = "zone.updated"
     /// A custom zone was deleted with everything in it.
     public static let zoneDeleted: EventType = "zone.deleted"
 }

@@ -196,9 +196,11 @@ public enum RecordDecision {
     ///   - stamp: who is writing, and when.
     ///   - newChangeTag: the tag a saved record gets.
     ///   - newShortGUID: makes a short GUID when one is asked for.
+    ///   - defaultExpiration: the expiration (ms) the zone's default time to live gives a record
+    ///     created now; a new record that sends no expiration gets it, an existing one keeps its own.
     public static func decide(
         _ type: RecordOperationType, _ input: RecordInput, current: Record?, stamp: RecordStamp, newChangeTag: String,
-        newShortGUID: () -> String
+        newShortGUID: () -> String, defaultExpiration: Int64? = nil
     ) throws -> Outcome {
         switch type {
         case .delete, .forceDelete:
@@ -207,12 +209,13 @@ public enum RecordDecision {
             return .delete(current)
         case .create:
             if current != nil { throw StratusError(.exists, "Record '\(input.recordName.prefix(255))' already exists") }
-            return .save(try new(input, stamp: stamp, changeTag: newChangeTag, newShortGUID: newShortGUID), before: nil)
+            return .save(try new(input, stamp: stamp, changeTag: newChangeTag, newShortGUID: newShortGUID, defaultExpiration: defaultExpiration), before: nil)
         case .update, .replace, .forceUpdate, .forceReplace:
             guard let current else {
                 if type == .forceUpdate || type == .forceReplace {
                     // A forced save of a missing record creates it, as CloudKit's "save regardless" policies do.
-                    return .save(try new(input, stamp: stamp, changeTag: newChangeTag, newShortGUID: newShortGUID), before: nil)
+                    return .save(try new(
+                        input, stamp: stamp, changeTag: newChangeTag, newShortGUID: newShortGUID, defaultExpiration: defaultExpiration), before: nil)
                 }
                 throw StratusError(.notFound, "Record '\(input.recordName.prefix(255))' does not exist")
             }
@@ -247,14 +250,16 @@ public enum RecordDecision {
         }
     }
 
-    private static func new(_ input: RecordInput, stamp: RecordStamp, changeTag: String, newShortGUID: () -> String) throws(StratusError) -> Record {
+    private static func new(
+        _ input: RecordInput, stamp: RecordStamp, changeTag: String, newShortGUID: () -> String, defaultExpiration: Int64?
+    ) throws(StratusError) -> Record {
         guard let recordType = input.recordType else {
             throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' needs a recordType to be created")
         }
         return Record(
             recordName: input.recordName, recordType: recordType, fields: input.fields, changeTag: changeTag, created: stamp, modified: stamp,
             parent: input.parent ?? nil, share: input.share ?? nil, shortGUID: input.createShortGUID ? newShortGUID() : nil,
-            expirationDate: input.expirationDate ?? nil)
+            expirationDate: input.expirationDate ?? defaultExpiration)
     }
 }
 

@@ -251,6 +251,8 @@ struct ZoneWriter {
     let incarnation: UUID?
     var sequence: Int64?
     let startSequence: Int64?
+    /// The zone's default time to live in seconds (docs/ttl.md): records created without an expiration get it.
+    var defaultTimeToLive: Int64?
     var events: [NewEvent] = []
     /// Records this transaction has read (locked) or written, by exact name; absent ones as nil.
     var known: [ExactName: Record?] = [:]
@@ -287,13 +289,14 @@ struct ZoneWriter {
         }
         let database = context.database
         let rows = try await transaction.connection.query("""
-            SELECT incarnation, change_counter FROM zones
+            SELECT incarnation, change_counter, default_time_to_live FROM zones
             WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
               AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND NOT deleted
             FOR UPDATE
             """, logger: transaction.logger)
-        for try await (incarnation, counter) in rows.decode((UUID, Int64).self) {
+        for try await (incarnation, counter, defaultTimeToLive) in rows.decode((UUID, Int64, Int64?).self) {
             var writer = ZoneWriter(context: context, incarnation: incarnation, sequence: counter, startSequence: counter)
+            writer.defaultTimeToLive = defaultTimeToLive
             if let user = context.sharedWith {
                 writer.sharedAccess = try await ShareStore.sharedZone(
                     context.zone.zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment,
@@ -333,7 +336,9 @@ struct ZoneWriter {
         let stamp = RecordStamp(timestamp: now, userRecordName: context.causation.userRecordName ?? "_server", deviceID: context.deviceID)
         let outcome: RecordDecision.Outcome
         do {
-            outcome = try RecordDecision.decide(command.type, input, current: current, stamp: stamp, newChangeTag: Self.newChangeTag(), newShortGUID: Self.newShortGUID)
+            outcome = try RecordDecision.decide(
+                command.type, input, current: current, stamp: stamp, newChangeTag: Self.newChangeTag(), newShortGUID: Self.newShortGUID,
+                defaultExpiration: defaultTimeToLive.map { now + $0 * 1000 })
         } catch let conflict as RecordDecision.Conflict {
             throw RecordStore.Failure(error: conflict.error, serverRecord: conflict.serverRecord)
         } catch let error as StratusError {

@@ -12,8 +12,9 @@ import StratusCore
 /// picked at random, so concurrent writers of one user seldom update the same row (under
 /// REPEATABLE READ two that do, one retries); the total is the sum of the rows.
 ///
-/// Assets (issue #16) are the next thing to count: the transaction that stores an asset's bytes
-/// calls `add` with them, and the quota check (`total`) then covers them too.
+/// Assets count too (`assets.usage_owner`, migration 0024): the transaction that completes an
+/// upload adds its bytes (`AssetStore.finishUpload`), the one that forgets the last asset holding
+/// them takes them off (`AssetStore.forget`), so the quota check (`total`) covers them.
 public enum StorageUsage {
     /// Rows per user.
     static let shards: Int16 = 16

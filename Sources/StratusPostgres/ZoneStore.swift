@@ -24,19 +24,12 @@ public struct ZoneStore: Sendable {
         _ commands: [ZoneCommand], in database: DatabaseID, causation: Causation, logger: Logger
     ) async throws -> [Swift.Result<Result, StratusError>] {
         // The same per-zone locks record writers take: a zone change queues behind them instead of aborting.
-        let locks = commands.map { command in
-            switch command {
-            case .create(let zoneID), .delete(let zoneID): ZoneKey(database: database, zoneName: zoneID.zoneName).rawValue
-            }
-        }
+        let locks = commands.map { ZoneKey(database: database, zoneName: $0.zoneID.zoneName).rawValue }
         return try await store.locked(logger: logger, locks: locks) { transaction in
             let connection = transaction.connection
             var outcomes: [Swift.Result<Result, StratusError>] = []
             for command in commands {
-                let zoneID: ZoneID
-                switch command {
-                case .create(let id), .delete(let id): zoneID = id
-                }
+                let zoneID = command.zoneID
                 let row = try await Self.row(database: database, zoneName: zoneID.zoneName, on: connection, logger: logger)
                 let current = row.flatMap { $0.deleted ? nil : $0.zone }
                 let outcome: ZoneDecision.Outcome
@@ -59,18 +52,22 @@ public struct ZoneStore: Sendable {
                         switch payload {
                         case .created(let created):
                             events.append(NewEvent(zoneKey: key, zoneSequence: sequence, payload: created, causation: causation))
+                        case .updated(let updated):
+                            events.append(NewEvent(zoneKey: key, zoneSequence: sequence, payload: updated, causation: causation))
                         case .deleted(let deleted):
                             events.append(NewEvent(zoneKey: key, zoneSequence: sequence, payload: deleted, causation: causation))
                         }
                     }
                     let incarnation = after?.incarnation ?? row!.zone.incarnation
                     try await connection.query("""
-                        INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter, deleted)
+                        INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter, deleted, default_time_to_live)
                         VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner),
-                                \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil))
+                                \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil), \(after?.defaultTimeToLive))
                         ON CONFLICT (container, environment, scope, owner, zone_name) DO UPDATE
                         SET incarnation = EXCLUDED.incarnation, change_counter = EXCLUDED.change_counter,
-                            deleted = EXCLUDED.deleted, modified_at = now(), tombstone_horizon = 0
+                            deleted = EXCLUDED.deleted, modified_at = now(),
+                            tombstone_horizon = CASE WHEN zones.incarnation = EXCLUDED.incarnation AND NOT EXCLUDED.deleted THEN zones.tombstone_horizon ELSE 0 END,
+                            default_time_to_live = EXCLUDED.default_time_to_live
                         """, logger: logger)
                     if after == nil {
                         // A deleted zone takes its records with it (their bytes are freed); its zone.deleted
@@ -99,15 +96,15 @@ public struct ZoneStore: Sendable {
     public func list(in database: DatabaseID, logger: Logger) async throws -> [Zone] {
         try await store.withConnection { connection in
             let rows = try await connection.query("""
-                SELECT zone_name, incarnation, change_counter FROM zones
+                SELECT zone_name, incarnation, change_counter, default_time_to_live FROM zones
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
                   AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND NOT deleted
                 ORDER BY zone_name
                 """, logger: logger)
             var zones: [Zone] = []
-            for try await (name, incarnation, counter) in rows.decode((String, UUID, Int64).self) {
+            for try await (name, incarnation, counter, ttl) in rows.decode((String, UUID, Int64, Int64?).self) {
                 zones.append(Zone(database: database, zoneID: ZoneID(zoneName: name, ownerRecordName: database.owner),
-                                  incarnation: incarnation, changeCounter: counter))
+                                  incarnation: incarnation, changeCounter: counter, defaultTimeToLive: ttl))
             }
             return zones
         }
@@ -135,13 +132,13 @@ public struct ZoneStore: Sendable {
         database: DatabaseID, zoneName: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> (zone: Zone, deleted: Bool)? {
         let rows = try await connection.query("""
-            SELECT incarnation, change_counter, deleted FROM zones
+            SELECT incarnation, change_counter, deleted, default_time_to_live FROM zones
             WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
               AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(zoneName)
             """, logger: logger)
-        for try await (incarnation, counter, deleted) in rows.decode((UUID, Int64, Bool).self) {
+        for try await (incarnation, counter, deleted, ttl) in rows.decode((UUID, Int64, Bool, Int64?).self) {
             let zone = Zone(database: database, zoneID: ZoneID(zoneName: zoneName, ownerRecordName: database.owner),
-                            incarnation: incarnation, changeCounter: counter)
+                            incarnation: incarnation, changeCounter: counter, defaultTimeToLive: ttl)
             return (zone, deleted)
         }
         return nil

@@ -21,6 +21,49 @@ final class ZoneDecisionTests: XCTestCase {
         }
     }
 
+    func testADefaultTimeToLiveIsSetOnCreateChangedWithZoneUpdatedAndLeftAloneWhenNotSent() throws {
+        let zoneID = ZoneID(zoneName: "A", ownerRecordName: "_u")
+        let incarnation = UUID()
+        guard case .changed(let created, let new) = try ZoneDecision.decide(
+            .create(zoneID, defaultTimeToLive: .some(60)), database: database, current: nil, lastSequence: 0, newIncarnation: incarnation) else {
+            return XCTFail("expected a change")
+        }
+        XCTAssertEqual(created, [.created(ZoneCreated(database: database, zoneID: zoneID, incarnation: incarnation, defaultTimeToLive: 60))])
+        let zone = try XCTUnwrap(new)
+        XCTAssertEqual(zone.defaultTimeToLive, 60)
+        // Not sent, or the same value: no change.
+        XCTAssertEqual(try ZoneDecision.decide(.create(zoneID), database: database, current: zone, lastSequence: 1, newIncarnation: UUID()), .unchanged(zone))
+        XCTAssertEqual(try ZoneDecision.decide(.create(zoneID, defaultTimeToLive: .some(60)), database: database, current: zone, lastSequence: 1,
+                                               newIncarnation: UUID()), .unchanged(zone))
+        // A new value, or none: zone.updated at the next sequence, same incarnation.
+        for wanted: Int64? in [120, nil] {
+            guard case .changed(let events, let after) = try ZoneDecision.decide(
+                .create(zoneID, defaultTimeToLive: .some(wanted)), database: database, current: zone, lastSequence: 1, newIncarnation: UUID()) else {
+                return XCTFail("expected a change")
+            }
+            XCTAssertEqual(events, [.updated(ZoneUpdated(database: database, zoneID: zoneID, incarnation: incarnation, defaultTimeToLive: wanted))])
+            XCTAssertEqual(after?.defaultTimeToLive, wanted)
+            XCTAssertEqual(after?.incarnation, incarnation)
+            XCTAssertEqual(after?.changeCounter, 2)
+        }
+    }
+
+    func testARecordCreatedWithoutAnExpirationGetsTheDefaultAndAnUpdateKeepsItsOwn() throws {
+        let stamp = RecordStamp(timestamp: 1_000, userRecordName: "_u", deviceID: nil)
+        func decide(_ type: RecordOperationType, _ input: RecordInput, current: Record? = nil) throws -> Record? {
+            guard case .save(let record, _) = try RecordDecision.decide(
+                type, input, current: current, stamp: stamp, newChangeTag: "t", newShortGUID: { "g" }, defaultExpiration: 61_000) else { return nil }
+            return record
+        }
+        let plain = RecordInput(recordName: "r", recordType: "T")
+        XCTAssertEqual(try decide(.create, plain)?.expirationDate, 61_000)
+        XCTAssertEqual(try decide(.forceReplace, plain)?.expirationDate, 61_000, "a forced save that creates")
+        XCTAssertEqual(try decide(.create, RecordInput(recordName: "r", recordType: "T", expirationDate: .some(5_000)))?.expirationDate, 5_000)
+        XCTAssertNil(try decide(.create, RecordInput(recordName: "r", recordType: "T", expirationDate: .some(nil)))?.expirationDate, "null opts out")
+        let existing = Record(recordName: "r", recordType: "T", fields: [:], changeTag: "old", created: stamp, modified: stamp)
+        XCTAssertNil(try decide(.forceUpdate, plain, current: existing)?.expirationDate, "an existing record keeps its own (none)")
+    }
+
     func testZoneNameValidation() {
         XCTAssertNoThrow(try ZoneID.validate(zoneName: "Notes-2024.v1"))
         for bad in ["", "_private", "a/b", "with space", String(repeating: "x", count: 256), "é"] {

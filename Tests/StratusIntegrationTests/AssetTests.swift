@@ -38,13 +38,14 @@ class AssetTests: XCTestCase {
 
     /// The API on a real port over a fresh database, with `blobs` as its blob store; with `relay`,
     /// the relay publishes the event log to a topic of the test's own.
-    func withStack(maxAssetBytes: Int64? = nil, relay runsRelay: Bool = false, _ body: @Sendable (Stack) async throws -> Void) async throws {
+    func withStack(maxAssetBytes: Int64? = nil, quota: Int64? = nil, relay runsRelay: Bool = false, _ body: @Sendable (Stack) async throws -> Void) async throws {
         let (blobs, blobSettings) = try await makeBlobs()
         try await TestSupport.withMigratedStore { store, url in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             var configuration = APIConfiguration(secretKey: SecretKey.generate())
             configuration.port = 0
             if let maxAssetBytes { configuration.assets.maxBytes = maxAssetBytes }
+            if let quota { configuration.limits.userQuotaBytes = quota }
             let fixture = RecordAPITests.Fixture(store: store, configuration: configuration, apiToken: token)
             let dependencies = APIDependencies(store: store, readiness: [], metrics: { "" }, blobs: blobs)
             let app = buildApplication(dependencies, configuration: configuration, services: [], logger: TestSupport.logger)

@@ -70,6 +70,7 @@ final class CompatibilityTests: XCTestCase {
     func testUsersLookupID() async throws { try await runFixture("users-lookup-id") }
     func testErrors() async throws { try await runFixture("errors") }
     func testAssetsUpload() async throws { try await runFixture("assets-upload") }
+    func testAssetsRereference() async throws { try await runFixture("assets-rereference") }
 
     // MARK: - The suite checks itself
 

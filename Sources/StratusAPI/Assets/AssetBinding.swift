@@ -44,9 +44,18 @@ struct AssetBinding: Sendable {
         let current = try await records.lookup(names, zone: zone, in: database, logger: logger)
         let windowStart = Date().addingTimeInterval(-Double(settings.bindWindow.components.seconds))
         var values: [UUID: AssetValue] = [:]
+        var assignments: [(use: Use, recordName: String)] = []
         for use in uses {
             let recordName = commands[use.command].input.recordName
-            guard let asset = found[use.id], let value = asset.value else { throw unknown(use.command, use.field) }
+            guard var asset = found[use.id], let value = asset.value else { throw unknown(use.command, use.field) }
+            if asset.isUnassigned, asset.database == database {
+                // A receipt of assets/rereference: it binds to the first field it is sent for (below,
+                // once every check passed), under the rules of a fresh upload.
+                assignments.append((use, recordName))
+                asset.zoneName = zone.zoneName
+                asset.recordName = recordName
+                asset.fieldName = use.field
+            }
             guard asset.database == database, asset.zoneName == zone.zoneName, asset.recordName == recordName, asset.fieldName == use.field else {
                 throw StratusError(.badRequest, "operations[\(use.command)]: Field '\(use.field)': this receipt was issued for another record, field, zone or database; upload the asset for this field")
             }
@@ -66,6 +75,11 @@ struct AssetBinding: Sendable {
                 throw StratusError(.badRequest, "operations[\(use.command)]: Field '\(use.field)': fileChecksum does not match the upload")
             }
             values[use.id] = value
+        }
+        for (use, recordName) in assignments {
+            guard try await assets.assign(use.id, zoneName: zone.zoneName, recordName: recordName, fieldName: use.field, logger: logger) else {
+                throw StratusError(.badRequest, "operations[\(use.command)]: Field '\(use.field)': this receipt was issued for another record, field, zone or database; upload the asset for this field")
+            }
         }
         var bound = commands
         for index in Set(uses.map(\.command)) {

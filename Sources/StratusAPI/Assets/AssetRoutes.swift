@@ -12,6 +12,7 @@ import StratusPostgres
 /// `Range`). Bytes stream between the connection and the blob store: no asset is held whole in memory.
 struct AssetRoutes<Context: StratusRequestContext>: Sendable {
     let assets: AssetStore
+    let records: RecordStore
     let blobs: any BlobStore
     let authenticator: Authenticator
     let limits: APILimits
@@ -20,6 +21,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
 
     func register(on router: Router<Context>) {
         router.post("/database/1/:container/:environment/:database/assets/upload") { request, context in try await requestUpload(request, context) }
+        router.post("/database/1/:container/:environment/:database/assets/rereference") { request, context in try await rereference(request, context) }
         router.post("/assets/1/upload/:grant") { request, context in try await upload(request, context) }
         router.get("/assets/1/download/:grant") { request, context in try await download(request, context) }
     }
@@ -56,13 +58,86 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
             }
             let grant = AssetUploadGrant(
                 assetID: UUID(), database: opened.database, zoneName: zone.zoneName, recordName: recordName, recordType: token.recordType,
-                fieldName: token.fieldName, expiresAt: expiresAt)
+                fieldName: token.fieldName, expiresAt: expiresAt, uploader: opened.caller.userRecordName)
             tokens.append(.object([
                 "recordName": .string(recordName), "fieldName": .string(token.fieldName), "recordType": .string(token.recordType),
                 "url": .string("\(base)/assets/1/upload/\(grant.signed(with: secretKey))"),
             ]))
         }
         return json(JSONValue.object(["tokens": .array(tokens)]))
+    }
+
+    struct RereferenceRequest: Decodable {
+        struct Field: Decodable {
+            var recordName: String
+            var fieldName: String
+        }
+        var zoneID: WireZoneID?
+        var assets: [Field]
+    }
+
+    /// `assets/rereference`: new receipts for the assets that record fields the caller may read hold,
+    /// sharing their bytes, to bind to another record's field with `records/modify` without uploading
+    /// again. Each field answers `{recordName, fieldName, value}` (`value` an asset dictionary, or a
+    /// list of them for an ASSETID_LIST field), or a `NOT_FOUND` error: a record that does not exist,
+    /// is expired, may not be read, or has no asset in that field all look the same.
+    func rereference(_ request: Request, _ context: Context) async throws -> Response {
+        let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
+        let database = opened.database
+        guard database.scope != .shared else {
+            throw StratusError(.badRequest, "assets/rereference serves the private and public databases; re-reference a shared record's assets from its owner's database")
+        }
+        let parsed = try RequestBody.decode(RereferenceRequest.self, from: opened.body)
+        guard !parsed.assets.isEmpty else { throw StratusError(.badRequest, "assets must name at least one asset field") }
+        guard parsed.assets.count <= limits.maxOperations else {
+            throw StratusError(.limitExceeded, "At most \(limits.maxOperations) asset fields are allowed per request, got \(parsed.assets.count)")
+        }
+        let zone = try RecordRoutes<Context>.zoneID(parsed.zoneID, database: database)
+        var seen = Set<String>()
+        for (index, field) in parsed.assets.enumerated() {
+            do {
+                try Record.validate(recordName: field.recordName)
+                try Record.validate(fieldName: field.fieldName)
+            } catch {
+                throw StratusError(error.code, "assets[\(index)]: \(error.reason)")
+            }
+            guard seen.insert("\(field.recordName)\u{0}\(field.fieldName)").inserted else {
+                throw StratusError(.badRequest, "assets[\(index)]: record '\(field.recordName.prefix(255))' field '\(field.fieldName.prefix(255))' appears more than once")
+            }
+        }
+        let names = Array(Set(parsed.assets.map(\.recordName)))
+        let read = try await records.lookup(names, zone: zone, in: database, reader: opened.caller.userRecordName, logger: context.logger)
+        // The assets each field holds, in order; a field that holds none answers NOT_FOUND.
+        var held: [[UUID]?] = []
+        for field in parsed.assets {
+            let value = read.records[ExactName(field.recordName)]?.fields[field.fieldName]
+            let ids = value.map { $0.assetReceipts.compactMap { $0.flatMap(AssetValue.assetID(receipt:)) } } ?? []
+            held.append(ids.isEmpty ? nil : ids)
+        }
+        let total = held.reduce(0) { $0 + ($1?.count ?? 0) }
+        guard total <= limits.maxOperations else {
+            throw StratusError(.limitExceeded, "At most \(limits.maxOperations) assets may be re-referenced per request; these fields hold \(total)")
+        }
+        let made = try await assets.rereference(Array(Set(held.compactMap { $0 }.joined())), database: database, logger: context.logger)
+        var results: [JSONValue] = []
+        for (field, ids) in zip(parsed.assets, held) {
+            let values = ids?.compactMap { made[$0]?.json } ?? []
+            guard let ids, values.count == ids.count else {
+                let error = RecordWire.error(StratusError(.notFound,
+                    "Record '\(field.recordName.prefix(255))' has no asset in field '\(field.fieldName.prefix(255))' that this caller may read"),
+                    recordName: field.recordName, uuid: context.requestID)
+                guard case .object(var members) = error else { continue }
+                members["fieldName"] = .string(field.fieldName)
+                results.append(.object(members))
+                continue
+            }
+            let isList = if case .list = read.records[ExactName(field.recordName)]?.fields[field.fieldName] { true } else { false }
+            results.append(.object([
+                "recordName": .string(field.recordName), "fieldName": .string(field.fieldName),
+                "value": isList ? .array(values) : values[0],
+            ]))
+        }
+        return json(JSONValue.object(["assets": .array(results)]))
     }
 
     func upload(_ request: Request, _ context: Context) async throws -> Response {
@@ -76,6 +151,15 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
             throw UploadMeter.tooLarge(settings.maxBytes)
         }
         let expected = try Self.contentDigest(request.headers[.init("Content-Digest")!])
+        let quota = limits.userQuotaBytes
+        if quota > 0, let declared = request.headers[.contentLength].flatMap({ Int64($0) }) {
+            // A declared length past what the user has left is refused before any byte is stored.
+            let used = try await assets.usage(
+                container: grant.database.container, environment: grant.database.environment, owner: grant.usageOwner, logger: context.logger)
+            if used + declared > quota {
+                throw StratusError(.quotaExceeded, AssetStore.quotaReason(size: declared, total: used + declared, quota: quota))
+            }
+        }
         guard try await assets.beginUpload(grant, logger: context.logger) else {
             throw StratusError(.badRequest, "This upload URL was used already; ask assets/upload for another")
         }
@@ -89,7 +173,9 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(.badRequest, "The bytes received do not match Content-Digest; nothing was stored")
             }
             let value = AssetValue(receipt: receipt, size: size, fileChecksum: AssetValue.fileChecksum(digest))
-            try await assets.finishUpload(grant.assetID, size: size, fileChecksum: value.fileChecksum, logger: context.logger)
+            try await assets.finishUpload(
+                grant.assetID, size: size, fileChecksum: value.fileChecksum, usageOwner: grant.usageOwner, quota: limits.userQuotaBytes,
+                logger: context.logger)
             return json(JSONValue.object(["singleFile": value.json]))
         } catch {
             try? await blobs.delete(key: key, logger: context.logger)
@@ -150,7 +236,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
         headers[.contentLength] = String(range.count)
         let blobs = blobs
         let logger = context.logger
-        let key = BlobKey(value.receipt)!
+        let key = BlobKey(AssetValue.receipt(asset.blobID))!
         return Response(status: status, headers: headers, body: ResponseBody(contentLength: Int(range.count)) { writer in
             try await blobs.read(key: key, range: range, logger: logger) { chunk in try await writer.write(chunk) }
             try await writer.finish(nil)

@@ -17,13 +17,16 @@ public struct AssetUploadGrant: Sendable, Hashable, Codable {
     public var fieldName: String
     /// Milliseconds since 1970 after which the URL no longer takes an upload.
     public var expiresAt: Int64
+    /// The user who asked for the URL (nil: a caller without a user, or a URL of an older release).
+    public var uploader: String?
 
     enum CodingKeys: String, CodingKey {
-        case assetID = "a", database = "d", zoneName = "z", recordName = "r", recordType = "t", fieldName = "f", expiresAt = "e"
+        case assetID = "a", database = "d", zoneName = "z", recordName = "r", recordType = "t", fieldName = "f", expiresAt = "e", uploader = "u"
     }
 
     /// Creates a grant.
-    public init(assetID: UUID, database: DatabaseID, zoneName: String, recordName: String, recordType: String, fieldName: String, expiresAt: Int64) {
+    public init(assetID: UUID, database: DatabaseID, zoneName: String, recordName: String, recordType: String, fieldName: String, expiresAt: Int64,
+                uploader: String? = nil) {
         self.assetID = assetID
         self.database = database
         self.zoneName = zoneName
@@ -31,6 +34,13 @@ public struct AssetUploadGrant: Sendable, Hashable, Codable {
         self.recordType = recordType
         self.fieldName = fieldName
         self.expiresAt = expiresAt
+        self.uploader = uploader
+    }
+
+    /// Whom the upload's bytes count against in the storage quota: the database's owner, in the
+    /// public database the uploader (as a public record counts against its creator).
+    public var usageOwner: String {
+        database.scope == .public ? (uploader ?? database.owner) : database.owner
     }
 
     /// The grant as the URL path segment that carries it.

@@ -45,10 +45,14 @@ public struct OrphanAssetCollector: Service {
             if candidates.isEmpty { break }
             for id in candidates {
                 switch try await assets.claim(id, before: cutoff, logger: logger) {
-                case .collect:
-                    guard let key = BlobKey(AssetValue.receipt(id)) else { continue }
+                case .collect(let blob):
+                    guard let key = BlobKey(AssetValue.receipt(blob)) else { continue }
                     try await blobs.delete(key: key, logger: logger)
-                    try await assets.forget(id, logger: logger)
+                    try await assets.forget(id, freeingBytes: true, logger: logger)
+                    total += 1
+                case .release:
+                    // Another asset (assets/rereference) holds the same bytes: only this one goes.
+                    try await assets.forget(id, freeingBytes: false, logger: logger)
                     total += 1
                 case .forgotten:
                     break
