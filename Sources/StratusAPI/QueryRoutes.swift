@@ -106,7 +106,9 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         var response = json(bytes: body)
         // The index is eventually consistent: say how far behind it is for the zones this query read
         // (a documented extension header).
-        if let behind = try? await queries.behind(in: database, scope: scope, logger: context.logger) {
+        var behind = page.behind
+        if behind == nil { behind = try? await queries.behind(in: database, scope: scope, logger: context.logger) }
+        if let behind {
             response.headers[.init("X-Stratus-Index-Behind-Events")!] = String(behind)
         }
         return response

@@ -101,7 +101,40 @@ struct CloudKitClient: Sendable {
         try await post(path: path, body, webAuthToken: webAuthToken)
     }
 
+    /// What a records/* reply says, read without turning it into Foundation values (the queries'
+    /// replies are 100 records each, and the load generator shares the two cores with what it
+    /// measures): its status, how many records it holds, and the first error, its own or a record's.
+    struct Summary {
+        var status: Int
+        var records: Int
+        var errorCode: String?
+    }
+
+    /// POSTs `body` to `operation` of the user's private database and summarises the reply; a reply
+    /// that is not JSON counts as an error.
+    func postSummarised(_ operation: String, _ body: JSONObject) async throws -> Summary {
+        let (status, buffer, _) = try await send(path: "private/\(operation)", body)
+        guard let value = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
+            return Summary(status: status, records: 0, errorCode: "not JSON")
+        }
+        var records = 0
+        var errorCode = value["serverErrorCode"]?.stringValue
+        if case .array(let entries)? = value["records"] {
+            records = entries.count
+            errorCode = errorCode ?? entries.lazy.compactMap { $0["serverErrorCode"]?.stringValue }.first
+        }
+        return Summary(status: status, records: records, errorCode: errorCode)
+    }
+
     private func post(path: String, _ body: JSONObject, webAuthToken: String? = nil) async throws -> Reply {
+        let (status, buffer, headers) = try await send(path: path, body, webAuthToken: webAuthToken)
+        // The load generator shares the machine with what it measures: replies are read with the
+        // server's own JSON reader, several times cheaper than JSONSerialization.
+        let object = (try? JSONParser.parse(Array(buffer.readableBytesView))).map(Self.foundationValue) as? JSONObject ?? [:]
+        return Reply(status: status, body: object, headers: headers)
+    }
+
+    private func send(path: String, _ body: JSONObject, webAuthToken: String? = nil) async throws -> (Int, ByteBuffer, HTTPHeaders) {
         let data = try JSONSerialization.data(withJSONObject: body)
         let url = "\(target.apiURL)/database/1/\(target.container)/development/\(path)"
             + "?ckAPIToken=\(target.apiToken)&ckWebAuthToken=\(webAuthToken ?? target.webAuthToken)"
@@ -111,10 +144,7 @@ struct CloudKitClient: Sendable {
         request.body = .bytes(ByteBuffer(bytes: data))
         let response = try await http.execute(request, timeout: .seconds(120))
         let buffer = try await response.body.collect(upTo: 64 << 20)
-        // The load generator shares the machine with what it measures: replies are read with the
-        // server's own JSON reader, several times cheaper than JSONSerialization.
-        let object = (try? JSONParser.parse(Array(buffer.readableBytesView))).map(Self.foundationValue) as? JSONObject ?? [:]
-        return Reply(status: Int(response.status.code), body: object, headers: response.headers)
+        return (Int(response.status.code), buffer, response.headers)
     }
 
     /// A JSON value as JSONSerialization gives one (numbers as Int or Double, null as NSNull).

@@ -23,6 +23,9 @@ public struct QueryStore: Sendable {
         public var rows: [(zoneName: String, recordName: String, text: String)]
         /// The sort values of the last row, to continue after it; nil when there is nothing more.
         public var continuation: [JSONValue]?
+        /// How many index-relevant events of the queried zone the indexer had yet to apply, read by
+        /// the page's own statement (one custom zone, a page with rows); nil: ask `behind`.
+        public var behind: Int64?
 
         /// The matching records, read.
         public var records: [(zoneName: String, record: Record)] {
@@ -80,9 +83,11 @@ public struct QueryStore: Sendable {
         let rows = try await transaction.connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: transaction.logger)
         var results: [(zoneName: String, recordName: String, text: String)] = []
         var keys: [String] = []
-        for try await (zone, name, recordText, keyText) in rows.decode((String, String, String, String).self) {
+        var behind: Int64?
+        for try await (zone, name, recordText, keyText, pending) in rows.decode((String, String, String, String, Int64?).self) {
             results.append((zone, name, recordText))
             keys.append(keyText)
+            behind = pending
         }
         let more = results.count > limit
         if more { results.removeLast(results.count - limit) }
@@ -90,7 +95,7 @@ public struct QueryStore: Sendable {
         if more, case .array(let values) = try EventCoding.decoder.decode(JSONValue.self, from: Data(keys[limit - 1].utf8)) {
             continuation = values
         }
-        return Page(rows: results, continuation: continuation)
+        return Page(rows: results, continuation: continuation, behind: behind)
     }
 
     /// The plan PostgreSQL chooses for a query (`EXPLAIN`), for operators and the docs.
@@ -109,7 +114,7 @@ public struct QueryStore: Sendable {
         _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, createdBy: String? = nil, logger: Logger
     ) async throws -> (String, PostgresBindings) {
         var sql = SQLBuilder()
-        let serving = try await context(recordType: query.recordType, in: database, logger: logger)
+        let serving = try await context(recordType: query.recordType, in: database, scope: scope, logger: logger)
         let generation = sql.bind(serving.generation)
         var conditions = [
             "generation = \(generation)", "NOT deleted",
@@ -146,8 +151,14 @@ public struct QueryStore: Sendable {
             conditions.append("(" + alternatives.joined(separator: " OR ") + ")")
         }
         let order = keys.map { "\($0.expression) \($0.ascending ? "ASC" : "DESC")" }.joined(separator: ", ")
+        // One custom zone's behind count rides along (`Page.behind`): evaluated once, with the
+        // checkpoint bound as a value (see `behind(customZone:…)`).
+        var behind = "NULL::bigint"
+        if let checkpoint = serving.checkpoint {
+            behind = "(SELECT count(*)::bigint FROM (\(Self.pendingEvents(zoneKey: sql.bind(checkpoint.zoneKey), above: sql.bind(checkpoint.lastEventID), limit: sql.bind(Self.maxBehindCount)))) AS pending)"
+        }
         let text = """
-            SELECT zone_name, record_name, record::text, jsonb_build_array(\(keys.map(\.expression).joined(separator: ", ")))::text
+            SELECT zone_name, record_name, record::text, jsonb_build_array(\(keys.map(\.expression).joined(separator: ", ")))::text, \(behind)
             FROM query_index.records
             WHERE \(conditions.joined(separator: " AND "))
             ORDER BY \(order)
@@ -164,21 +175,27 @@ public struct QueryStore: Sendable {
         var language: String
         /// The record type's fields that have a field index (`QueryFieldIndexes`).
         var indexedFields: Set<String>
+        /// For one custom zone: the indexer's position in it (0 before its first event).
+        var checkpoint: (zoneKey: String, lastEventID: Int64)?
     }
 
     /// The live generation, its language and the record type's field indexes, in one round trip.
-    private func context(recordType: String, in database: DatabaseID, logger: Logger) async throws -> Context {
-        try await store.withConnection { connection in
+    private func context(recordType: String, in database: DatabaseID, scope: Scope, logger: Logger) async throws -> Context {
+        let zoneKey: String
+        if case .zone(let name) = scope, name != ZoneID.defaultZoneName { zoneKey = ZoneKey(database: database, zoneName: name).rawValue } else { zoneKey = "" }
+        return try await store.withConnection { connection in
             let rows = try await connection.query("""
                 SELECT g.generation, g.language::text,
                        coalesce((SELECT array_agg(f.field_name) FROM query_index.field_indexes f
                                  WHERE f.container = \(database.container) AND f.environment = \(database.environment.rawValue)
-                                   AND f.record_type = \(recordType)), '{}')
+                                   AND f.record_type = \(recordType)), '{}'),
+                       coalesce((SELECT c.last_event_id FROM worker_checkpoints c WHERE c.worker = \(Self.indexerWorker) AND c.zone_key = \(zoneKey)), 0)
                 FROM query_index.generations g WHERE g.state = 'live'
                 """, logger: logger)
-            for try await (generation, language, indexed) in rows.decode((Int, String, [String]).self) {
+            for try await (generation, language, indexed, checkpoint) in rows.decode((Int, String, [String], Int64).self) {
                 guard let live = Int32(exactly: generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
-                return Context(generation: live, language: language, indexedFields: Set(indexed))
+                return Context(
+                    generation: live, language: language, indexedFields: Set(indexed), checkpoint: zoneKey.isEmpty ? nil : (zoneKey, checkpoint))
             }
             throw StratusError(.internalError, "the query index has no live generation")
         }
@@ -215,15 +232,21 @@ public struct QueryStore: Sendable {
         let rows = try await connection.query(
             "SELECT last_event_id FROM worker_checkpoints WHERE worker = \(indexerWorker) AND zone_key = \(key)", logger: logger)
         for try await id in rows.decode(Int64?.self) { checkpoint = id ?? 0 }
-        let counted = try await connection.query("""
-            SELECT count(*)::bigint FROM (
-                SELECT 1 FROM events e
-                WHERE e.zone_key = \(key) AND e.id > \(checkpoint) AND e.type IN ('record.saved', 'record.deleted', 'zone.deleted')
-                ORDER BY e.id LIMIT \(maxBehindCount)
-            ) AS pending
-            """, logger: logger)
+        var sql = SQLBuilder()
+        let text = "SELECT count(*)::bigint FROM (\(pendingEvents(zoneKey: sql.bind(key), above: sql.bind(checkpoint), limit: sql.bind(maxBehindCount)))) AS pending"
+        let counted = try await connection.query(PostgresQuery(unsafeSQL: text, binds: sql.bindings), logger: logger)
         for try await count in counted.decode(Int64.self) { return count }
         return 0
+    }
+
+    /// A custom zone's index-relevant events above a checkpoint, in index order, at most `limit`
+    /// (each argument a bind placeholder).
+    static func pendingEvents(zoneKey: String, above checkpoint: String, limit: String) -> String {
+        """
+        SELECT 1 FROM events e
+        WHERE e.zone_key = \(zoneKey) AND e.id > \(checkpoint) AND e.type IN ('record.saved', 'record.deleted', 'zone.deleted')
+        ORDER BY e.id LIMIT \(limit)
+        """
     }
 
     /// The statement behind `behind(in:scope:logger:)` for the default zone and zone-wide queries;
