@@ -66,32 +66,6 @@ public enum SharedZoneTracking {
     public static func reset(in transaction: Transaction) async throws {
         try await transaction.connection.execute("DELETE FROM shared_zone_tracking", logger: transaction.logger)
     }
-
-    /// One owner's zone as a participant's tracking knows it.
-    public struct Entry: Sendable, Hashable {
-        /// The owner's zone.
-        public var owner: String
-        public var zoneName: String
-        /// The zone sequence of the last change the participant was told of.
-        public var changeSequence: Int64
-        /// Whether the participant holds a share of the zone.
-        public var active: Bool
-    }
-
-    /// The participant's tracked zones in a container's environment, by `zoneName/owner`.
-    static func entries(user: String, container: String, environment: StratusCore.Environment, on transaction: Transaction) async throws -> [String: Entry] {
-        let rows = try await transaction.connection.query("""
-            SELECT owner, zone_name, max(change_sequence), bool_or(active) FROM shared_zone_tracking
-            WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user) AND scope = 'private'
-            GROUP BY owner, zone_name
-            LIMIT 10000
-            """, logger: transaction.logger)
-        var entries: [String: Entry] = [:]
-        for try await (owner, zoneName, sequence, active) in rows.decode((String, String, Int64, Bool).self) {
-            entries["\(zoneName)/\(owner)"] = Entry(owner: owner, zoneName: zoneName, changeSequence: sequence, active: active)
-        }
-        return entries
-    }
 }
 
 extension ShareStore {
@@ -105,14 +79,38 @@ extension ShareStore {
 
     /// The zones shared with `user` now (decided from the shares tables) with their positions in
     /// the user's change tracking, read in one snapshot.
+    ///
+    /// One statement (one snapshot, one round trip): every participant polls this, so it is the
+    /// shared database's hottest read. The same zones as `sharedZones` (accepted shares that are
+    /// not the user's own, of live zones), each with the furthest position of the user's tracking.
     public func trackedZones(user: String, container: String, environment: StratusCore.Environment, logger: Logger) async throws -> [TrackedZone] {
-        try await store.snapshot(logger: logger) { transaction in
-            let shared = try await Self.sharedZones(user: user, container: container, environment: environment, on: transaction)
-            let tracked = try await SharedZoneTracking.entries(user: user, container: container, environment: environment, on: transaction)
-            return shared.map { entry in
-                let key = "\(entry.zone.zoneID.zoneName)/\(entry.zone.zoneID.ownerRecordName)"
-                return TrackedZone(zone: entry.zone, changeSequence: tracked[key]?.changeSequence ?? 0)
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT shared.owner, shared.zone_name, z.incarnation, z.change_counter, z.default_time_to_live,
+                       coalesce((SELECT max(t.change_sequence) FROM shared_zone_tracking AS t
+                                 WHERE t.container = \(container) AND t.environment = \(environment.rawValue) AND t.user_record_name = \(user)
+                                   AND t.scope = 'private' AND t.owner = shared.owner AND t.zone_name = shared.zone_name), 0)
+                FROM (
+                    SELECT DISTINCT p.owner, p.zone_name
+                    FROM share_participants AS p
+                    JOIN shares AS s ON s.container = p.container AND s.environment = p.environment AND s.scope = p.scope AND s.owner = p.owner
+                         AND s.zone_name = p.zone_name AND s.record_name = p.share_name
+                    WHERE p.container = \(container) AND p.environment = \(environment.rawValue) AND p.user_record_name = \(user)
+                      AND p.acceptance_status = 'ACCEPTED' AND p.type <> 'OWNER'
+                ) AS shared
+                JOIN zones AS z ON z.container = \(container) AND z.environment = \(environment.rawValue) AND z.scope = 'private'
+                     AND z.owner = shared.owner AND z.zone_name = shared.zone_name AND NOT z.deleted
+                ORDER BY shared.owner, shared.zone_name
+                LIMIT 10000
+                """, logger: logger)
+            var zones: [TrackedZone] = []
+            for try await (owner, zoneName, incarnation, counter, ttl, sequence) in rows.decode((String, String, UUID, Int64, Int64?, Int64).self) {
+                let database = DatabaseID(container: container, environment: environment, scope: .private, owner: owner)
+                let zone = Zone(database: database, zoneID: ZoneID(zoneName: zoneName, ownerRecordName: owner), incarnation: incarnation,
+                                changeCounter: counter, defaultTimeToLive: ttl)
+                zones.append(TrackedZone(zone: zone, changeSequence: sequence))
             }
+            return zones
         }
     }
 
