@@ -129,15 +129,15 @@ extension BenchSuite {
                     var seen: [(index: Int, at: ContinuousClock.Instant)] = []
                     for index in stride(from: lane, to: pending.count, by: concurrency) {
                         let participant = pending[index]
-                        var body: JSONObject = [:]
-                        if let token = tokens.state.withLock({ $0[participant] }) { body["syncToken"] = token }
-                        let reply = try await client.post(path: "shared/changes/database", as: signIns[participant], body)
+                        var body: [String: JSONValue] = [:]
+                        if let token = tokens.state.withLock({ $0[participant] }) { body["syncToken"] = .string(token) }
+                        let reply = try await client.postValue(path: "shared/changes/database", as: signIns[participant], .object(body))
                         guard reply.status == 200 else {
-                            throw BenchFailure(description: "changes/database (shared): HTTP \(reply.status) \(reply.body["reason"] as? String ?? "")")
+                            throw BenchFailure(description: "changes/database (shared): HTTP \(reply.status) \(reply.body["reason"]?.stringValue ?? "")")
                         }
                         let at = clock.now
-                        if let token = reply.body["syncToken"] as? String { tokens.state.withLock { $0[participant] = token } }
-                        if !((reply.body["zones"] as? [JSONObject]) ?? []).isEmpty { seen.append((participant, at)) }
+                        if let token = reply.body["syncToken"]?.stringValue { tokens.state.withLock { $0[participant] = token } }
+                        if case .array(let zones)? = reply.body["zones"], !zones.isEmpty { seen.append((participant, at)) }
                     }
                     return seen
                 }
