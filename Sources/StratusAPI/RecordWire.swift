@@ -183,19 +183,32 @@ enum RecordWire {
             out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
             out.append(contentsOf: "\":".utf8)
         }
+        /// `"name":value,` with the value as stored.
+        func member(_ name: StaticString, _ range: Range<Int>) {
+            key(name)
+            out.append(contentsOf: stored.bytes[range])
+            out.append(UInt8(ascii: ","))
+        }
+        /// `"name":{"recordName":value[,"zoneID":…]},` for a stored record name.
+        func reference(_ name: StaticString, _ range: Range<Int>, withZone: Bool) {
+            key(name)
+            out.append(contentsOf: "{\"recordName\":".utf8)
+            out.append(contentsOf: stored.bytes[range])
+            if withZone {
+                out.append(contentsOf: ",\"zoneID\":".utf8)
+                out.append(contentsOf: zoneID)
+            }
+            out.append(contentsOf: "},".utf8)
+        }
         out.append(UInt8(ascii: "{"))
         key("created")
         guard stamp(stored, created, into: &out) else { out.removeSubrange(mark...); return false }
         out.append(UInt8(ascii: ","))
         key("deleted")
         out.append(contentsOf: "false,".utf8)
-        if let expirationDate {
-            key("expirationDate")
-            out.append(contentsOf: stored.bytes[expirationDate])
-            out.append(UInt8(ascii: ","))
-        }
-        key("fields")
+        if let expirationDate { member("expirationDate", expirationDate) }
         if let desiredKeys {
+            key("fields")
             out.append(UInt8(ascii: "{"))
             var first = true
             let complete = stored.forEachMember(of: fields) { name, value in
@@ -208,42 +221,19 @@ enum RecordWire {
                 out.append(contentsOf: stored.bytes[value])
             }
             guard complete else { out.removeSubrange(mark...); return false }
-            out.append(UInt8(ascii: "}"))
+            out.append(contentsOf: "},".utf8)
         } else {
-            out.append(contentsOf: stored.bytes[fields])
+            member("fields", fields)
         }
-        out.append(UInt8(ascii: ","))
         key("modified")
         guard stamp(stored, modified, into: &out) else { out.removeSubrange(mark...); return false }
         out.append(UInt8(ascii: ","))
-        if let parent {
-            key("parent")
-            out.append(contentsOf: "{\"recordName\":".utf8)
-            out.append(contentsOf: stored.bytes[parent])
-            out.append(contentsOf: "},".utf8)
-        }
-        key("recordChangeTag")
-        out.append(contentsOf: stored.bytes[changeTag])
-        out.append(UInt8(ascii: ","))
-        key("recordName")
-        out.append(contentsOf: stored.bytes[recordName])
-        out.append(UInt8(ascii: ","))
-        key("recordType")
-        out.append(contentsOf: stored.bytes[recordType])
-        out.append(UInt8(ascii: ","))
-        if let share {
-            key("share")
-            out.append(contentsOf: "{\"recordName\":".utf8)
-            out.append(contentsOf: stored.bytes[share])
-            out.append(contentsOf: ",\"zoneID\":".utf8)
-            out.append(contentsOf: zoneID)
-            out.append(contentsOf: "},".utf8)
-        }
-        if let shortGUID {
-            key("shortGUID")
-            out.append(contentsOf: stored.bytes[shortGUID])
-            out.append(UInt8(ascii: ","))
-        }
+        if let parent { reference("parent", parent, withZone: false) }
+        member("recordChangeTag", changeTag)
+        member("recordName", recordName)
+        member("recordType", recordType)
+        if let share { reference("share", share, withZone: true) }
+        if let shortGUID { member("shortGUID", shortGUID) }
         key("zoneID")
         out.append(contentsOf: zoneID)
         out.append(UInt8(ascii: "}"))
