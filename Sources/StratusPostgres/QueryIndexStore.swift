@@ -198,16 +198,6 @@ public struct QueryIndexGenerations: Sendable {
         }
     }
 
-    /// The generation queries read and its text search configuration.
-    public func serving(logger: Logger) async throws -> (generation: Int, language: String) {
-        try await store.withConnection { connection in
-            let rows = try await connection.query(
-                "SELECT generation, language::text FROM query_index.generations WHERE state = 'live'", logger: logger)
-            for try await (generation, language) in rows.decode((Int, String).self) { return (generation, language) }
-            throw StratusError(.internalError, "the query index has no live generation")
-        }
-    }
-
     /// Starts a new generation that the indexer also writes to from now on, with the text search
     /// configuration `language` (a PostgreSQL one, e.g. `simple` or `english`), or the live
     /// generation's when nil.
