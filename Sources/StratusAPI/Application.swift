@@ -85,11 +85,11 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     ).register(on: router)
     SyncRoutes<APIRequestContext>(
         sync: SyncStore(store: dependencies.store), shares: shares, authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
-        assetSettings: configuration.assets
+        assetSettings: configuration.assets, shareURL: configuration.shareURL
     ).register(on: router)
     QueryRoutes<APIRequestContext>(
         queries: QueryStore(store: dependencies.store), schemas: SchemaStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
-        assetSettings: configuration.assets
+        assetSettings: configuration.assets, shareURL: configuration.shareURL
     ).register(on: router)
     SubscriptionRoutes<APIRequestContext>(subscriptions: SubscriptionStore(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)
         .register(on: router)

@@ -13,6 +13,8 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
     let limits: APILimits
     let secretKey: SecretKey
     let assetSettings: AssetSettings
+    /// The share URL template (`APIConfiguration.shareURL`): a share in a page carries its URL.
+    let shareURL: String?
 
     func register(on router: Router<Context>) {
         router.post("/database/1/:container/:environment/:database/records/query") { request, context in try await query(request, context) }
@@ -76,6 +78,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
             query, in: database, scope: scope, limit: limit, after: after, reader: opened.caller.userRecordName, sharedWith: participant, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
+        let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
         // The page is written as bytes: each record copied from its stored text where it can be
         // (`RecordWire.write(stored:…)`), with the members in the order `JSONValue` writes them.
         var body: [UInt8] = []
@@ -100,7 +103,8 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
                 zoneIDs[row.zoneName] = zone
             }
             try RecordWire.write(
-                stored: row.text, zone: zone.zone, zoneID: zone.json, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, links: links, into: &body)
+                stored: row.text, zone: zone.zone, zoneID: zone.json, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, links: links,
+                shareURL: shareLinks.url, into: &body)
         }
         body.append(contentsOf: "]}".utf8)
         var response = json(bytes: body)

@@ -155,11 +155,12 @@ enum RecordWire {
     /// zone id dictionary's text (`ZoneID.json`), the same for a page's records.
     static func write(
         stored text: String, zone: ZoneID, zoneID: [UInt8], desiredKeys: Set<String>?, numbersAsStrings: Bool, links: AssetLinks,
-        into out: inout [UInt8]
+        shareURL: ((String) -> String)? = nil, into out: inout [UInt8]
     ) throws {
         if !numbersAsStrings, let stored = StoredRecordText(text), copy(stored, zoneID: zoneID, desiredKeys: desiredKeys, into: &out) { return }
         let record = try EventCoding.decodeRecord(text)
-        dictionary(record, zone: zone, desiredKeys: desiredKeys.map(Array.init), numbersAsStrings: numbersAsStrings, links: links).write(into: &out)
+        dictionary(record, zone: zone, desiredKeys: desiredKeys.map(Array.init), numbersAsStrings: numbersAsStrings, links: links, shareURL: shareURL)
+            .write(into: &out)
     }
 
     /// The copying half of `write(stored:…)`; false (having written nothing) when the record needs

@@ -12,6 +12,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     let limits: APILimits
     let secretKey: SecretKey
     let assetSettings: AssetSettings
+    /// The share URL template (`APIConfiguration.shareURL`): a share in a page carries its URL.
+    let shareURL: String?
 
     func register(on router: Router<Context>) {
         let base = "/database/1/:container/:environment/:database"
@@ -48,7 +50,10 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let (database, body) = try await open(request, context)
         let parsed = try RequestBody.decode(ZoneRequest.self, from: body)
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
-        return json(try await changes(parsed, database: database, budget: limits.maxResponseBytes, links: links, context: context).page)
+        let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
+        var answer: [UInt8] = []
+        _ = try await changes(parsed, database: database, budget: limits.maxResponseBytes, links: links, shareLinks: shareLinks, context: context, into: &answer)
+        return json(bytes: answer)
     }
 
     func zoneChanges(_ request: Request, _ context: Context) async throws -> Response {
@@ -63,16 +68,18 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         for zone in parsed.zones where !seen.insert(ExactName(zone.zoneID.zoneName)).inserted {
             throw StratusError(.badRequest, "Zone '\(zone.zoneID.zoneName.prefix(255))' appears more than once in zones; ask for each zone once")
         }
-        var results: [JSONValue] = []
+        var answer = Array(#"{"zones":["#.utf8)
         // One response budget for all the zones: a zone asked after it is spent answers no change
         // (its token as it was) and moreComing.
         var budget = limits.maxResponseBytes
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
-        for zone in parsed.zones {
+        let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
+        for (index, zone) in parsed.zones.enumerated() {
+            if index > 0 { answer.append(UInt8(ascii: ",")) }
             do {
-                let (result, bytes) = try await changes(zone, database: database, budget: budget, links: links, context: context)
-                results.append(result)
-                budget -= bytes
+                var result: [UInt8] = []
+                budget -= try await changes(zone, database: database, budget: budget, links: links, shareLinks: shareLinks, context: context, into: &result)
+                answer.append(contentsOf: result)
             } catch let error as StratusError where error.code != .tryAgainLater {
                 var entry = RecordWire.error(error, recordName: "", uuid: context.requestID)
                 if case .object(var members) = entry {
@@ -81,15 +88,20 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
                     members["zoneID"] = ZoneID(zoneName: zone.zoneID.zoneName, ownerRecordName: owner).json
                     entry = .object(members)
                 }
-                results.append(entry)
+                entry.write(into: &answer)
             }
         }
-        return json(JSONValue.object(["zones": .array(results)]))
+        answer.append(contentsOf: "]}".utf8)
+        return json(bytes: answer)
     }
 
-    /// One zone's page of changes as CloudKit's dictionary, at most `budget` bytes of record fields
-    /// (but one record however large when the response holds nothing yet), with the bytes it holds.
-    private func changes(_ zoneRequest: ZoneRequest, database: DatabaseID, budget: Int, links: AssetLinks, context: Context) async throws -> (page: JSONValue, bytes: Int) {
+    /// Appends one zone's page of changes as CloudKit's dictionary to `out`: at most `budget` bytes
+    /// of record fields (but one record however large when the response holds nothing yet).
+    /// Returns the bytes of fields it holds.
+    private func changes(
+        _ zoneRequest: ZoneRequest, database: DatabaseID, budget: Int, links: AssetLinks, shareLinks: ShareLinks, context: Context,
+        into out: inout [UInt8]
+    ) async throws -> Int {
         let name = zoneRequest.zoneID.zoneName
         if name != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: name) }
         try ClientText.check(names: zoneRequest.desiredKeys, "desiredKeys", limit: limits.maxNames)
@@ -150,20 +162,36 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             throw StratusError(.changeTokenExpired, "The zone is no longer shared with the caller; discard the local copy of it and sync the database again")
         }
         let numbersAsStrings = zoneRequest.numbersAsStrings ?? false
-        let records: [JSONValue] = page.changes.map { change in
-            switch change {
-            case .saved(let record):
-                return RecordWire.dictionary(record, zone: zone, desiredKeys: zoneRequest.desiredKeys, numbersAsStrings: numbersAsStrings, links: links)
-            case .deleted(let recordName, _):
-                return .object(["recordName": .string(recordName), "deleted": .bool(true)])
-            }
-        }
         let token = ZoneSyncToken.signed(
             zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below, key: secretKey)
-        return (.object([
-            "zoneID": zone.json,
-            "records": .array(records), "syncToken": .string(token), "moreComing": .bool(page.moreComing),
-        ]), page.bytes)
+        // Written as bytes, members in the order `JSONValue` writes them; a stored record is copied
+        // from its text where it can be (`RecordWire.write(stored:…)`).
+        let zoneID = zone.json.serialized()
+        out.reserveCapacity(out.count + 256 + page.bytes + page.changes.count * 200)
+        out.append(contentsOf: #"{"moreComing":"#.utf8)
+        out.append(contentsOf: (page.moreComing ? "true" : "false").utf8)
+        out.append(contentsOf: #","records":["#.utf8)
+        let desiredKeys = zoneRequest.desiredKeys.map(Set.init)
+        for (index, change) in page.changes.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            switch change {
+            case .saved(let record):
+                RecordWire.dictionary(record, zone: zone, desiredKeys: zoneRequest.desiredKeys, numbersAsStrings: numbersAsStrings, links: links, shareURL: shareLinks.url)
+                    .write(into: &out)
+            case .stored(_, let text):
+                try RecordWire.write(
+                    stored: text, zone: zone, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, links: links, shareURL: shareLinks.url,
+                    into: &out)
+            case .deleted(let recordName, _):
+                JSONValue.object(["recordName": .string(recordName), "deleted": .bool(true)]).write(into: &out)
+            }
+        }
+        out.append(contentsOf: #"],"syncToken":"#.utf8)
+        JSONValue.string(token).write(into: &out)
+        out.append(contentsOf: #","zoneID":"#.utf8)
+        out.append(contentsOf: zoneID)
+        out.append(UInt8(ascii: "}"))
+        return page.bytes
     }
 
     func databaseChanges(_ request: Request, _ context: Context) async throws -> Response {

@@ -13,13 +13,26 @@ public struct SyncStore: Sendable {
     /// One change: a record as it is now, or a deleted record's name.
     public enum Change: Sendable, Hashable {
         case saved(Record)
+        /// A saved record as stored: its JSON text as PostgreSQL renders it (`StoredRecordText`,
+        /// `EventCoding.decodeRecord`), so a page can be answered by copying it.
+        case stored(recordName: String, text: String)
         case deleted(recordName: String, recordType: String)
 
         /// The record name either way.
         public var recordName: String {
             switch self {
             case .saved(let record): record.recordName
+            case .stored(let name, _): name
             case .deleted(let name, _): name
+            }
+        }
+
+        /// The saved record, read from its text if it is stored; nil for a delete.
+        public func record() throws -> Record? {
+            switch self {
+            case .saved(let record): record
+            case .stored(_, let text): try EventCoding.decodeRecord(text)
+            case .deleted: nil
             }
         }
     }
@@ -69,6 +82,15 @@ public struct SyncStore: Sendable {
         guard !zone.isDefaultZone else {
             throw StratusError(.badRequest, "Change tracking is available in custom zones only, not in \(ZoneID.defaultZoneName): read its records with records/query (or records/lookup by name), or keep records a device syncs in a custom zone (zones/modify) and fetch them with records/changes")
         }
+        // The common case — the owner's own zone, forward or reverse — is one statement (one
+        // snapshot, one round trip) answering each record as its stored text; the shared database,
+        // snapshot mode and a page holding a share (whose state lives in other tables) take the
+        // transaction below.
+        if user == nil, mode != .snapshot, let page = try await storedPage(
+            zone: zone, in: database, incarnation: expected, since: version, limit: limit, recordTypes: recordTypes, mode: mode,
+            maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, logger: logger) {
+            return page
+        }
         return try await store.snapshot(logger: logger) { transaction in
             let connection = transaction.connection
             // The shared database: the caller must reach the zone now, and sees only what they reach.
@@ -85,18 +107,7 @@ public struct SyncStore: Sendable {
                 """, logger: logger)
             var state: (UUID, Int64, Int64)?
             for try await row in zoneRows.decode((UUID, Int64, Int64).self) { state = row }
-            guard let (incarnation, counter, horizon) = state else {
-                throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist")
-            }
-            if let expected, expected != incarnation {
-                throw StratusError(.changeTokenExpired, "The zone was deleted and created again since this sync token; discard the local copy and sync from the start")
-            }
-            if version > 0, version < horizon {
-                throw StratusError(.changeTokenExpired, "This sync token is older than the zone's retained history; discard the local copy and sync from the start")
-            }
-            guard version <= counter else {
-                throw StratusError(.changeTokenExpired, "This sync token is ahead of the zone; discard the local copy and sync from the start")
-            }
+            let (incarnation, counter, _) = try Self.check(zone: zone, state: state, expected: expected, version: version)
             let types = recordTypes.map { Array($0) }
             switch mode {
             case .snapshot:
@@ -131,22 +142,11 @@ public struct SyncStore: Sendable {
                 """, logger: logger)
             var entries: [(version: Int64, name: String, type: String, deleted: Bool, bytes: Int64)] = []
             for try await row in rows.decode((Int64, String, String, Bool, Int64).self) { entries.append(row) }
-            var moreComing = entries.count > limit
-            if moreComing { entries.removeLast(entries.count - limit) }
-            var bytes = 0
-            for (index, entry) in entries.enumerated() {
-                if index > 0 || !firstAlwaysFits, bytes + Int(entry.bytes) > maxBytes {
-                    entries.removeLast(entries.count - index)
-                    moreComing = true
-                    break
-                }
-                bytes += Int(entry.bytes)
-            }
-            if entries.isEmpty, moreComing {
-                // Nothing fits: the client keeps its position and asks again.
-                return ZoneChanges(changes: [], incarnation: incarnation, version: version, moreComing: true,
-                                   reverse: descending ? (upper, below) : nil)
-            }
+            let fit = Self.fit(entries.map(\.bytes), limit: limit, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits)
+            entries.removeLast(entries.count - fit.count)
+            let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (upper, below) : nil,
+                                moreComing: fit.moreComing, lastVersion: entries.last?.version, bytes: fit.bytes)
+            if entries.isEmpty { return ending.page([]) }
             let savedNames = entries.filter { !$0.deleted }.map(\.name)
             // By exact name: canonically equivalent names are distinct records.
             var records: [ExactName: Record] = [:]
@@ -172,14 +172,170 @@ public struct SyncStore: Sendable {
                 }
                 return .saved(record)
             }
-            if descending {
+            return ending.page(changes)
+        }
+    }
+
+    /// Whether a token at `version` of incarnation `expected` (nil: no token) may continue in the
+    /// zone whose row says `state` (incarnation, change counter, tombstone horizon; nil: no zone).
+    private static func check(zone: ZoneID, state: (UUID, Int64, Int64)?, expected: UUID?, version: Int64) throws -> (UUID, Int64, Int64) {
+        guard let (incarnation, counter, horizon) = state else {
+            throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist")
+        }
+        if let expected, expected != incarnation {
+            throw StratusError(.changeTokenExpired, "The zone was deleted and created again since this sync token; discard the local copy and sync from the start")
+        }
+        if version > 0, version < horizon {
+            throw StratusError(.changeTokenExpired, "This sync token is older than the zone's retained history; discard the local copy and sync from the start")
+        }
+        guard version <= counter else {
+            throw StratusError(.changeTokenExpired, "This sync token is ahead of the zone; discard the local copy and sync from the start")
+        }
+        return (incarnation, counter, horizon)
+    }
+
+    /// A record row of `records` as its stored JSON (the members `Record`'s coding names), as
+    /// PostgreSQL renders `jsonb`: what `StoredRecordText` cuts and `EventCoding.decodeRecord` reads.
+    static let storedText = """
+        jsonb_build_object(
+            'recordName', record_name, 'recordType', record_type, 'fields', fields, 'changeTag', change_tag,
+            'created', jsonb_build_object('timestamp', created_at, 'userRecordName', created_by, 'deviceID', created_device),
+            'modified', jsonb_build_object('timestamp', modified_at, 'userRecordName', modified_by, 'deviceID', modified_device),
+            'parent', parent, 'share', share, 'shortGUID', short_guid, 'version', version, 'createdVersion', created_version,
+            'expirationDate', expires_at)::text
+        """
+
+    /// A forward or reverse page of the owner's zone in one statement: the zone's row, the page's
+    /// versions (records and tombstones, as the transaction below reads them) and, for the saved
+    /// records that fit in `maxBytes`, their stored text. Nil when the page holds a share, whose
+    /// state is read with it in the transaction.
+    private func storedPage(
+        zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
+        recordTypes: Set<String>?, mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, logger: Logger
+    ) async throws -> ZoneChanges? {
+        var upTo: Int64?
+        var continueBelow: Int64?
+        if case .reverse(let reverseUpTo, let reverseBelow) = mode {
+            upTo = reverseUpTo
+            continueBelow = reverseBelow
+        }
+        let descending = mode != .forward
+        let below = continueBelow ?? Int64.max
+        let types = recordTypes.map { Array($0) }
+        let order = descending ? "DESC" : "ASC"
+        // Every version of the zone is at most its change counter in any one snapshot, so the
+        // counter bounds nothing here; a reverse sync's own upper bound does.
+        let upper = upTo ?? Int64.max
+        typealias Row = (UUID, Int64, Int64, Int64?, String?, String?, Bool?, Int64?, String?)
+        let rows: [Row] = try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                WITH zone AS (
+                    SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted
+                ), page AS (
+                    SELECT version, record_name, record_type, deleted, bytes,
+                           sum(bytes) OVER (ORDER BY version \(unescaped: order) ROWS UNBOUNDED PRECEDING) AS running,
+                           row_number() OVER (ORDER BY version \(unescaped: order)) AS position
+                    FROM (
+                        SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live) AS deleted,
+                               (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(fields::text) ELSE 0 END)::int8 AS bytes FROM records
+                        WHERE \(zone: zone.zoneName, of: database) AND version > \(version) AND version <= \(upper) AND version < \(below)
+                          AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
+                          AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
+                        UNION ALL
+                        SELECT deleted_version, record_name, record_type, true, 0::int8 FROM record_tombstones
+                        WHERE \(zone: zone.zoneName, of: database) AND deleted_version > \(version)
+                          AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
+                          AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
+                        ORDER BY 1 \(unescaped: order)
+                        LIMIT \(limit + 1)
+                    ) AS candidates
+                )
+                SELECT zone.incarnation, zone.change_counter, zone.tombstone_horizon, page.version, page.record_name, page.record_type, page.deleted, page.bytes,
+                       CASE WHEN NOT page.deleted AND page.record_type <> \(ShareRecord.recordType)
+                                 AND (page.running <= \(Int64(clamping: maxBytes)) OR (page.position = 1 AND \(firstAlwaysFits)))
+                            THEN (SELECT \(unescaped: Self.storedText) FROM records WHERE \(zone: zone.zoneName, of: database) AND record_name = page.record_name)
+                       END
+                FROM zone LEFT JOIN page ON true
+                ORDER BY page.position
+                """, logger: logger)
+            var decoded: [Row] = []
+            for try await row in rows.decode(Row.self) { decoded.append(row) }
+            return decoded
+        }
+        let state = rows.first.map { ($0.0, $0.1, $0.2) }
+        let (incarnation, counter, _) = try Self.check(zone: zone, state: state, expected: expected, version: version)
+        let reverseUpper = min(upTo ?? counter, counter)
+        var entries: [(version: Int64, name: String, type: String, deleted: Bool, bytes: Int64, text: String?)] = []
+        for row in rows {
+            guard let entryVersion = row.3, let name = row.4, let type = row.5, let deleted = row.6, let bytes = row.7 else { continue }
+            entries.append((entryVersion, name, type, deleted, bytes, row.8))
+        }
+        let fit = Self.fit(entries.map(\.bytes), limit: limit, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits)
+        entries.removeLast(entries.count - fit.count)
+        let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (reverseUpper, below) : nil,
+                            moreComing: fit.moreComing, lastVersion: entries.last?.version, bytes: fit.bytes)
+        var changes: [Change] = []
+        changes.reserveCapacity(entries.count)
+        for entry in entries {
+            if entry.deleted {
+                changes.append(.deleted(recordName: entry.name, recordType: entry.type))
+            } else if let text = entry.text {
+                changes.append(.stored(recordName: entry.name, text: text))
+            } else {
+                // A share (the statement renders no text for one): the transaction reads its state.
+                return nil
+            }
+        }
+        return ending.page(changes)
+    }
+
+    /// How many of a page's candidates the page holds — their fields' sizes in page order, one
+    /// more than `limit` when more wait — with whether more are coming and the bytes it holds: it
+    /// ends before the record that would pass `maxBytes` (but for its first when `firstAlwaysFits`).
+    static func fit(_ sizes: [Int64], limit: Int, maxBytes: Int, firstAlwaysFits: Bool) -> (count: Int, moreComing: Bool, bytes: Int) {
+        var count = min(sizes.count, limit)
+        var moreComing = sizes.count > limit
+        var bytes = 0
+        for index in 0..<count {
+            if index > 0 || !firstAlwaysFits, bytes + Int(sizes[index]) > maxBytes {
+                count = index
+                moreComing = true
+                break
+            }
+            bytes += Int(sizes[index])
+        }
+        return (count, moreComing, bytes)
+    }
+
+    /// Where a forward or reverse page leaves the client.
+    struct Ending {
+        var incarnation: UUID
+        /// The client's version before the page.
+        var since: Int64
+        var counter: Int64
+        /// A reverse page's bounds: what it reads up to, and below which it continues.
+        var reverse: (upTo: Int64, below: Int64)?
+        var moreComing: Bool
+        /// The version of the page's last entry; nil when it holds none.
+        var lastVersion: Int64?
+        var bytes: Int
+
+        func page(_ changes: [Change]) -> ZoneChanges {
+            guard let lastVersion else {
+                if moreComing {
+                    // Nothing fits: the client keeps its position and asks again.
+                    return ZoneChanges(changes: [], incarnation: incarnation, version: since, moreComing: true, reverse: reverse)
+                }
+                return ZoneChanges(changes: [], incarnation: incarnation, version: reverse?.upTo ?? counter, moreComing: false, reverse: nil)
+            }
+            if let reverse {
                 // Until the reverse range is exhausted the client keeps its old position; then it holds everything up to `upper`.
                 if moreComing {
-                    return ZoneChanges(changes: changes, incarnation: incarnation, version: version, moreComing: true, reverse: (upper, entries.last!.version), bytes: bytes)
+                    return ZoneChanges(changes: changes, incarnation: incarnation, version: since, moreComing: true, reverse: (reverse.upTo, lastVersion), bytes: bytes)
                 }
-                return ZoneChanges(changes: changes, incarnation: incarnation, version: upper, moreComing: false, reverse: nil, bytes: bytes)
+                return ZoneChanges(changes: changes, incarnation: incarnation, version: reverse.upTo, moreComing: false, reverse: nil, bytes: bytes)
             }
-            return ZoneChanges(changes: changes, incarnation: incarnation, version: moreComing ? entries.last!.version : counter, moreComing: moreComing, reverse: nil, bytes: bytes)
+            return ZoneChanges(changes: changes, incarnation: incarnation, version: moreComing ? lastVersion : counter, moreComing: moreComing, reverse: nil, bytes: bytes)
         }
     }
 

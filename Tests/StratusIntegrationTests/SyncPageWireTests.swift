@@ -1,0 +1,75 @@
+import Foundation
+import HummingbirdTesting
+import StratusCore
+import XCTest
+
+/// A sync page answers each record by copying the text PostgreSQL renders from its row
+/// (`SyncStore.storedText`, one statement a page), falling back to the transaction that reads
+/// records into `Record`s where the copy cannot serve (a share). Either way a record in
+/// `records/changes` must say exactly what `records/lookup` — the general path — says of it.
+extension SyncTests {
+    static func wireRecords() -> [Body] { [
+        ["recordName": "scalars", "recordType": "Item", "fields": [
+            "text": ["value": "tab\t, quote \", backslash \\, emoji 🌍"], "int": ["value": 9_007_199_254_740_993, "type": "INT64"],
+            "negative": ["value": -42, "type": "INT64"], "double": ["value": 3.25, "type": "DOUBLE"], "whole": ["value": 3.0, "type": "DOUBLE"],
+            "time": ["value": 1_700_000_000_123, "type": "TIMESTAMP"], "bytes": ["value": "AAEC+g==", "type": "BYTES"],
+            "ref": ["value": ["recordName": "lists", "action": "DELETE_SELF"], "type": "REFERENCE"],
+            "place": ["value": ["latitude": 1.5, "longitude": -2.25, "horizontalAccuracy": 3, "altitude": 10, "timestamp": 1_700_000_000_000], "type": "LOCATION"],
+        ]],
+        ["recordName": "lists", "recordType": "Item", "fields": [
+            "texts": ["value": ["a", "b\""], "type": "STRING_LIST"], "ints": ["value": [1, -2], "type": "INT64_LIST"],
+            "doubles": ["value": [0.5, 2], "type": "DOUBLE_LIST"],
+        ]],
+        ["recordName": "child", "recordType": "Note", "parent": ["recordName": "scalars"], "expirationDate": Int64(Date().timeIntervalSince1970 * 1000) + 86_400_000,
+         "fields": ["f": ["value": "v"]]],
+        ["recordName": "na\"me\\é", "recordType": "T_y", "fields": ["f": ["value": "w"]]],
+    ] }
+
+    /// Each record of the page (by name) and what lookup says of it, both with `extra` in the request.
+    static func compareWithLookup(
+        _ client: any TestClientProtocol, _ fixture: RecordAPITests.Fixture, zone: String, names: [String], extra: Body = [:], _ context: String
+    ) async throws {
+        var changes: Body = ["zoneID": ["zoneName": zone]]
+        changes.merge(extra) { _, new in new }
+        let (status, page) = try await RecordAPITests.post(client, fixture.path("records/changes"), changes)
+        XCTAssertEqual(status, 200, "\(context): \(page)")
+        var lookup: Body = ["zoneID": ["zoneName": zone], "records": names.map { ["recordName": $0] }]
+        lookup.merge(extra) { _, new in new }
+        let (lookupStatus, looked) = try await RecordAPITests.post(client, fixture.path("records/lookup"), lookup)
+        XCTAssertEqual(lookupStatus, 200, "\(context): \(looked)")
+        let synced = Dictionary(((page["records"] as? [Body]) ?? []).map { ($0["recordName"] as? String ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        XCTAssertEqual(Set(synced.keys), Set(names), "\(context): the page holds every record")
+        for record in (looked["records"] as? [Body]) ?? [] {
+            let name = record["recordName"] as? String ?? ""
+            let expected = try JSONSerialization.data(withJSONObject: record, options: [.sortedKeys])
+            let actual = try JSONSerialization.data(withJSONObject: synced[name] ?? [:], options: [.sortedKeys])
+            XCTAssertEqual(String(decoding: actual, as: UTF8.self), String(decoding: expected, as: UTF8.self), "\(context): \(name)")
+        }
+    }
+
+    func testASyncPageSaysWhatLookupSaysOfEveryRecord() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Wire")
+            let (status, saved) = try await RecordAPITests.post(client, fixture.path("records/modify"), [
+                "zoneID": ["zoneName": "Wire"], "operations": Self.wireRecords().map { ["operationType": "create", "record": $0] },
+            ])
+            guard status == 200 else { return XCTFail("\(saved)") }
+            let names = Self.wireRecords().map { $0["recordName"] as! String }
+            try await Self.compareWithLookup(client, fixture, zone: "Wire", names: names, "copied")
+            try await Self.compareWithLookup(client, fixture, zone: "Wire", names: names, extra: ["desiredKeys": ["text", "texts", "f", "missing"]], "desiredKeys")
+            try await Self.compareWithLookup(client, fixture, zone: "Wire", names: names, extra: ["numbersAsStrings": true], "numbersAsStrings")
+            try await Self.compareWithLookup(client, fixture, zone: "Wire", names: names, extra: ["reverse": true], "reverse")
+
+            // A share in the page: the page is read in the transaction, records and all.
+            let (shareStatus, shared) = try await RecordAPITests.post(client, fixture.path("records/modify"), [
+                "zoneID": ["zoneName": "Wire"], "operations": [
+                    ["operationType": "update", "record": ["recordName": "lists", "recordType": "Item", "share": ["recordName": "share-1"],
+                                                           "recordChangeTag": (saved["records"] as? [Body])?[1]["recordChangeTag"] ?? ""]],
+                    ["operationType": "create", "record": ["recordName": "share-1", "recordType": "cloudkit.share"]],
+                ],
+            ])
+            XCTAssertEqual(shareStatus, 200, "\(shared)")
+            try await Self.compareWithLookup(client, fixture, zone: "Wire", names: names + ["share-1"], "with a share")
+        }
+    }
+}
