@@ -84,6 +84,20 @@ final class SubscriptionEvaluationTests: XCTestCase {
         XCTAssertEqual(drafts(change, [zoneSubscription, databaseSubscription], zoneID: defaultZone).count, 0)
     }
 
+    func testASharedDatabaseSubscriptionIsKeyedByTheZonesOwnerToo() {
+        // bob's database subscription in his shared database; two owners' zones named Q changed in one request.
+        let shared = DatabaseID(container: "iCloud.test", environment: .development, scope: .shared, owner: "_bob")
+        let subscription = OwnedSubscription(database: shared, subscriber: "_bob", subscription: Subscription(
+            subscriptionID: "d", type: .database, zoneID: nil, query: nil, queryJSON: nil, firesOn: [.create, .update, .delete], firesOnce: false,
+            notificationInfo: nil), createdAt: 0)
+        let keys = ["_alice", "_carol"].flatMap { owner in
+            drafts(.zone, [subscription], zoneID: ZoneID(zoneName: "Q", ownerRecordName: owner)).map(\.dedupeKey)
+        }
+        XCTAssertEqual(keys, ["owner/_alice/zone/Q/request/req", "owner/_carol/zone/Q/request/req"])
+        let payload = drafts(.zone, [subscription]).first?.payload(notificationID: UUID(), badge: nil)
+        XCTAssertEqual(payload?["ck"]?["met"]?["dbs"], .int(3), "CloudKit's shared database scope")
+    }
+
     func testDesiredKeysAndTheCollapseIDComeFromTheRecordTheNotificationDescribes() throws {
         var owner = try querySubscription(firesOn: [.create, .delete])
         var info = NotificationInfo()

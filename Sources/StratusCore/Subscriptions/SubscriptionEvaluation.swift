@@ -10,7 +10,8 @@ import Foundation
 /// - updated out of the predicate (matching before, not after): `recordDeleted` — it has left them;
 /// - deleted while matching: `recordDeleted` (fires on delete).
 /// Zone subscriptions fire once per write request in their zone; database subscriptions once per
-/// write request and custom zone of their database (zone creations and deletions included).
+/// write request and custom zone of their database (zone creations and deletions included); in the
+/// shared database, of the owners' zones shared with the subscriber (stratus-shares decides whom).
 public enum SubscriptionEvaluation {
     /// What one event changed, as subscriptions see it.
     public enum Change: Sendable {
@@ -65,8 +66,11 @@ public enum SubscriptionEvaluation {
                     recordName: nil, fields: [:], collapseID: nil))
             case .database:
                 guard !zoneID.isDefaultZone else { continue }
+                // A shared database holds zones of several owners (one request may accept shares of
+                // two owners' zones of the same name): its key names the zone's owner too.
+                let zone = owner.database.scope == .shared ? "owner/\(zoneID.ownerRecordName)/zone/\(zoneID.zoneName)" : "zone/\(zoneID.zoneName)"
                 drafts.append(NotificationDraft(
-                    owner: owner, eventID: eventID, dedupeKey: "zone/\(zoneID.zoneName)/request/\(requestID)", zoneID: zoneID, reason: nil,
+                    owner: owner, eventID: eventID, dedupeKey: "\(zone)/request/\(requestID)", zoneID: zoneID, reason: nil,
                     recordName: nil, fields: [:], collapseID: nil))
             }
         }

@@ -10,56 +10,70 @@ import StratusCore
 /// Every statement is idempotent (`GREATEST`, upserts): an event applied again, or the whole log
 /// replayed over an emptied table, leaves the same rows. It never decides access: the API reads
 /// that from the shares tables in the request's own transaction.
+///
+/// Each statement returns the participants its rows tell of the change (a name once per row, so
+/// possibly repeated): who is notified through their shared database's `database` subscriptions.
 public enum SharedZoneTracking {
     /// Applies a save of a share record (its decided state): each participant who accepted (the
     /// owner aside) holds the share, told of the change at `sequence`; every other row of the share
     /// (removed, left, or a place taken back) no longer holds it, and is told of the loss.
     public static func applyShare(
         _ state: ShareState, shareName: String, zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction
-    ) async throws {
+    ) async throws -> [String] {
         let holders = Array(Set(state.participants.compactMap { participant -> String? in
             guard participant.type != .owner, participant.acceptanceStatus == .accepted else { return nil }
             return participant.userRecordName
         })).sorted()
-        try await transaction.connection.execute("""
+        return try await told(transaction, """
             WITH dropped AS (
                 UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
                 WHERE \(zone: zoneName, of: database) AND share_name = \(shareName) AND NOT (user_record_name = ANY(\(holders)))
                   AND (active OR change_sequence < \(sequence))
-                RETURNING 1)
-            INSERT INTO shared_zone_tracking (container, environment, user_record_name, scope, owner, zone_name, share_name, active, change_sequence)
-            SELECT \(database.container), \(database.environment.rawValue), holder, \(database.scope.rawValue), \(database.owner), \(zoneName),
-                   \(shareName), true, \(sequence)
-            FROM unnest(\(holders)::text[]) AS holder
-            ON CONFLICT (container, environment, user_record_name, scope, owner, zone_name, share_name)
-            DO UPDATE SET active = true, change_sequence = GREATEST(shared_zone_tracking.change_sequence, EXCLUDED.change_sequence)
-            """, logger: transaction.logger)
+                RETURNING user_record_name),
+            held AS (
+                INSERT INTO shared_zone_tracking (container, environment, user_record_name, scope, owner, zone_name, share_name, active, change_sequence)
+                SELECT \(database.container), \(database.environment.rawValue), holder, \(database.scope.rawValue), \(database.owner), \(zoneName),
+                       \(shareName), true, \(sequence)
+                FROM unnest(\(holders)::text[]) AS holder
+                ON CONFLICT (container, environment, user_record_name, scope, owner, zone_name, share_name)
+                DO UPDATE SET active = true, change_sequence = GREATEST(shared_zone_tracking.change_sequence, EXCLUDED.change_sequence)
+                RETURNING user_record_name)
+            SELECT user_record_name FROM dropped UNION ALL SELECT user_record_name FROM held
+            """)
     }
 
     /// Applies a deletion of a share record: nobody holds it any more, each told at `sequence`.
-    public static func applyShareDeleted(shareName: String, zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws {
-        try await transaction.connection.execute("""
+    public static func applyShareDeleted(shareName: String, zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
+        try await told(transaction, """
             UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
             WHERE \(zone: zoneName, of: database) AND share_name = \(shareName) AND (active OR change_sequence < \(sequence))
-            """, logger: transaction.logger)
+            RETURNING user_record_name
+            """)
     }
 
     /// Applies a change inside the zone (a record saved or deleted): every participant holding a
     /// share of the zone is told at `sequence` (the last of a run of the zone's changes) — one
     /// statement however many participants, through the partial index.
-    public static func applyZoneChange(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws {
-        try await transaction.connection.execute("""
+    public static func applyZoneChange(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
+        try await told(transaction, """
             UPDATE shared_zone_tracking SET change_sequence = \(sequence)
             WHERE \(zone: zoneName, of: database) AND active AND change_sequence < \(sequence)
-            """, logger: transaction.logger)
+            RETURNING user_record_name
+            """)
     }
 
     /// Applies a deletion of the zone: its shares went with it.
-    public static func applyZoneDeleted(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws {
-        try await transaction.connection.execute("""
+    public static func applyZoneDeleted(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
+        try await told(transaction, """
             UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
             WHERE \(zone: zoneName, of: database) AND (active OR change_sequence < \(sequence))
-            """, logger: transaction.logger)
+            RETURNING user_record_name
+            """)
+    }
+
+    /// Runs a tracking statement; the participants its rows name.
+    private static func told(_ transaction: Transaction, _ statement: PostgresQuery) async throws -> [String] {
+        try await collect(transaction.connection.query(statement, logger: transaction.logger), as: String.self)
     }
 
     /// Empties the tracking (a replay rebuilds it from the event log).

@@ -144,6 +144,27 @@ public struct SubscriptionStore: Sendable {
         return owned
     }
 
+    /// The `database` subscriptions the participants saved in their shared databases of one
+    /// container and environment (the only kind a shared database takes): what a change of a zone
+    /// shared with them fires. Served by the table's key (its leading columns, `owner` a list).
+    public static func sharedDatabaseCandidates(
+        container: String, environment: StratusCore.Environment, participants: [String], in transaction: Transaction
+    ) async throws -> [OwnedSubscription] {
+        guard !participants.isEmpty else { return [] }
+        let rows = try await transaction.connection.query("""
+            SELECT owner, subscriber, definition::text, created_at FROM subscriptions
+            WHERE container = \(container) AND environment = \(environment.rawValue) AND scope = \(DatabaseScope.shared.rawValue)
+              AND owner = ANY(\(participants)) AND subscription_type = \(SubscriptionType.database.rawValue)
+            """, logger: transaction.logger)
+        var owned: [OwnedSubscription] = []
+        for try await (owner, subscriber, definition, createdAt) in rows.decode((String, String, String, Int64).self) {
+            let database = DatabaseID(container: container, environment: environment, scope: .shared, owner: owner)
+            guard let subscription = try? subscription(definition, database: database) else { continue }
+            owned.append(OwnedSubscription(database: database, subscriber: subscriber, subscription: subscription, createdAt: createdAt))
+        }
+        return owned
+    }
+
     /// Deletes a `firesOnce` subscription that fired — the very one (same save time), so a later
     /// save of the same id survives a replay of the old event.
     public static func deleteFired(_ owned: OwnedSubscription, in transaction: Transaction) async throws {
