@@ -154,6 +154,28 @@ public struct RecordStore: Sendable {
         }
     }
 
+    /// A private database's records by exact name in one zone, each as its stored JSON text
+    /// (`SyncStore.storedText`: answered by copying it), in one statement with the zone's check.
+    /// Nil when one of them is a share, whose state lives in other tables: `lookup` reads those.
+    public func lookupStored(_ recordNames: [String], zone: ZoneID, in database: DatabaseID, logger: Logger) async throws -> [ExactName: String]? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT zone.present, record_name, record_type,
+                       CASE WHEN record_type <> \(ShareRecord.recordType) THEN \(unescaped: SyncStore.storedText) END
+                FROM (SELECT \(zone.isDefaultZone) OR EXISTS (SELECT 1 FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted)) AS zone (present)
+                LEFT JOIN records ON \(zone: zone.zoneName, of: database) AND record_name = ANY(\(recordNames)) AND \(unescaped: RecordExpirySQL.live)
+                """, logger: logger)
+            var found: [ExactName: String] = [:]
+            for try await (present, name, type, text) in rows.decode((Bool, String?, String?, String?).self) {
+                guard present else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }
+                guard let name, type != nil else { continue }
+                guard let text else { return nil }
+                found[ExactName(name)] = text
+            }
+            return found
+        }
+    }
+
     /// Records by exact name in one zone, as `reader` (a user record name; nil for a caller with only
     /// the API token) may read them: in the public database a record of a type whose READ grants no
     /// role of the reader's reaches is denied. The grants and the reader's roles are read once, in

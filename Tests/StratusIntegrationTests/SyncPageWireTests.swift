@@ -1,12 +1,14 @@
 import Foundation
 import HummingbirdTesting
+@testable import StratusAPI
 import StratusCore
+import StratusPostgres
 import XCTest
 
-/// A sync page answers each record by copying the text PostgreSQL renders from its row
-/// (`SyncStore.storedText`, one statement a page), falling back to the transaction that reads
-/// records into `Record`s where the copy cannot serve (a share). Either way a record in
-/// `records/changes` must say exactly what `records/lookup` — the general path — says of it.
+/// Sync pages and lookups in a private database answer each record by copying the text PostgreSQL
+/// renders from its row (`SyncStore.storedText`, one statement), falling back to reading records
+/// into `Record`s where the copy cannot serve (a share). Either way a record must say exactly what
+/// the general path — the record read from its row and written by `RecordWire.dictionary` — says.
 extension SyncTests {
     static func wireRecords() -> [Body] { [
         ["recordName": "scalars", "recordType": "Item", "fields": [
@@ -37,6 +39,20 @@ extension SyncTests {
         lookup.merge(extra) { _, new in new }
         let (lookupStatus, looked) = try await RecordAPITests.post(client, fixture.path("records/lookup"), lookup)
         XCTAssertEqual(lookupStatus, 200, "\(context): \(looked)")
+        // Lookup against the general path, for the records the copy serves.
+        let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+        let read = try await RecordStore(store: fixture.store).lookup(names, zone: ZoneID(zoneName: zone, ownerRecordName: "_alice"), in: database, logger: TestSupport.logger)
+        let links = AssetLinks(key: fixture.configuration.secretKey, base: "http://h", expiresAt: 0)
+        for record in (looked["records"] as? [Body]) ?? [] {
+            let name = record["recordName"] as? String ?? ""
+            guard let stored = read[ExactName(name)], !ShareRecord.isShare(stored.recordType) else { continue }
+            let general = RecordWire.dictionary(
+                stored, zone: ZoneID(zoneName: zone, ownerRecordName: "_alice"), desiredKeys: extra["desiredKeys"] as? [String],
+                numbersAsStrings: extra["numbersAsStrings"] as? Bool ?? false, links: links)
+            let expected = try JSONSerialization.data(withJSONObject: try JSONSerialization.jsonObject(with: Data(general.serialized())), options: [.sortedKeys])
+            let actual = try JSONSerialization.data(withJSONObject: record, options: [.sortedKeys])
+            XCTAssertEqual(String(decoding: actual, as: UTF8.self), String(decoding: expected, as: UTF8.self), "\(context): lookup of \(name)")
+        }
         let synced = Dictionary(((page["records"] as? [Body]) ?? []).map { ($0["recordName"] as? String ?? "", $0) }, uniquingKeysWith: { a, _ in a })
         XCTAssertEqual(Set(synced.keys), Set(names), "\(context): the page holds every record")
         for record in (looked["records"] as? [Body]) ?? [] {
