@@ -104,15 +104,22 @@ struct PostgresLimit: Sendable {
         let suffix = ownZones ? ".zones" : ""
         let load = await closedLoop(concurrency: concurrency, duration: duration, state: { $0 }) { client, iteration in
             let (name, owner) = ("limit-c\(concurrency)\(suffix)-\(client)-\(iteration)", Self.owner(ownZones ? client : nil))
-            try await store.withConnection { connection in
-                try await write([name], owner: owner, on: connection)
+            // As the API does, a transaction aborted by a serialization failure or deadlock (which
+            // SERIALIZABLE writers of different zones can still meet) is tried again.
+            for attempt in 1... {
+                do {
+                    try await store.withConnection { connection in try await write([name], owner: owner, on: connection) }
+                    return attempt == 1 ? .done() : .done(counter: "retried")
+                } catch let error as PSQLError where ["40001", "40P01"].contains(error.serverInfo?[.sqlState]) && attempt < 5 {
+                    continue
+                }
             }
-            return .done()
+            return .failed("unreachable")
         }
         return ScenarioResult(
             name: "limit.create.c\(concurrency)\(suffix)",
             operation: "raw SERIALIZABLE transaction: one record + its event" + (ownZones ? ", each client in a zone of its own" : ""),
-            concurrency: concurrency, load: load)
+            concurrency: concurrency, load: load, figures: ["retried": Double(load.counters["retried"] ?? 0)])
     }
 
     /// The limit of scenario 2: batches of creates in one transaction.

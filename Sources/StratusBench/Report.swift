@@ -196,7 +196,7 @@ public struct BenchReport: Codable, Sendable {
             lines.append("")
             lines.append("Stratus / raw PostgreSQL limit (the same writes or sync pages from PostgreSQL alone, no HTTP):")
             for ratio in ratios {
-                lines.append("  " + pad(ratio.scenario, 14, left: true) + " \(number(ratio.stratus)) / \(number(ratio.raw)) ops/s = " + number(ratio.ratio, 2))
+                lines.append("  " + pad(ratio.scenario, 18, left: true) + " \(number(ratio.stratus)) / \(number(ratio.raw)) ops/s = " + number(ratio.ratio, 2))
             }
         }
         if let idle {
