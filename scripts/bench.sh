@@ -2,8 +2,10 @@
 # Runs the benchmark suite (docs/benchmarks.md): installs what is missing, builds in release mode,
 # starts a private PostgreSQL and broker on free ports, migrates, creates a container and a user,
 # runs stratus-api and every worker, drives them with stratus-bench (its arguments pass through,
-# e.g. --seconds 4 or --only idle,lag), which also reads each process's CPU (idle and under load),
-# and stops everything it started, also on failure.
+# e.g. --seconds 4, --only idle,lag, or --scale for the scale run instead of the suite), which also
+# reads each process's CPU (idle and under load) and peak memory, and stops everything it started,
+# also on failure. STRATUS_* settings of the environment reach the API (STRATUS_MAX_RESULTS: the
+# page of sync.10000.max).
 #
 # The report goes to $STRATUS_BENCH_DIR (default .stratus/bench/): report.json, the table in
 # report.txt, and the servers' logs.

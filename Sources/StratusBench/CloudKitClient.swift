@@ -35,6 +35,14 @@ public struct BenchTarget: Sendable {
         self.databaseURL = databaseURL
         self.processes = processes
     }
+
+    /// Web auth tokens of `users` in the container, signed with the API's key (a day long); nil
+    /// without the key.
+    func signIn(_ users: [String]) -> [String]? {
+        guard let secretKey else { return nil }
+        let expiresAt = Int64(Date().timeIntervalSince1970) + 86_400
+        return users.map { WebAuthToken(userRecordName: $0, container: container, expiresAt: expiresAt).signed(with: secretKey) }
+    }
 }
 
 /// A JSON object as the suite reads replies; only ever used inside one task.
@@ -77,9 +85,10 @@ struct CloudKitClient: Sendable {
 
     func shutdown() async throws { try await http.shutdown() }
 
-    /// POSTs `body` to `operation` of the user's private database.
-    func post(_ operation: String, _ body: JSONObject) async throws -> Reply {
-        try await post(path: "private/\(operation)", body)
+    /// POSTs `body` to `operation` of the private database of the suite's user, or of the user
+    /// `webAuthToken` signs in.
+    func post(_ operation: String, _ body: JSONObject, as webAuthToken: String? = nil) async throws -> Reply {
+        try await post(path: "private/\(operation)", body, webAuthToken: webAuthToken)
     }
 
     /// POSTs `body` to an operation about the user rather than a database (`tokens/create`).
@@ -173,8 +182,8 @@ struct CloudKitClient: Sendable {
     }
 
     /// Like `post`, but anything but a 200 without record errors is a failure.
-    func expectOK(_ operation: String, _ body: JSONObject) async throws -> Reply {
-        let reply = try await post(operation, body)
+    func expectOK(_ operation: String, _ body: JSONObject, as webAuthToken: String? = nil) async throws -> Reply {
+        let reply = try await post(operation, body, as: webAuthToken)
         guard reply.status == 200, reply.errorCode == nil else {
             throw BenchFailure(description: "\(operation): HTTP \(reply.status) \(reply.errorCode ?? "") \(reply.body["reason"] as? String ?? "")")
         }
@@ -182,7 +191,16 @@ struct CloudKitClient: Sendable {
     }
 
     /// Creates a custom zone (an existing one is returned unchanged).
-    func createZone(_ name: String) async throws {
-        _ = try await expectOK("zones/modify", ["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": name]]]]])
+    func createZone(_ name: String, as webAuthToken: String? = nil) async throws {
+        try await createZones([name], as: webAuthToken)
+    }
+
+    /// Creates custom zones, 200 a request (the API's most operations).
+    func createZones(_ names: [String], as webAuthToken: String? = nil) async throws {
+        for start in stride(from: 0, to: names.count, by: 200) {
+            _ = try await expectOK("zones/modify", ["operations": names[start..<min(start + 200, names.count)].map {
+                ["operationType": "create", "zone": ["zoneID": ["zoneName": $0]]]
+            }], as: webAuthToken)
+        }
     }
 }

@@ -4,6 +4,22 @@ extension BenchSuite {
     /// The writers of the isolation scenario: as many as a busy API serves at once.
     static let isolationWriters = 48
 
+    /// Single-record creates, `concurrency` clients: client i writes to `zones[i % zones.count]`,
+    /// signed in with `signIns[i]` (nil: the suite's user), record names starting with `prefix`.
+    func creates(
+        _ client: CloudKitClient, name: String, operation: String, concurrency: Int, zones: [String], signIns: [String]? = nil, prefix: String? = nil
+    ) async -> ScenarioResult {
+        let prefix = prefix ?? name
+        let load = await closedLoop(concurrency: concurrency, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
+            let reply = try await client.post("records/modify", [
+                "zoneID": ["zoneName": zones[clientIndex % zones.count]],
+                "operations": [Self.create(Self.note("\(prefix)-\(clientIndex)-\(iteration)", count: iteration))],
+            ], as: signIns?[clientIndex])
+            return reply.status == 200 && reply.errorCode == nil ? .done() : .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
+        }
+        return ScenarioResult(name: name, operation: operation, concurrency: concurrency, load: load)
+    }
+
     /// 9. Independent writers: 48 clients creating records, all in one zone, then each in a zone of
     /// its own. Writers of different zones share no data, so across zones no request may be told
     /// to try again later (`errors` stays 0; `failures` would name TRY_AGAIN_LATER), and throughput
@@ -11,24 +27,33 @@ extension BenchSuite {
     func isolation(_ client: CloudKitClient) async throws -> [ScenarioResult] {
         let writers = Self.isolationWriters
         let shared = zone("Shared")
-        try await client.createZone(shared)
-        for index in 0..<writers { try await client.createZone(zone("Own\(index)")) }
-        var results: [ScenarioResult] = []
         let ownZones = (0..<writers).map { zone("Own\($0)") }
+        try await client.createZones([shared] + ownZones)
+        var results: [ScenarioResult] = []
         // Per client, its zone: the shared one, then a zone each.
-        for (name, zones) in [("isolation.onezone.c\(writers)", Array(repeating: shared, count: writers)), ("isolation.zones.c\(writers)", ownZones)] {
+        for (name, zones, place) in [("isolation.onezone.c\(writers)", [shared], "one zone"), ("isolation.zones.c\(writers)", ownZones, "a zone each")] {
             try await settle(client)
-            let load = await closedLoop(concurrency: writers, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
-                let reply = try await client.post("records/modify", [
-                    "zoneID": ["zoneName": zones[clientIndex]],
-                    "operations": [Self.create(Self.note("\(name)-\(clientIndex)-\(iteration)", count: iteration))],
-                ])
-                return reply.status == 200 && reply.errorCode == nil ? .done() : .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
-            }
-            results.append(ScenarioResult(
-                name: name, operation: "records/modify, one create, \(writers) writers in \(name.contains("onezone") ? "one zone" : "a zone each")",
-                concurrency: writers, load: load))
+            results.append(await creates(
+                client, name: name, operation: "records/modify, one create, \(writers) writers in \(place)", concurrency: writers, zones: zones))
         }
         return results
+    }
+
+    /// 1. Single-record creates by `settings.concurrency` users, each in a zone of their own in
+    /// their own private database (signed in with the API's key): nothing makes them queue.
+    /// Nil without the key.
+    func createInOwnZones(_ client: CloudKitClient) async throws -> ScenarioResult? {
+        let writers = settings.concurrency
+        let name = "create.c\(writers).zones"
+        guard let signIns = target.signIn((0..<writers).map { "_writer\($0)_\(run)" }) else {
+            progress("\(name): left out (no token-signing key: --secret-key-file)")
+            return nil
+        }
+        let zone = zone("Mine")
+        for signIn in signIns { try await client.createZone(zone, as: signIn) }
+        try await settle(client)
+        return await creates(
+            client, name: name, operation: "records/modify, one create, \(writers) users each in a zone of their own", concurrency: writers,
+            zones: [zone], signIns: signIns)
     }
 }

@@ -106,11 +106,15 @@ func closedLoop<State: Sendable>(
     return total
 }
 
-/// Hands out at most `limit` operations across clients.
+/// Hands out at most `limit` operations across clients; and numbers, one after another.
 final class IssuedCounter: Sendable {
     private let remaining: Mutex<Int?>
+    private let issued = Mutex(0)
 
     init(limit: Int?) { remaining = Mutex(limit) }
+
+    /// 0, 1, 2, … across callers.
+    func next() -> Int { issued.withLock { count in defer { count += 1 }; return count } }
 
     func take() -> Bool {
         remaining.withLock { remaining in

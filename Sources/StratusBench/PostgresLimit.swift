@@ -14,10 +14,15 @@ struct PostgresLimit: Sendable {
     let run: String
 
     var zoneName: String { "Limit_\(run)" }
-    var zoneKey: String { "bench/development/private/_bench/\(zoneName)" }
 
-    /// Creates the tables (once) and this run's zone.
-    func prepare() async throws {
+    /// The owner of the zone a writer writes to: `_bench` for all of them, or `_bench<n>` for
+    /// writer n's own zone (the same zone name in the private database of a user of its own).
+    static func owner(_ writer: Int?) -> String { writer.map { "_bench\($0)" } ?? "_bench" }
+
+    func zoneKey(owner: String) -> String { "bench/development/private/\(owner)/\(zoneName)" }
+
+    /// Creates the tables (once) and this run's zones: the shared one and one for each of `writers`.
+    func prepare(writers: Int) async throws {
         try await store.withConnection { connection in
             for statement in [
                 "CREATE SCHEMA IF NOT EXISTS bench_limit",
@@ -37,44 +42,45 @@ struct PostgresLimit: Sendable {
             }
             try await connection.query("""
                 INSERT INTO bench_limit.zones (container, environment, scope, owner, zone_name, incarnation, change_counter)
-                VALUES ('bench', 'development', 'private', '_bench', \(zoneName), gen_random_uuid(), 0)
+                SELECT 'bench', 'development', 'private', owner, \(zoneName), gen_random_uuid(), 0
+                FROM unnest(\([Self.owner(nil)] + (0..<writers).map { Self.owner($0) })::text[]) AS t(owner)
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
         }
     }
 
     /// Fields and event payload of one record, the size of the write scenarios' records.
-    static func document(_ name: String, count: Int) -> (fields: String, payload: String) {
+    static func document(_ name: String, count: Int, owner: String) -> (fields: String, payload: String) {
         let body = String(repeating: "Lorem ipsum dolor sit amet. ", count: 7)
         let fields = #"{"body":{"type":"STRING","value":"\#(body)"},"count":{"type":"INT64","value":\#(count)},"title":{"type":"STRING","value":"Note \#(name)"}}"#
-        let payload = #"{"database":{"container":"bench","environment":"development","scope":"private","owner":"_bench"},"#
+        let payload = #"{"database":{"container":"bench","environment":"development","scope":"private","owner":"\#(owner)"},"#
             + #""record":{"recordName":"\#(name)","recordType":"Note","fields":\#(fields),"changeTag":"x"}}"#
         return (fields, payload)
     }
 
-    /// One write transaction: lock the zone (as the API does), advance its counter by `names.count`,
-    /// insert the records and their events, notify, commit.
-    func write(_ names: [String], on connection: PostgresConnection) async throws {
-        let zoneKey = zoneKey
+    /// One write transaction on `owner`'s zone: lock the zone (as the API does), advance its counter
+    /// by `names.count`, insert the records and their events, notify, commit.
+    func write(_ names: [String], owner: String = PostgresLimit.owner(nil), on connection: PostgresConnection) async throws {
+        let zoneKey = zoneKey(owner: owner)
         try await connection.query("SELECT pg_advisory_lock(hashtextextended(\(zoneKey), 0))", logger: logger)
         do {
             try await connection.query("BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger)
             let rows = try await connection.query("""
                 UPDATE bench_limit.zones SET change_counter = change_counter + \(Int64(names.count)), modified_at = now()
-                WHERE container = 'bench' AND environment = 'development' AND scope = 'private' AND owner = '_bench' AND zone_name = \(zoneName)
+                WHERE container = 'bench' AND environment = 'development' AND scope = 'private' AND owner = \(owner) AND zone_name = \(zoneName)
                 RETURNING change_counter
                 """, logger: logger)
             var last: Int64 = 0
             for try await counter in rows.decode(Int64.self) { last = counter }
             let first = last - Int64(names.count) + 1
             let versions = (0..<Int64(names.count)).map { first + $0 }
-            let documents = names.enumerated().map { Self.document($0.element, count: $0.offset) }
+            let documents = names.enumerated().map { Self.document($0.element, count: $0.offset, owner: owner) }
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let tags = names.map { _ in String(UInt64.random(in: 0...UInt64.max), radix: 36) }
             try await connection.query("""
                 INSERT INTO bench_limit.records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
                     created_at, created_by, modified_at, modified_by, version, created_version)
-                SELECT 'bench', 'development', 'private', '_bench', \(zoneName), name, 'Note', fields::jsonb, tag, \(now), '_bench', \(now), '_bench', version, version
+                SELECT 'bench', 'development', 'private', \(owner), \(zoneName), name, 'Note', fields::jsonb, tag, \(now), \(owner), \(now), \(owner), version, version
                 FROM unnest(\(names)::text[], \(documents.map(\.fields))::text[], \(tags)::text[], \(versions)::int8[]) AS t(name, fields, tag, version)
                 """, logger: logger)
             try await connection.query("""
@@ -92,16 +98,28 @@ struct PostgresLimit: Sendable {
         try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(zoneKey), 0))", logger: logger)
     }
 
-    /// The limit of scenario 1: single-record creates.
-    func create(concurrency: Int, duration: Duration) async -> ScenarioResult {
+    /// The limit of scenario 1: single-record creates, all in one zone or (`ownZones`) each client
+    /// in its own user's zone (`create.c16.zones`).
+    func create(concurrency: Int, ownZones: Bool = false, duration: Duration) async -> ScenarioResult {
+        let suffix = ownZones ? ".zones" : ""
         let load = await closedLoop(concurrency: concurrency, duration: duration, state: { $0 }) { client, iteration in
-            let name = "limit-c\(concurrency)-\(client)-\(iteration)"
-            try await store.withConnection { connection in
-                try await write([name], on: connection)
+            let (name, owner) = ("limit-c\(concurrency)\(suffix)-\(client)-\(iteration)", Self.owner(ownZones ? client : nil))
+            // As the API does, a transaction aborted by a serialization failure or deadlock (which
+            // SERIALIZABLE writers of different zones can still meet) is tried again.
+            for attempt in 1... {
+                do {
+                    try await store.withConnection { connection in try await write([name], owner: owner, on: connection) }
+                    return attempt == 1 ? .done() : .done(counter: "retried")
+                } catch let error as PSQLError where ["40001", "40P01"].contains(error.serverInfo?[.sqlState]) && attempt < 5 {
+                    continue
+                }
             }
-            return .done()
+            return .failed("unreachable")
         }
-        return ScenarioResult(name: "limit.create.c\(concurrency)", operation: "raw SERIALIZABLE transaction: one record + its event", concurrency: concurrency, load: load)
+        return ScenarioResult(
+            name: "limit.create.c\(concurrency)\(suffix)",
+            operation: "raw SERIALIZABLE transaction: one record + its event" + (ownZones ? ", each client in a zone of its own" : ""),
+            concurrency: concurrency, load: load, figures: ["retried": Double(load.counters["retried"] ?? 0)])
     }
 
     /// The limit of scenario 2: batches of creates in one transaction.
@@ -121,7 +139,8 @@ struct PostgresLimit: Sendable {
     /// rendered as CloudKit record dictionaries by PostgreSQL alone (`json_agg(json_build_object(…))`),
     /// one statement a page read whole as text — no HTTP, no token, no Swift decoding or encoding.
     /// Reads the API's own rows of the zone `zoneName` (unique to the run), after one look-up of its key.
-    func sync(zoneName: String, expected: Int, pageSize: Int = 200, duration: Duration) async -> ScenarioResult {
+    /// `suffix` ends the scenario's name (`.max`: at the API's largest page).
+    func sync(zoneName: String, expected: Int, pageSize: Int = 200, suffix: String = "", duration: Duration) async -> ScenarioResult {
         let load = await closedLoop(concurrency: 1, duration: duration, state: { $0 }) { _, _ in
             let changes = try await store.withConnection { connection in
                 // The zone's key first: pages filtered by the literal key use the records' (zone, version)
@@ -154,9 +173,9 @@ struct PostgresLimit: Sendable {
             }
             return changes == expected ? .done() : .failed("the raw full sync read \(changes) of \(expected) records")
         }
-        return ScenarioResult(name: "limit.sync.\(expected)", operation: "raw pages of \(pageSize) selected by version and rendered as JSON by PostgreSQL",
+        return ScenarioResult(name: "limit.sync.\(expected)\(suffix)", operation: "raw pages of \(pageSize) selected by version and rendered as JSON by PostgreSQL",
                               concurrency: 1, load: load, figures: [
-            "changesPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * expected) / load.seconds : 0,
+            "changesPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * expected) / load.seconds : 0, "pageSize": Double(pageSize),
         ])
     }
 }

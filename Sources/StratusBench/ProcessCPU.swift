@@ -44,6 +44,16 @@ public struct ProcessCPU: Codable, Sendable {
     public var processes: Int
 }
 
+/// The most memory one process (alone, not its children) held resident: `VmHWM` of `/proc/PID/status`.
+public struct ProcessMemory: Codable, Sendable {
+    /// The watched process's name.
+    public var name: String
+    /// Its process id.
+    public var pid: Int32
+    /// Peak resident set size, in bytes.
+    public var peakResidentBytes: Int64
+}
+
 /// What the stack used while nobody sent it anything.
 public struct IdleMeasurement: Codable, Sendable {
     /// Seconds measured.
@@ -81,6 +91,23 @@ struct ProcessWatch: Sendable {
             DispatchQueue.global().async {
                 let table = ProcTable.read()
                 continuation.resume(returning: Snapshot(at: .now, ticks: processes.map { table.ticks(of: $0.pid) }))
+            }
+        }
+    }
+
+    /// Each watched process's peak resident memory so far (read off the cooperative threads); a
+    /// process that is gone is left out.
+    func peakMemory() async -> [ProcessMemory] {
+        let processes = processes
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: processes.compactMap { process in
+                    guard let data = FileManager.default.contents(atPath: "/proc/\(process.pid)/status") else { return nil }
+                    // `VmHWM:\t  123456 kB`
+                    let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+                    guard let kilobytes = line?.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first.flatMap({ Int64($0) }) else { return nil }
+                    return ProcessMemory(name: process.name, pid: process.pid, peakResidentBytes: kilobytes * 1024)
+                })
             }
         }
     }

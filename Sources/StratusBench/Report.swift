@@ -48,14 +48,23 @@ public struct BenchSettings: Codable, Sendable {
     public var shareSamples: Int = 5
     /// Expired records the gc.expire scenario has stratus-gc collect.
     public var expireRecords: Int = 20_000
-    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild); nil: all.
+    /// Records the scale run loads (group `scale`).
+    public var scaleRecords: Int = 1_000_000
+    /// Zones the scale run spreads them over.
+    public var scaleZones: Int = 1_000
+    /// Longest each step of the scale run may load; a step not loaded by then ends the run.
+    public var scaleLoadSeconds: Double = 1_800
+    /// Longest the scale run waits for the indexer after each step.
+    public var scaleIndexTimeout: Double = 1_800
+    /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag,
+    /// notify, share, asset, gc, rebuild, scale); nil: all but scale.
     public var groups: [String]?
 
     /// The full run's defaults.
     public init() {}
 
-    /// Whether `group` runs.
-    func runs(_ group: String) -> Bool { groups?.contains(group) ?? true }
+    /// Whether `group` runs: the scale run only when named.
+    func runs(_ group: String) -> Bool { groups?.contains(group) ?? (group != "scale") }
 }
 
 /// One scenario's measurements.
@@ -152,6 +161,8 @@ public struct BenchReport: Codable, Sendable {
     public var idle: IdleMeasurement?
     public var scenarios: [ScenarioResult]
     public var ratios: [LimitRatio]
+    /// Each watched process's peak resident memory at the end of the run; nil when none was watched.
+    public var peakMemory: [ProcessMemory]?
 
     /// The scenario named `name`.
     public func scenario(_ name: String) -> ScenarioResult? { scenarios.first { $0.name == name } }
@@ -185,7 +196,7 @@ public struct BenchReport: Codable, Sendable {
             lines.append("")
             lines.append("Stratus / raw PostgreSQL limit (the same writes or sync pages from PostgreSQL alone, no HTTP):")
             for ratio in ratios {
-                lines.append("  " + pad(ratio.scenario, 14, left: true) + " \(number(ratio.stratus)) / \(number(ratio.raw)) ops/s = " + number(ratio.ratio, 2))
+                lines.append("  " + pad(ratio.scenario, 18, left: true) + " \(number(ratio.stratus)) / \(number(ratio.raw)) ops/s = " + number(ratio.ratio, 2))
             }
         }
         if let idle {
@@ -210,10 +221,44 @@ public struct BenchReport: Codable, Sendable {
                 }.joined())
             }
         }
+        if let peakMemory, !peakMemory.isEmpty {
+            lines.append("")
+            lines.append("Peak resident memory at the end of the run (VmHWM; a process alone, without its children):")
+            for process in peakMemory {
+                lines.append("  " + pad(process.name, 24, left: true) + pad(number(Double(process.peakResidentBytes) / 1_048_576), 9) + " MiB")
+            }
+        }
+        lines += scaleTable()
         for result in scenarios where !result.failures.isEmpty {
             lines.append("failures of \(result.name): " + result.failures.joined(separator: " | "))
         }
         lines.append("total \(number(seconds, 0)) s")
         return lines.joined(separator: "\n")
+    }
+
+    /// The scale run's p50 by records loaded: a row per measurement, a column per step.
+    func scaleTable() -> [String] {
+        var steps: [Int] = []
+        var rows: [String] = []
+        var p50: [String: Double] = [:]
+        for result in scenarios where result.name.hasPrefix("scale.") {
+            let parts = result.name.split(separator: ".", maxSplits: 2)
+            guard parts.count == 3, let step = Int(parts[1]) else { continue }
+            if !steps.contains(step) { steps.append(step) }
+            let row = String(parts[2])
+            if !rows.contains(row) { rows.append(row) }
+            p50["\(step) \(row)"] = row == "load" ? result.figures["recordsPerSecond"] : result.p50
+        }
+        guard !steps.isEmpty else { return [] }
+        let width = 12
+        var lines = ["", "Scale: p50 ms by records loaded (load: records/s):",
+                     "  " + "measurement".padding(toLength: 26, withPad: " ", startingAt: 0) + steps.map { String(repeating: " ", count: max(0, width - "\($0)".count)) + "\($0)" }.joined()]
+        for row in rows {
+            lines.append("  " + row.padding(toLength: 26, withPad: " ", startingAt: 0) + steps.map { step in
+                let text = p50["\(step) \(row)"].map { String(format: "%.2f", $0) } ?? "-"
+                return String(repeating: " ", count: max(0, width - text.count)) + text
+            }.joined())
+        }
+        return lines
     }
 }

@@ -7,15 +7,25 @@ extension BenchSuite {
     func lookup(_ client: CloudKitClient, concurrency: Int) async throws -> ScenarioResult {
         let zone = zone("Write")
         let many = settings.concurrency
+        return await lookups(client, name: "lookup.c\(concurrency)", concurrency: concurrency) { clientIndex, iteration in
+            (zone, "u\(many)-\((clientIndex + iteration) % many)-\(iteration % 8)")
+        }
+    }
+
+    /// Single-record lookups, `concurrency` clients; `pick` names the zone and record of a client's
+    /// iteration, which must be found.
+    func lookups(
+        _ client: CloudKitClient, name: String, concurrency: Int, pick: @escaping @Sendable (Int, Int) -> (zone: String, record: String)
+    ) async -> ScenarioResult {
         let load = await closedLoop(concurrency: concurrency, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
-            let name = "u\(many)-\((clientIndex + iteration) % many)-\(iteration % 8)"
-            let reply = try await client.post("records/lookup", ["zoneID": ["zoneName": zone], "records": [["recordName": name]]])
-            guard reply.status == 200, reply.errorCode == nil, reply.records.first?["recordName"] as? String == name else {
-                return .failed("HTTP \(reply.status) \(reply.errorCode ?? "") for \(name)")
+            let (zone, record) = pick(clientIndex, iteration)
+            let reply = try await client.post("records/lookup", ["zoneID": ["zoneName": zone], "records": [["recordName": record]]])
+            guard reply.status == 200, reply.errorCode == nil, reply.records.first?["recordName"] as? String == record else {
+                return .failed("HTTP \(reply.status) \(reply.errorCode ?? "") for \(record)")
             }
             return .done()
         }
-        return ScenarioResult(name: "lookup.c\(concurrency)", operation: "records/lookup, one record", concurrency: concurrency, load: load)
+        return ScenarioResult(name: name, operation: "records/lookup, one record", concurrency: concurrency, load: load)
     }
 
     /// 3. Read-modify-write on a few hot records: read, add one, save with the change tag; a stale
@@ -95,53 +105,70 @@ extension BenchSuite {
         return zone
     }
 
-    /// Pulls a zone's changes from `token` in pages of `pageSize` until `count` changes or the end.
-    static func pull(_ client: CloudKitClient, zone: String, count: Int, pageSize: Int) async throws -> (changes: Int, pages: Int) {
+    /// Pulls a zone's changes from no token in pages of `pageSize` (nil: the server's largest)
+    /// until `count` changes or the end; returns the changes, the pages and the largest page.
+    static func pull(_ client: CloudKitClient, zone: String, count: Int, pageSize: Int?) async throws -> (changes: Int, pages: Int, largestPage: Int) {
         var token: String?
         var changes = 0
         var pages = 0
+        var largestPage = 0
         while changes < count {
-            var body: JSONObject = ["zoneID": ["zoneName": zone], "resultsLimit": pageSize]
+            var body: JSONObject = ["zoneID": ["zoneName": zone]]
+            if let pageSize { body["resultsLimit"] = pageSize }
             if let token { body["syncToken"] = token }
             let reply = try await client.expectOK("records/changes", body)
             changes += reply.records.count
+            largestPage = max(largestPage, reply.records.count)
             pages += 1
             token = reply.body["syncToken"] as? String
             guard reply.body["moreComing"] as? Bool == true else { break }
         }
-        return (changes, pages)
+        return (changes, pages, largestPage)
     }
 
     /// 5. records/changes: the first 1000 changes of the sync zone from no token, in pages of 200.
     func changes(_ client: CloudKitClient, store: PostgresStore) async throws -> ScenarioResult {
         let zone = try await loadSyncZone(client)
-        let want = min(1000, settings.syncRecords)
+        return await changes(client, zone: zone, records: settings.syncRecords)
+    }
+
+    /// records/changes: the first 1000 changes (at most `records`, the zone's) of `zone`, in pages of 200.
+    func changes(_ client: CloudKitClient, zone: String, records: Int, prefix: String = "") async -> ScenarioResult {
+        let want = min(1000, records)
         let load = await closedLoop(concurrency: 1, duration: Duration(seconds: settings.seconds), state: { $0 }) { _, _ in
-            let (changes, _) = try await Self.pull(client, zone: zone, count: want, pageSize: 200)
+            let (changes, _, _) = try await Self.pull(client, zone: zone, count: want, pageSize: 200)
             return changes == want ? .done() : .failed("pulled \(changes) of \(want) changes")
         }
-        return ScenarioResult(name: "changes.\(want)", operation: "records/changes, \(want) changes in pages of 200", concurrency: 1, load: load, figures: [
+        return ScenarioResult(name: "\(prefix)changes.\(want)", operation: "records/changes, \(want) changes in pages of 200", concurrency: 1, load: load, figures: [
             "changesPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * want) / load.seconds : 0,
         ])
     }
 
-    /// 5. A full sync of the sync zone (10,000 records) in pages of 200.
-    func fullSync(_ client: CloudKitClient) async throws -> ScenarioResult {
-        let zone = zone("Sync")
-        let want = settings.syncRecords
+    /// 5. A full sync of `zone` (default: the sync zone, 10,000 records) in pages of `pageSize`
+    /// (nil: the server's largest, `resultsLimit` left out, named `….max`; the figure `pageSize`
+    /// is the largest page it answered).
+    func fullSync(_ client: CloudKitClient, zone: String? = nil, records: Int? = nil, pageSize: Int? = 200, prefix: String = "") async -> ScenarioResult {
+        let zone = zone ?? self.zone("Sync")
+        let want = records ?? settings.syncRecords
         // At least one full sync, however long it takes; more while the time lasts.
         let load = await closedLoop(concurrency: 1, duration: Duration(seconds: settings.seconds), state: { $0 }) { _, _ in
-            let (changes, _) = try await Self.pull(client, zone: zone, count: .max, pageSize: 200)
-            return changes == want ? .done() : .failed("a full sync returned \(changes) of \(want) records")
+            let (changes, _, largest) = try await Self.pull(client, zone: zone, count: .max, pageSize: pageSize)
+            return changes == want ? .done(counter: "page:\(largest)") : .failed("a full sync returned \(changes) of \(want) records")
         }
-        return ScenarioResult(name: "sync.\(want)", operation: "records/changes until moreComing is false, pages of 200", concurrency: 1, load: load, figures: [
-            "changesPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * want) / load.seconds : 0,
-        ])
+        let largestPage = load.counters.keys.compactMap { Int($0.dropFirst("page:".count)) }.max() ?? 0
+        return ScenarioResult(
+            name: "\(prefix)sync.\(want)" + (pageSize == nil ? ".max" : ""),
+            operation: "records/changes until moreComing is false, pages of " + (pageSize.map { "\($0)" } ?? "the server's most (resultsLimit left out)"),
+            concurrency: 1, load: load, figures: [
+                "changesPerSecond": load.seconds > 0 ? Double((load.operations - load.errors) * want) / load.seconds : 0,
+                "pageSize": Double(pageSize ?? largestPage),
+            ])
     }
 
-    /// 6. Queries on the query zone: equality, range with a sort, full-text tokens.
-    func queries(_ client: CloudKitClient) async throws -> [ScenarioResult] {
-        let zone = zone("Query")
+    /// 6. Queries on the query zone (or `zone`; nil with `zoneWide`: every zone of the user's
+    /// private database): equality, range with a sort, full-text tokens; names start with `prefix`.
+    func queries(_ client: CloudKitClient, zone: String? = nil, zoneWide: Bool = false, prefix: String = "") async -> [ScenarioResult] {
+        let zoneName = zone ?? self.zone("Query")
         let concurrency = 4
         let words = Self.words
         let shapes: [(String, String, @Sendable (Int) -> JSONObject)] = [
@@ -164,13 +191,13 @@ extension BenchSuite {
         var results: [ScenarioResult] = []
         for (name, operation, query) in shapes {
             let load = await closedLoop(concurrency: concurrency, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
-                let reply = try await client.postSummarised("records/query", [
-                    "zoneID": ["zoneName": zone], "query": query(iteration * concurrency + clientIndex), "resultsLimit": 100,
-                ])
+                var body: JSONObject = ["query": query(iteration * concurrency + clientIndex), "resultsLimit": 100]
+                if zoneWide { body["zoneWide"] = true } else { body["zoneID"] = ["zoneName": zoneName] }
+                let reply = try await client.postSummarised("records/query", body)
                 guard reply.status == 200, reply.errorCode == nil else { return .failed("HTTP \(reply.status) \(reply.errorCode ?? "")") }
                 return reply.records == 0 ? .done(counter: "empty") : .done(counter: "answered")
             }
-            results.append(ScenarioResult(name: name, operation: "records/query, " + operation, concurrency: concurrency, load: load, figures: [
+            results.append(ScenarioResult(name: prefix + name, operation: "records/query, " + (zoneWide ? "zone-wide, " : "") + operation, concurrency: concurrency, load: load, figures: [
                 "emptyAnswers": Double(load.counters["empty"] ?? 0),
             ]))
         }

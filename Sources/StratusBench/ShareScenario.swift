@@ -12,15 +12,15 @@ extension BenchSuite {
     /// participants are polled by `concurrency` clients, so a delay includes up to one polling
     /// round.
     func shareFanout(_ client: CloudKitClient, store: PostgresStore) async throws -> ScenarioResult? {
-        guard let secretKey = target.secretKey else {
+        let participants = (0..<max(1, settings.shareParticipants)).map { "_share\($0)_\(run)" }
+        guard let signIns = target.signIn(participants) else {
             progress("share.fanout: left out (no token-signing key: --secret-key-file)")
             return nil
         }
         let zone = zone("Shared")
         try await client.createZone(zone)
         let owner = try await client.userRecordName()
-        let count = max(1, settings.shareParticipants)
-        let participants = (0..<count).map { "_share\($0)_\(run)" }
+        let count = participants.count
         let clock = ContinuousClock()
         let setupStart = clock.now
         // The shares: one root and one share per hundred participants.
@@ -48,10 +48,6 @@ extension BenchSuite {
         let zoneKey = "\(target.container)/development/private/\(owner)/\(zone)"
         try await waitForCheckpoint(store, zoneKey: zoneKey, worker: "stratus-shares", timeout: .seconds(120))
         // Each participant's first database sync, and the token it keeps.
-        let expiresAt = Int64(Date().timeIntervalSince1970) + 86_400
-        let signIns = participants.map {
-            WebAuthToken(userRecordName: $0, container: target.container, expiresAt: expiresAt).signed(with: secretKey)
-        }
         let tokens = ParticipantTokens(count: count)
         let concurrency = max(1, settings.concurrency)
         let first = try await pollParticipants(client, signIns: signIns, tokens: tokens, pending: Array(0..<count), concurrency: concurrency)

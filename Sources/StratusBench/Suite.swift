@@ -48,16 +48,20 @@ public struct BenchSuite: Sendable {
             throw error
         }
         try await client.shutdown()
+        let peakMemory = await watch?.peakMemory()
         var ratios: [LimitRatio] = []
-        for (scenario, limit) in [("create.c1", "limit.create.c1"), ("create.c\(settings.concurrency)", "limit.create.c\(settings.concurrency)"),
+        let many = settings.concurrency
+        for (scenario, limit) in [("create.c1", "limit.create.c1"), ("create.c\(many)", "limit.create.c\(many)"),
+                                  ("create.c\(many).zones", "limit.create.c\(many).zones"),
                                   ("batch\(settings.batchSize).c1", "limit.batch\(settings.batchSize).c1"),
-                                  ("sync.\(settings.syncRecords)", "limit.sync.\(settings.syncRecords)")] {
+                                  ("sync.\(settings.syncRecords)", "limit.sync.\(settings.syncRecords)"),
+                                  ("sync.\(settings.syncRecords).max", "limit.sync.\(settings.syncRecords).max")] {
             guard let stratus = results.first(where: { $0.name == scenario }), let raw = results.first(where: { $0.name == limit }), raw.perSecond > 0 else { continue }
             ratios.append(LimitRatio(scenario: scenario, limit: limit, stratus: stratus.perSecond, raw: raw.perSecond, ratio: stratus.perSecond / raw.perSecond))
         }
         return BenchReport(
             startedAt: startedAt, seconds: (clock.now - began).seconds, machine: .current(), settings: settings,
-            processes: target.processes, idle: idle, scenarios: results, ratios: ratios)
+            processes: target.processes, idle: idle, scenarios: results, ratios: ratios, peakMemory: peakMemory)
     }
 
     /// CPU of each watched process while nothing is sent: after the indexer has caught up and a
@@ -91,12 +95,13 @@ public struct BenchSuite: Sendable {
                 try await settle(client)
                 record(try await create(client, concurrency: concurrency))
             }
+            if let result = try await createInOwnZones(client) { record(result) }
         }
         if settings.runs("limit") {
-            try await limit.prepare()
-            for concurrency in [1, many] {
+            try await limit.prepare(writers: many)
+            for (concurrency, ownZones) in [(1, false), (many, false), (many, true)] {
                 try await settle(client)
-                record(await limit.create(concurrency: concurrency, duration: Duration(seconds: settings.seconds)))
+                record(await limit.create(concurrency: concurrency, ownZones: ownZones, duration: Duration(seconds: settings.seconds)))
             }
             try await settle(client)
             record(await limit.batch(size: settings.batchSize, duration: Duration(seconds: settings.seconds)))
@@ -123,12 +128,18 @@ public struct BenchSuite: Sendable {
         }
         if settings.runs("changes") {
             record(try await changes(client, store: store))
-            record(try await fullSync(client))
+            record(await fullSync(client))
             record(await limit.sync(zoneName: zone("Sync"), expected: settings.syncRecords, duration: Duration(seconds: settings.seconds)))
+            // At the largest page the API allows (its resultsLimit cap, STRATUS_MAX_RESULTS), and the raw limit at that page.
+            let largest = await fullSync(client, pageSize: nil)
+            record(largest)
+            record(await limit.sync(
+                zoneName: zone("Sync"), expected: settings.syncRecords, pageSize: max(1, Int(largest.figures["pageSize"] ?? 200)), suffix: ".max",
+                duration: Duration(seconds: settings.seconds)))
         }
         if settings.runs("query") {
             let catchUp = try await settle(client)
-            for (index, var result) in try await queries(client).enumerated() {
+            for (index, var result) in await queries(client).enumerated() {
                 if index == 0 { result.figures["indexCatchUpSeconds"] = catchUp }
                 record(result)
             }
@@ -160,6 +171,9 @@ public struct BenchSuite: Sendable {
         }
         if settings.runs("rebuild") {
             record(try await rebuild(store))
+        }
+        if settings.runs("scale") {
+            try await scale(client, record: record)
         }
         return results
     }
@@ -212,12 +226,13 @@ public struct BenchSuite: Sendable {
     // MARK: - Settling
 
     /// Waits until the indexer has applied every event (so a scenario's background is the same
-    /// each time); returns the seconds waited.
+    /// each time), at most `timeout` seconds (default `indexTimeout`); returns the seconds waited.
     @discardableResult
-    func settle(_ client: CloudKitClient) async throws -> Double {
+    func settle(_ client: CloudKitClient, timeout: Double? = nil) async throws -> Double {
         let clock = ContinuousClock()
         let start = clock.now
-        let deadline = start + Duration(seconds: settings.indexTimeout)
+        let timeout = timeout ?? settings.indexTimeout
+        let deadline = start + Duration(seconds: timeout)
         while clock.now < deadline {
             // Zone-wide: the header then counts every zone's backlog, not only the default zone's
             // (the query zone's load was otherwise not waited for).
@@ -229,22 +244,16 @@ public struct BenchSuite: Sendable {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        throw BenchFailure(description: "the indexer did not catch up within \(settings.indexTimeout) s")
+        throw BenchFailure(description: "the indexer did not catch up within \(timeout) s")
     }
 
     // MARK: - Scenarios
 
     /// 1. Single-record creates in one custom zone.
     func create(_ client: CloudKitClient, concurrency: Int) async throws -> ScenarioResult {
-        let zone = zone("Write")
-        let prefix = "c\(concurrency)"
-        let load = await closedLoop(concurrency: concurrency, duration: Duration(seconds: settings.seconds), state: { $0 }) { clientIndex, iteration in
-            let reply = try await client.post("records/modify", [
-                "zoneID": ["zoneName": zone], "operations": [Self.create(Self.note("\(prefix)-\(clientIndex)-\(iteration)", count: iteration))],
-            ])
-            return reply.status == 200 && reply.errorCode == nil ? .done() : .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
-        }
-        return ScenarioResult(name: "create.c\(concurrency)", operation: "records/modify, one create", concurrency: concurrency, load: load)
+        await creates(
+            client, name: "create.c\(concurrency)", operation: "records/modify, one create", concurrency: concurrency, zones: [zone("Write")],
+            prefix: "c\(concurrency)")
     }
 
     /// 1. Single-record updates with the change tag, each client on records of its own.

@@ -56,8 +56,14 @@ struct BenchCommand: AsyncParsableCommand {
     var idleSeconds: Double = 30
     @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
     var process: [String] = []
-    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild.")
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild, scale.")
     var only: String?
+    @Flag(help: "The scale run instead of the suite (with --only: besides those groups): --scale-records over --scale-zones, measured at a hundredth, a tenth and all of them.")
+    var scale = false
+    @Option(help: "Records the scale run loads.")
+    var scaleRecords = 1_000_000
+    @Option(help: "Zones the scale run spreads its records over.")
+    var scaleZones = 1_000
     @Option(help: "Where to write the JSON report.")
     var output: String?
     @Option(help: "Reuse the zones of an earlier run on the same database (its id: the suffix of its zone names), e.g. to repeat the queries against a stack held by STRATUS_BENCH_HOLD=1 without loading again.")
@@ -95,6 +101,14 @@ struct BenchCommand: AsyncParsableCommand {
         settings.idleSeconds = idleSeconds
         settings.reuseRun = reuseRun
         settings.groups = only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+        if scale {
+            guard (1...10_000).contains(scaleZones), (scaleZones...10_000_000).contains(scaleRecords) else {
+                throw ValidationError("--scale-zones is 1 to 10,000 and --scale-records from --scale-zones to 10,000,000")
+            }
+            settings.scaleRecords = scaleRecords
+            settings.scaleZones = scaleZones
+            settings.groups = (settings.groups ?? []) + ["scale"]
+        }
         let report = try await BenchSuite(target: target, settings: settings, logger: logger) { line in
             print("[bench] \(line)")
         }.run()

@@ -86,8 +86,9 @@ final class BenchTests: XCTestCase {
         settings.shareSamples = 2
         try await runSuite(settings, processes: { _ in [WatchedProcess(name: "tests", pid: getpid())] }) { report, store in
             let expected = [
-                "create.c1", "create.c4", "limit.create.c1", "limit.create.c4", "limit.batch200.c1", "update.c1", "update.c4",
-                "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1", "changes.450", "sync.450", "limit.sync.450",
+                "create.c1", "create.c4", "create.c4.zones", "limit.create.c1", "limit.create.c4", "limit.create.c4.zones", "limit.batch200.c1",
+                "update.c1", "update.c4", "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1",
+                "changes.450", "sync.450", "limit.sync.450", "sync.450.max", "limit.sync.450.max",
                 "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout",
                 "share.fanout", "asset.upload.1mb", "asset.download.1mb", "asset.upload.50mb", "asset.download.50mb", "gc.expire",
                 "rebuild.index",
@@ -124,8 +125,25 @@ final class BenchTests: XCTestCase {
             XCTAssertEqual(expire.figures["records"], 400, "every expired record collected")
             XCTAssertGreaterThan(expire.figures["writesPerSecond"] ?? 0, 0, "creates ran while stratus-gc collected")
             XCTAssertEqual(expire.figures["writeErrors"], 0)
-            XCTAssertEqual(report.ratios.map(\.scenario), ["create.c1", "create.c4", "batch200.c1", "sync.450"])
+            XCTAssertEqual(report.ratios.map(\.scenario), ["create.c1", "create.c4", "create.c4.zones", "batch200.c1", "sync.450", "sync.450.max"])
             for ratio in report.ratios { XCTAssertGreaterThan(ratio.ratio, 0, ratio.scenario) }
+            // The largest page is the API's cap (200 here), and the raw limit reads pages of that size.
+            XCTAssertEqual(report.scenario("sync.450.max")?.figures["pageSize"], 200)
+            XCTAssertEqual(report.scenario("limit.sync.450.max")?.figures["pageSize"], 200)
+            XCTAssertEqual(report.scenario("sync.450")?.figures["pageSize"], 200)
+            // Each writer of create.c4.zones wrote into a zone of its own user's private database,
+            // and each raw writer into a zone of its own.
+            let writers = try await store.withConnection { connection in
+                let rows = try await connection.query("""
+                    SELECT (SELECT count(DISTINCT owner) FROM records WHERE zone_name LIKE 'BenchMine%' AND record_name LIKE 'create.c4.zones-%')::int8,
+                           (SELECT count(DISTINCT owner) FROM bench_limit.records WHERE record_name LIKE 'limit-c4.zones-%')::int8
+                    """, logger: TestSupport.logger)
+                var counts: (Int64, Int64) = (0, 0)
+                for try await value in rows.decode((Int64, Int64).self) { counts = value }
+                return counts
+            }
+            XCTAssertEqual(writers.0, 4)
+            XCTAssertEqual(writers.1, 4)
 
             // The raw-limit transactions stay in their own tables: nothing of them reaches the pipeline.
             let leaked = try await store.withConnection { connection in
@@ -143,12 +161,65 @@ final class BenchTests: XCTestCase {
                 XCTAssertGreaterThan(cpu[0].cpuSeconds, 0, "the tests' process served \(scenario.name)")
             }
             XCTAssertEqual(report.idle?.processes.map(\.name), ["tests"])
+            // The peak resident memory of each watched process, at the end of the run.
+            XCTAssertEqual(report.peakMemory?.map(\.name), ["tests"])
+            XCTAssertGreaterThan(report.peakMemory?.first?.peakResidentBytes ?? 0, 1 << 20)
 
             let decoded = try JSONDecoder().decode(BenchReport.self, from: report.json())
             XCTAssertEqual(decoded.scenarios.map(\.name), expected)
             let table = report.table()
             for name in expected { XCTAssertTrue(table.contains(name), name) }
             XCTAssertTrue(table.contains("CPU under load"))
+            XCTAssertTrue(table.contains("Peak resident memory"))
+            XCTAssertEqual(decoded.peakMemory?.map(\.name), ["tests"])
+            XCTAssertFalse(table.contains("Scale:"), "the scale run is not part of the suite")
+            print(table)
+        }
+    }
+
+    /// The scale run, tiny: 2,000 records over 4 zones, measured after 500 (the probe zone's
+    /// share) and after 2,000.
+    func testScaleRunMeasuresEachStep() async throws {
+        var settings = BenchSettings()
+        settings.groups = ["scale"]
+        settings.scaleRecords = 2_000
+        settings.scaleZones = 4
+        settings.seconds = 0.3
+        settings.concurrency = 4
+        settings.indexTimeout = 120
+        settings.scaleIndexTimeout = 120
+        try await runSuite(settings) { report, store in
+            let measurements = [
+                "load", "sync.500", "changes.500", "lookup.c1", "lookup.c4", "query.equality", "query.range-sort", "query.fulltext",
+                "zonewide.query.equality", "zonewide.query.range-sort", "zonewide.query.fulltext",
+            ]
+            let expected = [500, 2_000].flatMap { step in measurements.map { "scale.\(step).\($0)" } }
+            XCTAssertEqual(report.scenarios.map(\.name), expected)
+            for scenario in report.scenarios {
+                XCTAssertGreaterThan(scenario.operations, 0, scenario.name)
+                XCTAssertEqual(scenario.errors, 0, "\(scenario.name): \(scenario.failures)")
+                XCTAssertGreaterThan(scenario.perSecond, 0, scenario.name)
+            }
+            XCTAssertEqual(report.scenario("scale.500.load")?.figures["records"], 500)
+            XCTAssertEqual(report.scenario("scale.2000.load")?.figures["records"], 1_500)
+            XCTAssertNotNil(report.scenario("scale.2000.load")?.figures["indexCatchUpSeconds"])
+            for step in [500, 2_000] {
+                XCTAssertEqual(report.scenario("scale.\(step).query.equality")?.figures["emptyAnswers"], 0, "the probe zone holds every category")
+                XCTAssertEqual(report.scenario("scale.\(step).zonewide.query.equality")?.figures["emptyAnswers"], 0)
+            }
+            // Every record loaded, 500 a zone.
+            let perZone = try await store.withConnection { connection in
+                let rows = try await connection.query("""
+                    SELECT count(*)::int8 FROM records WHERE zone_name LIKE 'BenchScale%' GROUP BY zone_name ORDER BY zone_name
+                    """, logger: TestSupport.logger)
+                var counts: [Int64] = []
+                for try await value in rows.decode(Int64.self) { counts.append(value) }
+                return counts
+            }
+            XCTAssertEqual(perZone, [500, 500, 500, 500])
+            let table = report.table()
+            XCTAssertTrue(table.contains("Scale: p50 ms by records loaded"), table)
+            XCTAssertTrue(table.contains("zonewide.query.fulltext"), table)
             print(table)
         }
     }
