@@ -138,3 +138,30 @@ extension JSONValue {
         bytes.append(UInt8(ascii: "\""))
     }
 }
+
+/// Members read as the synthesized `Codable` reads them, for the readers that map parsed JSON by hand.
+extension JSONValue {
+    /// The text of a string; nil for anything else.
+    static func text(of value: JSONValue?) -> String? { if case .string(let text) = value { text } else { nil } }
+
+    /// The value of an integer; nil for anything else.
+    static func integer(of value: JSONValue?) -> Int64? { if case .int(let number) = value { number } else { nil } }
+
+    /// An optional string member: absent or null is `.some(nil)`, a string `.some(text)`, anything else nil.
+    static func optionalString(_ value: JSONValue?) -> String?? {
+        switch value {
+        case nil, .null?: .some(nil)
+        case .string(let text)?: .some(text)
+        default: nil
+        }
+    }
+
+    /// An optional integer member: absent or null is `.some(nil)`, an integer `.some(number)`, anything else nil.
+    static func optionalInt(_ value: JSONValue?) -> Int64?? {
+        switch value {
+        case nil, .null?: .some(nil)
+        case .int(let number)?: .some(number)
+        default: nil
+        }
+    }
+}

@@ -329,12 +329,13 @@ public struct PreviousImage: Sendable, Hashable, Codable {
     /// predicates look at, small next to a record's 1 MB, so no write is refused for its event's size.
     public static let defaultBudget = 16_384
 
-    /// Keeps `names`' values of `fields`, smallest first, within `budget` bytes.
+    /// Keeps `names`' values of `fields`, smallest first, within `budget` bytes (of each value's JSON
+    /// text, written directly: a deletion's image is sized for every field of every deleted record).
     public init(fields: [String: FieldValue], names: [String], modifiedAt: Int64, budget: Int) {
         var kept: [String: FieldValue] = [:]
         var omitted: [String] = []
         var spent = 0
-        let sized = names.compactMap { name in fields[name].map { (name, $0, EventCoding.encode($0).count) } }
+        let sized = names.compactMap { name in fields[name].map { (name, $0, FieldCoding.encode($0).serialized().count) } }
         for (name, value, size) in sized.sorted(by: { ($0.2, $0.0) < ($1.2, $1.0) }) {
             if spent + size <= budget {
                 kept[name] = value

@@ -20,13 +20,21 @@ public struct EventLog: Sendable {
         guard !events.isEmpty else { return }
         // Zone sequences start at 1; -1 stands for "none" (default zones) in the array.
         let sequences = events.map { $0.zoneSequence ?? -1 }
+        // A transaction's events share one causation, or a few: each is encoded once.
+        var causations: [Causation: String] = [:]
+        let causationJSON = events.map { event in
+            if let known = causations[event.causation] { return known }
+            let text = String(decoding: EventCoding.encode(event.causation), as: UTF8.self)
+            causations[event.causation] = text
+            return text
+        }
         try await connection.execute("""
             WITH appended AS (
             INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
             SELECT zone_key, NULLIF(zone_sequence, -1), type, schema_version::int, payload::jsonb, causation::jsonb
             FROM unnest(\(events.map(\.zoneKey.rawValue))::text[], \(sequences)::int8[], \(events.map(\.type.rawValue))::text[],
                         \(events.map { Int64($0.schemaVersion) })::int8[], \(events.map { String(decoding: $0.payload, as: UTF8.self) })::text[],
-                        \(events.map { String(decoding: EventCoding.encode($0.causation), as: UTF8.self) })::text[])
+                        \(causationJSON)::text[])
                  WITH ORDINALITY AS e(zone_key, zone_sequence, type, schema_version, payload, causation, position)
             ORDER BY position
             RETURNING id)
@@ -115,10 +123,13 @@ public struct EventLog: Sendable {
 
     static func decode(_ rows: PostgresRowSequence) async throws -> [EventEnvelope] {
         var events: [EventEnvelope] = []
+        // A transaction's events share one causation: each text is decoded once.
+        var causes: [String: Causation] = [:]
         for try await (id, zoneKey, sequence, type, version, payload, causation, createdAt) in rows.decode(
             (Int64, String, Int64?, String, Int, String, String, Int64).self
         ) {
-            let cause = (try? EventCoding.decoder.decode(Causation.self, from: Data(causation.utf8))) ?? Causation(requestID: "")
+            let cause = causes[causation] ?? (try? EventCoding.decoder.decode(Causation.self, from: Data(causation.utf8))) ?? Causation(requestID: "")
+            causes[causation] = cause
             events.append(EventEnvelope(
                 id: id, zoneKey: ZoneKey(rawValue: zoneKey), zoneSequence: sequence, type: EventType(type),
                 schemaVersion: version, payload: Data(payload.utf8), causation: cause, createdAt: createdAt))

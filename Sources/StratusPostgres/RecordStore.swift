@@ -534,7 +534,7 @@ struct ZoneWriter {
                 buried.created.append(record.createdVersion ?? -1)
                 buried.deleted.append(version)
             }
-            events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordDeleted(
+            events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, deleted: RecordDeleted(
                 database: database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, cascadedFrom: cascadedFrom), causation: context.causation))
         }
         if !buried.names.isEmpty {

@@ -48,7 +48,9 @@ extension Projection {
     /// and whatever follows a run, is applied after the run, so the order a record's events take
     /// holds.
     ///
-    /// With `saves`, runs of consecutive record saves go to it the same way.
+    /// With `saves`, runs of consecutive record saves go to it the same way. A run of deletions is
+    /// read without the image of each record's last fields (`RecordDeleted.withoutImage`): no
+    /// projection that takes runs needs it.
     func apply(
         _ events: [EventEnvelope], in transaction: Transaction, logger: Logger,
         saves: (([(saved: RecordSaved, event: EventEnvelope)]) async throws -> Void)? = nil,
@@ -65,7 +67,7 @@ extension Projection {
         for event in events {
             if event.type == RecordDeleted.eventType {
                 if !saved.isEmpty { try await flush() }
-                deleted.append((try event.decode(RecordDeleted.self), event))
+                deleted.append((try RecordDeleted.withoutImage(event), event))
             } else if saves != nil, event.type == RecordSaved.eventType {
                 if !deleted.isEmpty { try await flush() }
                 saved.append((try event.decode(RecordSaved.self), event))

@@ -24,7 +24,7 @@ public struct IndexerProjection: Projection {
         case RecordSaved.eventType where includesRecords:
             try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, in: transaction)
         case RecordDeleted.eventType where includesRecords:
-            try await QueryIndexStore.apply(event.decode(RecordDeleted.self), event: event, in: transaction)
+            try await QueryIndexStore.apply(RecordDeleted.withoutImage(event), event: event, in: transaction)
         default:
             break
         }

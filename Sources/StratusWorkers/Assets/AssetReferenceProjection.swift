@@ -18,7 +18,7 @@ public struct AssetReferenceProjection: Projection {
             guard RecordSaved.mayConcernAssets(event) else { return }
             try await AssetReferenceStore.apply(event.decode(RecordSaved.self), event: event, in: transaction)
         case RecordDeleted.eventType:
-            try await AssetReferenceStore.apply(event.decode(RecordDeleted.self), event: event, in: transaction)
+            try await AssetReferenceStore.apply(RecordDeleted.withoutImage(event), event: event, in: transaction)
         case .zoneDeleted:
             try await AssetReferenceStore.apply(event.decode(ZoneDeleted.self), event: event, in: transaction)
         default:

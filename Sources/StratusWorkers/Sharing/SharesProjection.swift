@@ -90,7 +90,7 @@ public struct SharesProjection: Projection {
                 // A share's change is a change of its zone too (the share record is in it).
                 changed(saved.database, saved.zoneID.zoneName, event)
             case RecordDeleted.eventType:
-                let deleted = try event.decode(RecordDeleted.self)
+                let deleted = try RecordDeleted.withoutImage(event)
                 if ShareRecord.isShare(deleted.recordType), let sequence = event.zoneSequence {
                     try await flush()
                     let told = try await SharedZoneTracking.applyShareDeleted(

@@ -141,7 +141,8 @@ public struct SubscriptionsProjection: Projection {
                 for: .saved(after: saved.record, before: before, created: created), zoneID: saved.zoneID, eventID: event.id,
                 eventCreatedAt: event.createdAt, requestID: event.causation.requestID, subscriptions: candidates)
         case RecordDeleted.eventType:
-            let deleted = try event.decode(RecordDeleted.self)
+            // The record's last fields are read only for query subscriptions (below).
+            let deleted = try RecordDeleted.withoutImage(event)
             // A deletion's event does not name the creator: the record's last save does.
             let candidates = try await batch.readable(
                 try await batch.candidates(database: deleted.database, zoneName: deleted.zoneID.zoneName, recordType: deleted.recordType),
@@ -153,7 +154,7 @@ public struct SubscriptionsProjection: Projection {
             var last: Record?
             let queries = candidates.filter { $0.subscription.type == .query && $0.createdAt <= event.createdAt }
             if !queries.isEmpty {
-                last = deleted.recordBefore(needing: Self.fieldsRead(by: queries))
+                last = try event.decode(RecordDeleted.self).recordBefore(needing: Self.fieldsRead(by: queries))
                 if last == nil {
                     imageLookups.increment()
                     last = try await EventLog.lastSavedRecord(zoneKey: event.zoneKey, recordName: deleted.recordName, before: event.id, in: transaction)

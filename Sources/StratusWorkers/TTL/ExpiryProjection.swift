@@ -19,7 +19,7 @@ public struct ExpiryProjection: Projection {
             // Most saves create records without an expiration: nothing to index, nothing to decode.
             guard RecordSaved.mayConcernExpiry(event) else { return }
             try await RecordExpirationIndex.apply(event.decode(RecordSaved.self), in: transaction)
-        case RecordDeleted.eventType: try await RecordExpirationIndex.apply(event.decode(RecordDeleted.self), in: transaction)
+        case RecordDeleted.eventType: try await RecordExpirationIndex.apply(RecordDeleted.withoutImage(event), in: transaction)
         case .zoneDeleted: try await RecordExpirationIndex.apply(event.decode(ZoneDeleted.self), in: transaction)
         default: break
         }
