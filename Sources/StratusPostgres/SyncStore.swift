@@ -124,20 +124,21 @@ public struct SyncStore: Sendable {
                 upper = min(upTo ?? counter, counter)
                 below = continueBelow ?? Int64.max
             }
+            let order = descending ? "DESC" : "ASC"
             let rows = try await connection.query("""
-                SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live),
-                       (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(fields::text) ELSE 0 END)::int8 FROM records
-                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-                  AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND version > \(version) AND version <= \(upper) AND version < \(below)
-                  AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
-                  AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
+                (SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live),
+                        (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(fields::text) ELSE 0 END)::int8 FROM records
+                 WHERE \(zone: zone.zoneName, of: database) AND version > \(version) AND version <= \(upper) AND version < \(below)
+                   AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
+                   AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
+                 ORDER BY version \(unescaped: order) LIMIT \(limit + 1))
                 UNION ALL
-                SELECT deleted_version, record_name, record_type, true, 0::int8 FROM record_tombstones
-                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-                  AND owner = \(database.owner) AND zone_name = \(zone.zoneName) AND deleted_version > \(version)
-                  AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
-                  AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
-                ORDER BY 1 \(unescaped: descending ? "DESC" : "ASC")
+                (SELECT deleted_version, record_name, record_type, true, 0::int8 FROM record_tombstones
+                 WHERE \(zone: zone.zoneName, of: database) AND deleted_version > \(version)
+                   AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
+                   AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
+                 ORDER BY deleted_version \(unescaped: order) LIMIT \(limit + 1))
+                ORDER BY 1 \(unescaped: order)
                 LIMIT \(limit + 1)
                 """, logger: logger)
             var entries: [(version: Int64, name: String, type: String, deleted: Bool, bytes: Int64)] = []
@@ -208,7 +209,12 @@ public struct SyncStore: Sendable {
     /// A forward or reverse page of the owner's zone in one statement: the zone's row, the page's
     /// versions (records and tombstones, as the transaction below reads them) and, for the saved
     /// records that fit in `maxBytes`, their stored text. Nil when the page holds a share, whose
-    /// state is read with it in the transaction.
+    /// state is read with it in the transaction. The text is rendered from the row the page's scan
+    /// reads (a second lookup per record would be planned as a scan each while the table's
+    /// statistics are stale, right after a load); only what fits is sent. Each table's part is
+    /// limited in its own index order, so the page renders at most `limit + 1` records however
+    /// the planner estimates the zone (as one union under one limit, it sorted every record of
+    /// the zone after its token, rendering each, when the statistics said the table was empty).
     private func storedPage(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
         recordTypes: Set<String>?, mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, logger: Logger
@@ -232,29 +238,30 @@ public struct SyncStore: Sendable {
                 WITH zone AS (
                     SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted
                 ), page AS (
-                    SELECT version, record_name, record_type, deleted, bytes,
+                    SELECT version, record_name, record_type, deleted, bytes, text,
                            sum(bytes) OVER (ORDER BY version \(unescaped: order) ROWS UNBOUNDED PRECEDING) AS running,
                            row_number() OVER (ORDER BY version \(unescaped: order)) AS position
                     FROM (
-                        SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live) AS deleted,
-                               (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(fields::text) ELSE 0 END)::int8 AS bytes FROM records
-                        WHERE \(zone: zone.zoneName, of: database) AND version > \(version) AND version <= \(upper) AND version < \(below)
-                          AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
-                          AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
+                        (SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live) AS deleted,
+                                (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(fields::text) ELSE 0 END)::int8 AS bytes,
+                                (CASE WHEN \(unescaped: RecordExpirySQL.live) AND record_type <> \(ShareRecord.recordType) THEN \(unescaped: Self.storedText) END) AS text
+                         FROM records
+                         WHERE \(zone: zone.zoneName, of: database) AND version > \(version) AND version <= \(upper) AND version < \(below)
+                           AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
+                           AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
+                         ORDER BY version \(unescaped: order) LIMIT \(limit + 1))
                         UNION ALL
-                        SELECT deleted_version, record_name, record_type, true, 0::int8 FROM record_tombstones
-                        WHERE \(zone: zone.zoneName, of: database) AND deleted_version > \(version)
-                          AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
-                          AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
+                        (SELECT deleted_version, record_name, record_type, true, 0::int8, NULL::text FROM record_tombstones
+                         WHERE \(zone: zone.zoneName, of: database) AND deleted_version > \(version)
+                           AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
+                           AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
+                         ORDER BY deleted_version \(unescaped: order) LIMIT \(limit + 1))
                         ORDER BY 1 \(unescaped: order)
                         LIMIT \(limit + 1)
                     ) AS candidates
                 )
                 SELECT zone.incarnation, zone.change_counter, zone.tombstone_horizon, page.version, page.record_name, page.record_type, page.deleted, page.bytes,
-                       CASE WHEN NOT page.deleted AND page.record_type <> \(ShareRecord.recordType)
-                                 AND (page.running <= \(Int64(clamping: maxBytes)) OR (page.position = 1 AND \(firstAlwaysFits)))
-                            THEN (SELECT \(unescaped: Self.storedText) FROM records WHERE \(zone: zone.zoneName, of: database) AND record_name = page.record_name)
-                       END
+                       CASE WHEN page.running <= \(Int64(clamping: maxBytes)) OR (page.position = 1 AND \(firstAlwaysFits)) THEN page.text END
                 FROM zone LEFT JOIN page ON true
                 ORDER BY page.position
                 """, logger: logger)

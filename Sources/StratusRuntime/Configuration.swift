@@ -61,7 +61,7 @@ public struct StratusConfiguration: Sendable {
     public var assetGrace: Duration = .seconds(86_400)
     /// `STRATUS_ASSET_GC_INTERVAL_SECONDS`: how often stratus-gc looks for orphaned assets.
     public var assetCollectionInterval: Duration = .seconds(300)
-    /// How stratus-gc collects expired records: `STRATUS_GC_EXPIRE_BATCH` (500 per transaction),
+    /// How stratus-gc collects expired records: `STRATUS_GC_EXPIRE_BATCH` (2,000 per transaction),
     /// `STRATUS_GC_EXPIRE_RATE` (10,000 records per second; 0: no limit) and
     /// `STRATUS_GC_EXPIRE_CONCURRENCY` (2 zones at once).
     public var expiry = ExpiryConfiguration()

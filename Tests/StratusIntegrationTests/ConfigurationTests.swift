@@ -132,7 +132,7 @@ final class ConfigurationTests: XCTestCase {
     func testExpiredRecordCollectionBatchRateAndConcurrencyAreReadAndBounded() throws {
         try withDataDirectory { directory in
             let defaults = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).expiry
-            XCTAssertEqual(defaults.batchSize, 500)
+            XCTAssertEqual(defaults.batchSize, 2_000)
             XCTAssertEqual(defaults.ratePerSecond, 10_000)
             XCTAssertEqual(defaults.concurrency, 2)
             let set = try StratusConfiguration.fromEnvironment([
