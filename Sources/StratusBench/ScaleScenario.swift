@@ -33,7 +33,7 @@ extension BenchSuite {
             var load = await scaleLoad(client, layout: layout, zones: zones, records: loaded..<step, name: prefix + "load")
             guard load.figures["records"] == Double(step - loaded) else {
                 record(load)
-                progress("scale: loading stopped after \(settings.scaleLoadSeconds) s; the larger steps are left out")
+                progress("scale: loading stopped (a batch failed, or \(settings.scaleLoadSeconds) s passed); the larger steps are left out")
                 return
             }
             loaded = step
@@ -68,10 +68,17 @@ extension BenchSuite {
             concurrency: settings.concurrency, duration: Duration(seconds: settings.scaleLoadSeconds), limit: batches.count, state: { $0 }
         ) { _, _ in
             let batch = batches[next.next()]
-            let reply = try await client.post("records/modify", [
+            let body: JSONObject = [
                 "zoneID": ["zoneName": zones[batch.zone]], "operations": batch.records.map { Self.create(Self.item($0, run: run, fields: fields)) },
                 "atomic": true,
-            ])
+            ]
+            // A busy server answers TRY_AGAIN_LATER (HTTP 503) and stores nothing of an atomic
+            // batch: the loader sends it again, as a client would, a few times at most.
+            var reply = try await client.post("records/modify", body)
+            for attempt in 1...5 where reply.status == 503 {
+                try await Task.sleep(for: .milliseconds(100 * attempt))
+                reply = try await client.post("records/modify", body)
+            }
             return reply.status == 200 && reply.errorCode == nil ? .done(counter: "records:\(batch.records.count)") : .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
         }
         let loaded = load.counters.reduce(0) { $0 + (Int($1.key.dropFirst("records:".count)) ?? 0) * $1.value }
