@@ -61,9 +61,7 @@ extension RecordDeleted {
             guard let uuid = UUID(uuidString: incarnation) else { return nil }
             zoneIncarnation = uuid
         }
-        var id = DatabaseID(container: container, environment: environment, scope: scope, owner: owner)
-        id.owner = owner
-        self.database = id
+        self.database = DatabaseID(container: container, environment: environment, scope: scope, owner: owner)
         self.zoneID = ZoneID(zoneName: zoneName, ownerRecordName: zoneOwner)
         self.zoneIncarnation = zoneIncarnation
         self.recordName = recordName

@@ -160,15 +160,16 @@ public struct RecordStore: Sendable {
     public func lookupStored(_ recordNames: [String], zone: ZoneID, in database: DatabaseID, logger: Logger) async throws -> [ExactName: String]? {
         try await store.withConnection { connection in
             let rows = try await connection.query("""
-                SELECT zone.present, record_name, record_type,
+                SELECT zone.present, record_name,
                        CASE WHEN record_type <> \(ShareRecord.recordType) THEN \(unescaped: SyncStore.storedText) END
                 FROM (SELECT \(zone.isDefaultZone) OR EXISTS (SELECT 1 FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted)) AS zone (present)
                 LEFT JOIN records ON \(zone: zone.zoneName, of: database) AND record_name = ANY(\(recordNames)) AND \(unescaped: RecordExpirySQL.live)
                 """, logger: logger)
             var found: [ExactName: String] = [:]
-            for try await (present, name, type, text) in rows.decode((Bool, String?, String?, String?).self) {
+            for try await (present, name, text) in rows.decode((Bool, String?, String?).self) {
                 guard present else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }
-                guard let name, type != nil else { continue }
+                // No record joined: none of the names is there.
+                guard let name else { continue }
                 guard let text else { return nil }
                 found[ExactName(name)] = text
             }

@@ -3,6 +3,32 @@ import Logging
 import PostgresNIO
 import StratusCore
 
+extension PostgresQuery.StringInterpolation {
+    /// The condition and order of a sync page's part from `record_tombstones`: the zone's deletions
+    /// after `version` of records that existed at it, in `(version, upper]` and below `below`, of the
+    /// record types asked for, in `order`, at most `limit + 1` — limited in the index's own order.
+    fileprivate mutating func appendInterpolation(
+        tombstonesOf zoneName: String, of database: DatabaseID, after version: Int64, upTo upper: Int64, below: Int64, types: [String]?,
+        order: String, limit: Int
+    ) {
+        appendInterpolation(zone: zoneName, of: database)
+        appendLiteral(" AND deleted_version > ")
+        appendInterpolation(version)
+        appendLiteral(" AND deleted_version <= ")
+        appendInterpolation(upper)
+        appendLiteral(" AND deleted_version < ")
+        appendInterpolation(below)
+        appendLiteral(" AND created_version <= ")
+        appendInterpolation(version)
+        appendLiteral(" AND (")
+        appendInterpolation(types)
+        appendLiteral("::text[] IS NULL OR record_type = ANY(")
+        appendInterpolation(types)
+        appendLiteral("::text[])) ORDER BY deleted_version \(order) LIMIT ")
+        appendInterpolation(limit + 1)
+    }
+}
+
 /// Change tracking: what changed in a zone since a version, and which zones of a database changed.
 public struct SyncStore: Sendable {
     let store: PostgresStore
@@ -134,10 +160,7 @@ public struct SyncStore: Sendable {
                  ORDER BY version \(unescaped: order) LIMIT \(limit + 1))
                 UNION ALL
                 (SELECT deleted_version, record_name, record_type, true, 0::int8 FROM record_tombstones
-                 WHERE \(zone: zone.zoneName, of: database) AND deleted_version > \(version)
-                   AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
-                   AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
-                 ORDER BY deleted_version \(unescaped: order) LIMIT \(limit + 1))
+                 WHERE \(tombstonesOf: zone.zoneName, of: database, after: version, upTo: upper, below: below, types: types, order: order, limit: limit))
                 ORDER BY 1 \(unescaped: order)
                 LIMIT \(limit + 1)
                 """, logger: logger)
@@ -252,10 +275,7 @@ public struct SyncStore: Sendable {
                          ORDER BY version \(unescaped: order) LIMIT \(limit + 1))
                         UNION ALL
                         (SELECT deleted_version, record_name, record_type, true, 0::int8, NULL::text FROM record_tombstones
-                         WHERE \(zone: zone.zoneName, of: database) AND deleted_version > \(version)
-                           AND deleted_version <= \(upper) AND deleted_version < \(below) AND created_version <= \(version)
-                           AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
-                         ORDER BY deleted_version \(unescaped: order) LIMIT \(limit + 1))
+                         WHERE \(tombstonesOf: zone.zoneName, of: database, after: version, upTo: upper, below: below, types: types, order: order, limit: limit))
                         ORDER BY 1 \(unescaped: order)
                         LIMIT \(limit + 1)
                     ) AS candidates
