@@ -22,6 +22,8 @@ public final class PostgresStore: Service, Sendable {
     let leaseTimeout: Duration
     /// The work running on each connection, ended when the connection closes.
     let watches: ConnectionWatches
+    /// The hot read statements, prepared once per connection.
+    let statements: PreparedStatements
 
     /// Server-side limits every connection of the pool runs under, so no statement, lock wait or
     /// forgotten transaction holds a connection (and what it locked) for ever.
@@ -54,7 +56,8 @@ public final class PostgresStore: Service, Sendable {
 
     /// Creates the store from a `postgres://user:password@host:port/database` URL.
     public init(
-        url: String, maxConnections: Int = 20, maxAttempts: Int = 8, retryAfterSeconds: Int = 1, timeouts: Timeouts = Timeouts(), logger: Logger
+        url: String, maxConnections: Int = 20, maxAttempts: Int = 8, retryAfterSeconds: Int = 1, timeouts: Timeouts = Timeouts(),
+        preparedStatements: Int = 256, logger: Logger
     ) throws {
         var configuration = try PostgresURL.parse(url)
         configuration.options.maximumConnections = maxConnections
@@ -65,6 +68,7 @@ public final class PostgresStore: Service, Sendable {
         self.retryAfterSeconds = retryAfterSeconds
         self.leaseTimeout = timeouts.lease
         self.watches = ConnectionWatches(grace: timeouts.closeGrace)
+        self.statements = PreparedStatements(capacity: preparedStatements)
     }
 
     /// Runs the pool until the service group shuts down.

@@ -47,6 +47,7 @@ public struct QueryStore: Sendable {
         sharedWith user: String? = nil, logger: Logger
     ) async throws -> Page {
         guard let user else {
+            let statements = store.statements
             return try await store.withConnection { connection in
                 var createdBy: String?
                 if database.scope == .public {
@@ -60,18 +61,22 @@ public struct QueryStore: Sendable {
                             "Record type '\(query.recordType.prefix(255))' cannot be queried: in the public database no security role this user holds has READ on it")
                     }
                 }
-                let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, createdBy: createdBy, logger: logger)
-                return try await Self.page(text, bindings, limit: limit, on: Transaction(connection: connection, logger: logger))
+                let statement = try await Self.statement(
+                    query, in: database, scope: scope, limit: limit, after: after, createdBy: createdBy, on: connection, preparedIn: statements, logger: logger)
+                return try await Self.page(statement, limit: limit, on: connection, preparedIn: statements, logger: logger)
             }
         }
         guard case .zone(let zoneName) = scope else {
             throw StratusError(.badRequest, "zoneWide queries are not available in the shared database: query one shared zone")
         }
-        let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: after, logger: logger)
+        let statements = store.statements
+        let statement = try await store.withConnection { connection in
+            try await Self.statement(query, in: database, scope: scope, limit: limit, after: after, on: connection, preparedIn: statements, logger: logger)
+        }
         return try await store.snapshot(logger: logger) { transaction in
             let shared = try await ShareStore.sharedZone(
                 zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment, on: transaction)
-            var page = try await Self.page(text, bindings, limit: limit, on: transaction)
+            var page = try await Self.page(statement, limit: limit, on: transaction.connection, preparedIn: statements, logger: transaction.logger)
             let reached = try await ShareStore.reachable(page.rows.map(\.recordName), in: shared, on: transaction)
             page.rows.removeAll { !reached.contains(ExactName($0.recordName)) }
             return page
@@ -79,8 +84,10 @@ public struct QueryStore: Sendable {
     }
 
     /// One page of a query's statement.
-    private static func page(_ text: String, _ bindings: PostgresBindings, limit: Int, on transaction: Transaction) async throws -> Page {
-        let rows = try await transaction.connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: transaction.logger)
+    private static func page(
+        _ statement: PostgresQuery, limit: Int, on connection: PostgresConnection, preparedIn statements: PreparedStatements, logger: Logger
+    ) async throws -> Page {
+        let rows = try await connection.query(statement, preparedIn: statements, logger: logger)
         var results: [(zoneName: String, recordName: String, text: String)] = []
         var keys: [String] = []
         var behind: Int64?
@@ -100,9 +107,11 @@ public struct QueryStore: Sendable {
 
     /// The plan PostgreSQL chooses for a query (`EXPLAIN`), for operators and the docs.
     public func explain(_ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, logger: Logger) async throws -> String {
-        let (text, bindings) = try await statement(query, in: database, scope: scope, limit: limit, after: nil, logger: logger)
+        let statements = store.statements
         return try await store.withConnection { connection in
-            let rows = try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + text, binds: bindings), logger: logger)
+            let statement = try await Self.statement(
+                query, in: database, scope: scope, limit: limit, after: nil, on: connection, preparedIn: statements, logger: logger)
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds), logger: logger)
             var lines: [String] = []
             for try await line in rows.decode(String.self) { lines.append(line) }
             return lines.joined(separator: "\n")
@@ -110,11 +119,12 @@ public struct QueryStore: Sendable {
     }
 
     /// The query's statement; with `createdBy`, only the records that user created.
-    private func statement(
-        _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, createdBy: String? = nil, logger: Logger
-    ) async throws -> (String, PostgresBindings) {
+    private static func statement(
+        _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, createdBy: String? = nil,
+        on connection: PostgresConnection, preparedIn statements: PreparedStatements, logger: Logger
+    ) async throws -> PostgresQuery {
         var sql = SQLBuilder()
-        let serving = try await context(recordType: query.recordType, in: database, scope: scope, logger: logger)
+        let serving = try await context(recordType: query.recordType, in: database, scope: scope, on: connection, preparedIn: statements, logger: logger)
         let generation = sql.bind(serving.generation)
         var conditions = [
             "generation = \(generation)", "NOT deleted",
@@ -164,7 +174,7 @@ public struct QueryStore: Sendable {
             ORDER BY \(order)
             LIMIT \(sql.bind(limit + 1))
             """
-        return (text, sql.bindings)
+        return PostgresQuery(unsafeSQL: text, binds: sql.bindings)
     }
 
     /// What a query's statement depends on besides the query itself.
@@ -180,25 +190,26 @@ public struct QueryStore: Sendable {
     }
 
     /// The live generation, its language and the record type's field indexes, in one round trip.
-    private func context(recordType: String, in database: DatabaseID, scope: Scope, logger: Logger) async throws -> Context {
+    private static func context(
+        recordType: String, in database: DatabaseID, scope: Scope, on connection: PostgresConnection, preparedIn statements: PreparedStatements,
+        logger: Logger
+    ) async throws -> Context {
         let zoneKey: String
         if case .zone(let name) = scope, name != ZoneID.defaultZoneName { zoneKey = ZoneKey(database: database, zoneName: name).rawValue } else { zoneKey = "" }
-        return try await store.withConnection { connection in
-            let rows = try await connection.query("""
-                SELECT g.generation, g.language::text,
-                       coalesce((SELECT array_agg(f.field_name) FROM query_index.field_indexes f
-                                 WHERE f.container = \(database.container) AND f.environment = \(database.environment.rawValue)
-                                   AND f.record_type = \(recordType)), '{}'),
-                       coalesce((SELECT c.last_event_id FROM worker_checkpoints c WHERE c.worker = \(Self.indexerWorker) AND c.zone_key = \(zoneKey)), 0)
-                FROM query_index.generations g WHERE g.state = 'live'
-                """, logger: logger)
-            for try await (generation, language, indexed, checkpoint) in rows.decode((Int, String, [String], Int64).self) {
-                guard let live = Int32(exactly: generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
-                return Context(
-                    generation: live, language: language, indexedFields: Set(indexed), checkpoint: zoneKey.isEmpty ? nil : (zoneKey, checkpoint))
-            }
-            throw StratusError(.internalError, "the query index has no live generation")
+        let rows = try await connection.query("""
+            SELECT g.generation, g.language::text,
+                   coalesce((SELECT array_agg(f.field_name) FROM query_index.field_indexes f
+                             WHERE f.container = \(database.container) AND f.environment = \(database.environment.rawValue)
+                               AND f.record_type = \(recordType)), '{}'),
+                   coalesce((SELECT c.last_event_id FROM worker_checkpoints c WHERE c.worker = \(Self.indexerWorker) AND c.zone_key = \(zoneKey)), 0)
+            FROM query_index.generations g WHERE g.state = 'live'
+            """, preparedIn: statements, logger: logger)
+        for try await (generation, language, indexed, checkpoint) in rows.decode((Int, String, [String], Int64).self) {
+            guard let live = Int32(exactly: generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
+            return Context(
+                generation: live, language: language, indexedFields: Set(indexed), checkpoint: zoneKey.isEmpty ? nil : (zoneKey, checkpoint))
         }
+        throw StratusError(.internalError, "the query index has no live generation")
     }
 
     /// The most a one-custom-zone behind count counts: beyond it the header says this many, so a

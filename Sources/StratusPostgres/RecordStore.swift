@@ -158,13 +158,14 @@ public struct RecordStore: Sendable {
     /// (`SyncStore.storedText`: answered by copying it), in one statement with the zone's check.
     /// Nil when one of them is a share, whose state lives in other tables: `lookup` reads those.
     public func lookupStored(_ recordNames: [String], zone: ZoneID, in database: DatabaseID, logger: Logger) async throws -> [ExactName: String]? {
-        try await store.withConnection { connection in
+        let statements = store.statements
+        return try await store.withConnection { connection in
             let rows = try await connection.query("""
                 SELECT zone.present, record_name,
                        CASE WHEN record_type <> \(ShareRecord.recordType) THEN \(unescaped: SyncStore.storedText) END
                 FROM (SELECT \(zone.isDefaultZone) OR EXISTS (SELECT 1 FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted)) AS zone (present)
                 LEFT JOIN records ON \(zone: zone.zoneName, of: database) AND record_name = ANY(\(recordNames)) AND \(unescaped: RecordExpirySQL.live)
-                """, logger: logger)
+                """, preparedIn: statements, logger: logger)
             var found: [ExactName: String] = [:]
             for try await (present, name, text) in rows.decode((Bool, String?, String?).self) {
                 guard present else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }

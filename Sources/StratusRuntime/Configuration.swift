@@ -45,6 +45,8 @@ public struct StratusConfiguration: Sendable {
     /// `STRATUS_DATABASE_LEASE_TIMEOUT_MS`:
     /// the limits every database connection runs under.
     public var databaseTimeouts = PostgresStore.Timeouts()
+    /// `STRATUS_PREPARED_STATEMENTS`: how many statement texts a process prepares (0: none).
+    public var preparedStatements = 256
     /// `STRATUS_DEPLOYMENT`: `development` (one machine) or `production`.
     public var deployment: Deployment
     /// Where the token-signing key (`api.secretKey`) came from.
@@ -157,6 +159,10 @@ public struct StratusConfiguration: Sendable {
         configuration.databaseTimeouts.idleInTransaction = try milliseconds(
             "STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS", configuration.databaseTimeouts.idleInTransaction)
         configuration.databaseTimeouts.lease = try milliseconds("STRATUS_DATABASE_LEASE_TIMEOUT_MS", configuration.databaseTimeouts.lease)
+        configuration.preparedStatements = try int("STRATUS_PREPARED_STATEMENTS", configuration.preparedStatements)
+        guard (0...10_000).contains(configuration.preparedStatements) else {
+            throw ConfigurationProblem("STRATUS_PREPARED_STATEMENTS must be 0 (none) to 10000, got \(configuration.preparedStatements)")
+        }
         configuration.delivery.maxAttempts = try int("STRATUS_DELIVERY_MAX_ATTEMPTS", configuration.delivery.maxAttempts)
         guard (1...100).contains(configuration.delivery.maxAttempts) else {
             throw ConfigurationProblem("STRATUS_DELIVERY_MAX_ATTEMPTS must be 1 to 100, got \(configuration.delivery.maxAttempts)")

@@ -30,7 +30,8 @@ public enum StratusProcess {
     public static func openStore(_ configuration: StratusConfiguration, logger: Logger) throws -> PostgresStore {
         try PostgresStore(
             url: configuration.databaseURL, maxConnections: configuration.databaseMaxConnections,
-            maxAttempts: configuration.serializableAttempts, timeouts: configuration.databaseTimeouts, logger: logger)
+            maxAttempts: configuration.serializableAttempts, timeouts: configuration.databaseTimeouts,
+            preparedStatements: configuration.preparedStatements, logger: logger)
     }
 
     /// Runs `body` with the store's pool running; stops the pool afterwards.

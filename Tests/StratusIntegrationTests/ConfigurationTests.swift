@@ -150,4 +150,18 @@ final class ConfigurationTests: XCTestCase {
             }
         }
     }
+
+    func testPreparedStatementsAreReadAndBounded() throws {
+        try withDataDirectory { directory in
+            XCTAssertEqual(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).preparedStatements, 256)
+            XCTAssertEqual(
+                try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_PREPARED_STATEMENTS": "0"]).preparedStatements, 0,
+                "0: none")
+            for value in ["-1", "10001", "many"] {
+                XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_PREPARED_STATEMENTS": value])) { error in
+                    XCTAssertTrue(String(describing: error).contains("STRATUS_PREPARED_STATEMENTS"), "\(error)")
+                }
+            }
+        }
+    }
 }

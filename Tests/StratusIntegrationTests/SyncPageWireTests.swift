@@ -88,4 +88,39 @@ extension SyncTests {
             try await Self.compareWithLookup(client, fixture, zone: "Wire", names: names + ["share-1"], "with a share")
         }
     }
+
+    /// The stored text PostgreSQL writes for a row says what the row's columns say, every column
+    /// set: the API writes no device, share or short GUID on a plain record, so they are set here.
+    func testTheStoredTextOfARowSaysWhatItsColumnsSay() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Text")
+            let (status, saved) = try await RecordAPITests.post(client, fixture.path("records/modify"), [
+                "zoneID": ["zoneName": "Text"], "operations": Self.wireRecords().map { ["operationType": "create", "record": $0] },
+            ])
+            guard status == 200 else { return XCTFail("\(saved)") }
+            let names = Self.wireRecords().map { $0["recordName"] as! String }
+            try await fixture.store.withConnection { connection in
+                try await connection.query("""
+                    UPDATE records SET created_device = 'device "one" \\', modified_device = 'device-2', share = 'share\u{00e9}',
+                        short_guid = 'guid-' || record_name, expires_at = coalesce(expires_at, 4102444800000)
+                    WHERE zone_name = 'Text'
+                    """, logger: TestSupport.logger)
+            }
+            let zone = ZoneID(zoneName: "Text", ownerRecordName: "_alice")
+            let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+            let records = RecordStore(store: fixture.store)
+            guard let texts = try await records.lookupStored(names, zone: zone, in: database, logger: TestSupport.logger) else {
+                return XCTFail("every record has its text")
+            }
+            let general = try await records.lookup(names, zone: zone, in: database, reader: "_alice", logger: TestSupport.logger).records
+            XCTAssertEqual(Set(texts.keys), Set(names.map(ExactName.init)))
+            for name in names {
+                let copied = try XCTUnwrap(texts[ExactName(name)])
+                let read = try XCTUnwrap(general[ExactName(name)])
+                XCTAssertEqual(try EventCoding.decodeRecord(copied), read, name)
+                XCTAssertEqual(read.created.deviceID, "device \"one\" \\")
+                XCTAssertEqual(read.share, "share\u{00e9}")
+            }
+        }
+    }
 }

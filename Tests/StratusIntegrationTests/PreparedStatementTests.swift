@@ -1,0 +1,148 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+@testable import StratusPostgres
+import XCTest
+
+/// The hot read statements run prepared (`PreparedStatements`), against the real PostgreSQL.
+final class PreparedStatementTests: XCTestCase {
+    /// Runs `body` with a one-connection store on a fresh database, so every call meets the same
+    /// connection and what it prepared.
+    private func withOneConnection<T: Sendable>(
+        capacity: Int = 256, timeouts: PostgresStore.Timeouts = .init(), _ body: @Sendable (PostgresStore, String) async throws -> T
+    ) async throws -> T {
+        let url = try await TestSupport.createDatabase()
+        let store = try PostgresStore(url: url, maxConnections: 1, timeouts: timeouts, preparedStatements: capacity, logger: TestSupport.logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await store.run() }
+            defer { group.cancelAll() }
+            return try await body(store, url)
+        }
+    }
+
+    /// The names of the statements the store's one connection has prepared.
+    private static func preparedNames(_ store: PostgresStore) async throws -> [String] {
+        try await store.withConnection { connection in
+            var names: [String] = []
+            for try await name in try await connection.query("SELECT name FROM pg_prepared_statements ORDER BY name", logger: TestSupport.logger)
+                .decode(String.self) {
+                names.append(name)
+            }
+            return names
+        }
+    }
+
+    func testAStatementIsPreparedOnceAndAnswersAsUnprepared() async throws {
+        try await withOneConnection { store, _ in
+            let statements = store.statements
+            // A sum is numeric: the bound int8 must be sent as int8 (PostgreSQL told so when the
+            // statement is prepared), not read as a numeric's bytes.
+            func run(_ limit: Int64, _ label: String?) async throws -> [String] {
+                try await store.withConnection { connection in
+                    var answers: [String] = []
+                    let rows = try await connection.query("""
+                        SELECT n::text || coalesce(\(label), '-') FROM generate_series(1, 5) AS n
+                        WHERE (SELECT sum(m::numeric) FROM generate_series(1, n) AS m) <= \(limit)
+                        ORDER BY n
+                        """, preparedIn: statements, logger: TestSupport.logger)
+                    for try await answer in rows.decode(String.self) { answers.append(answer) }
+                    return answers
+                }
+            }
+            // The first call binds a null: PostgreSQL infers its type from where it is used.
+            let first = try await run(6, nil)
+            XCTAssertEqual(first, ["1-", "2-", "3-"])
+            let names = try await Self.preparedNames(store)
+            XCTAssertEqual(names.count, 1, "the statement is prepared on the connection")
+            for _ in 0..<7 {
+                let later = try await run(10, "x")
+                XCTAssertEqual(later, ["1x", "2x", "3x", "4x"])
+            }
+            let namesAfter = try await Self.preparedNames(store)
+            XCTAssertEqual(namesAfter, names, "later calls reuse the statement: no new one is prepared")
+            XCTAssertEqual(statements.count, 1)
+        }
+    }
+
+    func testTextsPastTheCapacityRunUnprepared() async throws {
+        try await withOneConnection(capacity: 1) { store, _ in
+            let statements = store.statements
+            for value in [1, 2, 3] {
+                let answer = try await store.withConnection { connection in
+                    let text = "SELECT \(value) + $1::int8"
+                    let rows = try await connection.query(
+                        PostgresQuery(unsafeSQL: text, binds: { var b = PostgresBindings(); b.append(Int64(10)); return b }()),
+                        preparedIn: statements, logger: TestSupport.logger)
+                    var result: Int64?
+                    for try await sum in rows.decode(Int64.self) { result = sum }
+                    return result
+                }
+                XCTAssertEqual(answer, Int64(10 + value))
+            }
+            let names = try await Self.preparedNames(store)
+            XCTAssertEqual(names.count, 1, "only the first text is prepared")
+            XCTAssertEqual(statements.count, 1)
+        }
+    }
+
+    func testAPreparationThatFailedIsTriedAgainUnderANewName() async throws {
+        var timeouts = PostgresStore.Timeouts()
+        timeouts.lock = .milliseconds(200)
+        try await withOneConnection(timeouts: timeouts) { store, url in
+            try await store.withConnection { connection in
+                try await connection.query("CREATE TABLE items (id int8 PRIMARY KEY)", logger: TestSupport.logger)
+                try await connection.query("INSERT INTO items VALUES (1), (2)", logger: TestSupport.logger)
+            }
+            let statements = store.statements
+            @Sendable func count() async throws -> Int64? {
+                try await store.withConnection { connection in
+                    let rows = try await connection.query(
+                        "SELECT count(*) FROM items WHERE id >= \(Int64(1))", preparedIn: statements, logger: TestSupport.logger)
+                    var result: Int64?
+                    for try await value in rows.decode(Int64.self) { result = value }
+                    return result
+                }
+            }
+            // Another session holds the table while the statement is first prepared: its parse
+            // waits for the lock and gives up.
+            try await TestSupport.withStore(url: url) { other in
+                try await other.withConnection { holder in
+                    try await holder.query("BEGIN", logger: TestSupport.logger)
+                    try await holder.query("LOCK TABLE items IN ACCESS EXCLUSIVE MODE", logger: TestSupport.logger)
+                    do {
+                        _ = try await count()
+                        XCTFail("the statement cannot be prepared while the table is locked")
+                    } catch {
+                        // The lock timeout, as a client sees it.
+                        XCTAssertEqual((error as? StratusError)?.code, .tryAgainLater, "\(error)")
+                    }
+                    try await holder.query("ROLLBACK", logger: TestSupport.logger)
+                }
+            }
+            // The client library keeps the failed preparation's error for its name on this
+            // connection; under a new name the same text prepares and answers.
+            let answer = try await count()
+            XCTAssertEqual(answer, 2)
+            let again = try await count()
+            XCTAssertEqual(again, 2)
+        }
+    }
+
+    func testTheConfigurationTurnsPreparationOff() async throws {
+        try await withOneConnection(capacity: 0) { store, _ in
+            let statements = store.statements
+            let answer = try await store.withConnection { connection in
+                var result: Int64?
+                for try await value in try await connection.query("SELECT \(Int64(41)) + 1", preparedIn: statements, logger: TestSupport.logger)
+                    .decode(Int64.self) {
+                    result = value
+                }
+                return result
+            }
+            XCTAssertEqual(answer, 42)
+            let names = try await Self.preparedNames(store)
+            XCTAssertEqual(names, [])
+        }
+    }
+}
