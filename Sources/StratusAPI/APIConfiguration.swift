@@ -62,6 +62,10 @@ public struct APIConfiguration: Sendable {
     public var shareURL: String?
     /// Seconds a web auth token from the sign-in endpoint stays valid.
     public var webAuthTokenLifetime: Int64 = 7 * 86_400
+    /// `STRATUS_AUTH_CACHE_MS`: how long the application remembers what an API token gives access
+    /// to (`AccessCache`); a change ends it at once when its notification is heard, in any case
+    /// after this long. Zero: every call reads the database.
+    public var authCacheTTL: Duration = .seconds(1)
     /// Asset limits and URL lifetimes.
     public var assets = AssetSettings()
     /// The web console under `/console`.

@@ -37,8 +37,10 @@ public struct APIDependencies: Sendable {
     }
 }
 
-/// Builds the router: operations endpoints and the CloudKit Web Services routes.
-public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfiguration) -> Router<APIRequestContext> {
+/// Builds the router: operations endpoints and the CloudKit Web Services routes. `accessCache`:
+/// recent answers about API tokens, kept true by an `AccessChangeListener` that runs beside the
+/// router (`buildApplication` runs one); nil: every call reads the database.
+public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfiguration, accessCache: AccessCache? = nil) -> Router<APIRequestContext> {
     let router = Router(context: APIRequestContext.self)
     let recentErrors = RecentErrors()
     router.add(middleware: RequestIDMiddleware())
@@ -50,7 +52,7 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     let containers = ContainerStore(store: dependencies.store)
     let authenticator = Authenticator(
         containers: containers, serverKeys: ServerKeyStore(store: dependencies.store), secretKey: configuration.secretKey,
-        signInURL: configuration.signInURL, limiter: RequestLimiter(configuration.rateLimits))
+        signInURL: configuration.signInURL, limiter: RequestLimiter(configuration.rateLimits), accessCache: accessCache)
     let signInLimiter = SignInLimiter(configuration.signInLimits)
     AuthRoutes<APIRequestContext>(
         users: UserStore(store: dependencies.store), containers: containers, authenticator: authenticator, limits: configuration.limits,
@@ -101,21 +103,29 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
 }
 
 /// Builds the HTTP application; `services` (the database pool, the relay) start before the server
-/// and stop after it has drained.
+/// and stop after it has drained. With a positive `authCacheTTL`, answers about API tokens are
+/// cached, and the listener that keeps them true is one of the application's services.
 public func buildApplication(
     _ dependencies: APIDependencies, configuration: APIConfiguration, services: [any Service], logger: Logger
 ) -> some ApplicationProtocol {
+    var ownServices: [any Service] = [dependencies.hub]
+    var accessCache: AccessCache?
+    if configuration.authCacheTTL > .zero {
+        let cache = AccessCache(ttl: configuration.authCacheTTL)
+        ownServices.append(AccessChangeListener(store: dependencies.store, cache: cache, logger: logger))
+        accessCache = cache
+    }
     let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
     CourierWebSocket(notifications: NotificationStore(store: dependencies.store), hub: dependencies.hub, limits: configuration.limits)
         .register(on: webSocketRouter)
     return Application(
-        router: buildRouter(dependencies, configuration: configuration),
+        router: buildRouter(dependencies, configuration: configuration, accessCache: accessCache),
         // An idle connection is closed, so clients that open connections and send nothing (or stop
         // half-way through a request) cannot hold the server's connections for ever. The WebSocket
         // courier upgrades on the same port (APIServerChannel: how both go together).
         server: .http1WithWebSocket(webSocketRouter: webSocketRouter, idleTimeout: configuration.idleTimeout.map { .nanoseconds(nanoseconds($0)) }),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "stratus"),
-        services: services + [dependencies.hub],
+        services: services + ownServices,
         logger: logger
     )
 }

@@ -42,6 +42,8 @@ struct Authenticator: Sendable {
     let signInURL: String?
     /// The request rate limits, applied once the caller is known.
     var limiter = RequestLimiter(RateLimits())
+    /// Recent answers about API tokens; nil: every call reads the database.
+    var accessCache: AccessCache? = nil
 
     /// A call identified from its URL and headers: either its caller, or a signed request whose key
     /// exists and whose date is fresh, and whose signature (over the body) is still to be checked.
@@ -86,7 +88,7 @@ struct Authenticator: Sendable {
         // token also reads the named user's credential epoch (one round trip for both).
         let presentedToken = webToken.flatMap { $0.isEmpty ? nil : $0 }
         let user = presentedToken.flatMap { WebAuthToken.open($0, key: secretKey) }
-        guard let access = try await containers.access(forAPIToken: apiToken, user: user?.userRecordName, logger: logger),
+        guard let access = try await containers.access(forAPIToken: apiToken, user: user?.userRecordName, cache: accessCache, logger: logger),
               access.container == path.container
         else {
             throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(path.container.prefix(255))'")

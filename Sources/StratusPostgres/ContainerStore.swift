@@ -24,26 +24,42 @@ public struct ContainerStore: Sendable {
     }
 
     /// What an API token gives access to.
-    public struct Access: Sendable {
+    public struct Access: Sendable, Equatable {
         /// The container the token belongs to.
         public var container: String
         /// Whether the container lets callers without a user read its public database.
         public var allowsAnonymousPublic: Bool
         /// The credential epoch of the user asked about, when the container's directory holds that user.
         public var credentialEpoch: Int64?
+
+        /// Creates an answer.
+        public init(container: String, allowsAnonymousPublic: Bool, credentialEpoch: Int64?) {
+            self.container = container
+            self.allowsAnonymousPublic = allowsAnonymousPublic
+            self.credentialEpoch = credentialEpoch
+        }
     }
 
     /// The container an API token belongs to, whether it lets anonymous callers read its public
     /// database and, for `user`, that user's credential epoch in the container's directory (read in
-    /// the same statement); nil when the token is unknown.
-    public func access(forAPIToken token: String, user: String? = nil, logger: Logger) async throws -> Access? {
+    /// the same statement); nil when the token is unknown. With `cache`, a recent answer may be
+    /// served instead (`AccessCache` says how recent, and how changes end it).
+    public func access(forAPIToken token: String, user: String? = nil, cache: AccessCache? = nil, logger: Logger) async throws -> Access? {
+        let digest = Data(APIToken.digest(token))
+        guard let cache else { return try await access(digest: digest, user: user, logger: logger) }
+        return try await cache.access(for: AccessCache.Key(digest: digest, user: user)) {
+            try await access(digest: digest, user: user, logger: logger)
+        }
+    }
+
+    private func access(digest: Data, user: String?, logger: Logger) async throws -> Access? {
         try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
                 SELECT t.container, c.allow_anonymous_public,
                        (SELECT u.credential_epoch FROM users u WHERE u.user_record_name = \(user) AND u.container = t.container)
                 FROM api_tokens t JOIN containers c USING (container)
-                WHERE t.token_digest = \(Data(APIToken.digest(token)))
+                WHERE t.token_digest = \(digest)
                 """, logger: logger)
             for try await (container, anonymous, epoch) in rows.decode((String, Bool, Int64?).self) {
                 return Access(container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch)

@@ -30,7 +30,8 @@ public struct StratusConfiguration: Sendable {
     public var worker: WorkerConfiguration
     /// `STRATUS_HTTP_HOST`, `STRATUS_HTTP_PORT`, `STRATUS_HTTP_IDLE_TIMEOUT_SECONDS`, `STRATUS_MAX_OPERATIONS`,
     /// `STRATUS_MAX_REQUEST_BYTES`, `STRATUS_MAX_RECORD_BYTES`, `STRATUS_MAX_EVENT_BYTES`, the rate limits
-    /// (`STRATUS_RATE_*`), the sign-in limits (`STRATUS_SIGNIN_*`) and `STRATUS_USER_QUOTA_BYTES`.
+    /// (`STRATUS_RATE_*`), the sign-in limits (`STRATUS_SIGNIN_*`), `STRATUS_USER_QUOTA_BYTES` and
+    /// `STRATUS_AUTH_CACHE_MS`.
     public var api: APIConfiguration
     /// `STRATUS_METRICS_PORT`: where a worker serves `/health` and `/metrics` (0 = off).
     public var metricsPort: Int
@@ -133,6 +134,11 @@ public struct StratusConfiguration: Sendable {
         api.signInURL = environment["STRATUS_SIGN_IN_URL"].flatMap { $0.isEmpty ? nil : $0 }
         api.shareURL = environment["STRATUS_SHARE_URL"].flatMap { $0.isEmpty ? nil : $0 }
         api.webAuthTokenLifetime = Int64(try int("STRATUS_WEB_AUTH_TOKEN_TTL", Int(api.webAuthTokenLifetime)))
+        let authCacheMilliseconds = try int("STRATUS_AUTH_CACHE_MS", Int(api.authCacheTTL / .milliseconds(1)))
+        guard (0...60_000).contains(authCacheMilliseconds) else {
+            throw ConfigurationProblem("STRATUS_AUTH_CACHE_MS must be 0 (no cache) to 60000 milliseconds, got \(authCacheMilliseconds)")
+        }
+        api.authCacheTTL = .milliseconds(authCacheMilliseconds)
         try readLimits(environment, into: &api, int: int)
         let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelText) else {

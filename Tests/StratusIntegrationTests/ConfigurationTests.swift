@@ -164,4 +164,20 @@ final class ConfigurationTests: XCTestCase {
             }
         }
     }
+
+    func testTheAuthenticationCacheLifetimeIsReadAndBounded() throws {
+        try withDataDirectory { directory in
+            let defaults = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).api
+            XCTAssertEqual(defaults.authCacheTTL, .seconds(1))
+            for (value, ttl) in [("0", Duration.zero), ("250", .milliseconds(250)), ("60000", .seconds(60))] {
+                let set = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_AUTH_CACHE_MS": value]).api
+                XCTAssertEqual(set.authCacheTTL, ttl, value)
+            }
+            for value in ["-1", "60001", "soon"] {
+                XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_AUTH_CACHE_MS": value])) { error in
+                    XCTAssertTrue(String(describing: error).contains("STRATUS_AUTH_CACHE_MS"), "\(error)")
+                }
+            }
+        }
+    }
 }
