@@ -27,9 +27,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support import expected_conditions as conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["CONSOLE_BASE_URL"]
@@ -106,7 +105,16 @@ STALE = (StaleElementReferenceException,)
 
 
 def wait_for(driver, locator, timeout=20):
-    return WebDriverWait(driver, timeout, ignored_exceptions=STALE).until(conditions.presence_of_element_located(locator))
+    def present(d):
+        try:
+            return d.find_element(*locator)
+        except NoSuchElementException:
+            return False
+        except WebDriverException as error:
+            if left_the_document(error):
+                return False
+            raise
+    return WebDriverWait(driver, timeout).until(present)
 
 
 def through(driver, act, locator, timeout=20):
@@ -114,8 +122,20 @@ def through(driver, act, locator, timeout=20):
     the next page's element: an element the old page also has is never mistaken for the new one."""
     old = driver.find_element(By.TAG_NAME, "html")
     act()
-    WebDriverWait(driver, timeout).until(conditions.staleness_of(old))
+    WebDriverWait(driver, timeout).until(lambda _: gone(old))
     return wait_for(driver, locator, timeout)
+
+
+def gone(element):
+    """Whether an element has left the document (what `staleness_of` tells, but for both ways
+    chromium-driver reports it)."""
+    try:
+        element.is_enabled()
+        return False
+    except WebDriverException as error:
+        if left_the_document(error):
+            return True
+        raise
 
 
 def type_and_enter(driver, element, *keys):
@@ -129,11 +149,22 @@ def type_and_enter(driver, element, *keys):
     ActionChains(driver).send_keys(Keys.ENTER).perform()
 
 
-def text_of(driver):
+def left_the_document(error):
+    """Whether a command failed because its element's page was being replaced: chromium-driver
+    says so as a stale element, or, when the node goes while the command runs, as an inspector
+    error."""
+    return isinstance(error, StaleElementReferenceException) or (
+        isinstance(error, WebDriverException) and "does not belong to the document" in (error.msg or ""))
+
+
+def text_of(driver, locator=(By.TAG_NAME, "body")):
+    """The text of an element (the page's body), or "" while the page is being replaced."""
     try:
-        return driver.find_element(By.TAG_NAME, "body").text
-    except StaleElementReferenceException:
-        return ""
+        return driver.find_element(*locator).text
+    except WebDriverException as error:
+        if left_the_document(error):
+            return ""
+        raise
 
 
 def run(driver):
@@ -206,7 +237,7 @@ def run(driver):
     fields.clear()
     fields.send_keys('{"title": {"value": "Edited in a browser"}}')
     driver.find_element(By.ID, "save-record").click()
-    wait.until(lambda d: "Edited in a browser" in d.find_element(By.ID, "fields-table").text)
+    wait.until(lambda d: "Edited in a browser" in text_of(d, (By.ID, "fields-table")))
     records, after_edit = changes(after_create)
     check(len(records) == 1 and records[0]["fields"]["title"]["value"] == "Edited in a browser", f"sync after edit: {records}")
     check(records[0]["fields"]["stars"]["value"] == 4, f"the edit kept the other field: {records}")
@@ -308,7 +339,7 @@ def run(driver):
     added = driver.find_element(By.ID, "changes").text
     check("record type Note would be added" in added, f"the additive check said: {added}")
     shot(driver, "13-schema-deploy-check")
-    driver.find_element(By.ID, "confirm").click()
+    through(driver, driver.find_element(By.ID, "confirm").click, (By.ID, "schema-production"))
     wait.until(lambda d: "deployed to production" in text_of(d))
     production = driver.find_element(By.ID, "schema-production").text
     check("Enforced" in production and "Note" in production, f"production after the deploy: {production[:500]}")

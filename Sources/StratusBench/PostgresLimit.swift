@@ -105,13 +105,18 @@ struct PostgresLimit: Sendable {
         let load = await closedLoop(concurrency: concurrency, duration: duration, state: { $0 }) { client, iteration in
             let (name, owner) = ("limit-c\(concurrency)\(suffix)-\(client)-\(iteration)", Self.owner(ownZones ? client : nil))
             // As the API does, a transaction aborted by a serialization failure or deadlock (which
-            // SERIALIZABLE writers of different zones can still meet) is tried again.
-            for attempt in 1... {
+            // SERIALIZABLE writers of different zones can still meet) is tried again, up to eight
+            // times, after a random pause that grows with each attempt (two writers aborted together
+            // would otherwise meet again at once).
+            for attempt in 1...8 {
                 do {
                     try await store.withConnection { connection in try await write([name], owner: owner, on: connection) }
                     return attempt == 1 ? .done() : .done(counter: "retried")
-                } catch let error as PSQLError where ["40001", "40P01"].contains(error.serverInfo?[.sqlState]) && attempt < 5 {
-                    continue
+                } catch let error as PSQLError where ["40001", "40P01"].contains(error.serverInfo?[.sqlState]) {
+                    guard attempt < 8 else { return .failed("SQLSTATE \(error.serverInfo?[.sqlState] ?? "?") after 8 attempts") }
+                    try await Task.sleep(for: .milliseconds(Int.random(in: 1...min(200, 2 << attempt))))
+                } catch let error as PSQLError {
+                    return .failed("SQLSTATE \(error.serverInfo?[.sqlState] ?? "none"), \(error.code)")
                 }
             }
             return .failed("unreachable")
