@@ -11,10 +11,11 @@ import Synchronization
 /// Only so many texts are prepared (`capacity`, for the process's lifetime; later ones run as
 /// before), because a connection keeps what it prepared until it closes and the texts of some
 /// statements (a query's) follow what clients ask. A statement that fails in a way its
-/// preparation may have caused (a lock or statement timeout while it was parsed, a plan invalidated
-/// by a schema change) moves every name to a new epoch, since the client library keeps a failed
+/// preparation may have caused (a lock not granted while it was parsed, a plan invalidated by a
+/// schema change) moves every name to a new epoch, since the client library keeps a failed
 /// preparation's error for the name for the connection's lifetime; after `maxEpochs` such
-/// failures statements run unprepared.
+/// failures statements run unprepared. A statement timeout does not count: parsing waits for
+/// locks, and `lock_timeout` ends such a wait first, so a timed-out statement was executing.
 public final class PreparedStatements: Sendable {
     /// A text's statement: its name and the types its values were bound with when it was first
     /// seen (what PostgreSQL is told when a connection prepares it; a null value's type is left to
@@ -37,7 +38,7 @@ public final class PreparedStatements: Sendable {
     public let maxEpochs: Int
 
     /// A registry preparing at most `capacity` texts (0: none).
-    public init(capacity: Int = 256, maxEpochs: Int = 16) {
+    public init(capacity: Int = 256, maxEpochs: Int = 64) {
         self.capacity = max(0, capacity)
         self.maxEpochs = max(0, maxEpochs)
     }
@@ -94,9 +95,9 @@ public final class PreparedStatements: Sendable {
     var count: Int { state.withLock { $0.names.count } }
 
     /// SQLSTATEs with which a preparation can fail while the text itself is sound: a lock not
-    /// granted in time (a table being altered), a statement cancelled, a cached plan invalidated by
-    /// a changed table, a prepared statement missing on the server, a dropped table.
-    static let mayStickToName: Set<String> = ["55P03", "57014", "0A000", "26000", "42P01"]
+    /// granted in time (a table being altered), a cached plan invalidated by a changed table, a
+    /// prepared statement missing on the server, a dropped table.
+    static let mayStickToName: Set<String> = ["55P03", "0A000", "26000", "42P01"]
 }
 
 /// A prepared statement whose name and text are the calling task's: the client library takes both
