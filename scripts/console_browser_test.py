@@ -100,20 +100,12 @@ def changes(sync_token):
     return reply.get("records", []), reply["syncToken"]
 
 
-# A page that is being replaced by the next one leaves stale elements behind: waits look again.
-STALE = (StaleElementReferenceException,)
-
-
 def wait_for(driver, locator, timeout=20):
     def present(d):
         try:
-            return d.find_element(*locator)
+            return while_in_document(lambda: d.find_element(*locator), False)
         except NoSuchElementException:
             return False
-        except WebDriverException as error:
-            if left_the_document(error):
-                return False
-            raise
     return WebDriverWait(driver, timeout).until(present)
 
 
@@ -129,13 +121,10 @@ def through(driver, act, locator, timeout=20):
 def gone(element):
     """Whether an element has left the document (what `staleness_of` tells, but for both ways
     chromium-driver reports it)."""
-    try:
+    def still_there():
         element.is_enabled()
         return False
-    except WebDriverException as error:
-        if left_the_document(error):
-            return True
-        raise
+    return while_in_document(still_there, True)
 
 
 def type_and_enter(driver, element, *keys):
@@ -149,26 +138,25 @@ def type_and_enter(driver, element, *keys):
     ActionChains(driver).send_keys(Keys.ENTER).perform()
 
 
-def left_the_document(error):
-    """Whether a command failed because its element's page was being replaced: chromium-driver
-    says so as a stale element, or, when the node goes while the command runs, as an inspector
-    error."""
-    return isinstance(error, StaleElementReferenceException) or (
-        isinstance(error, WebDriverException) and "does not belong to the document" in (error.msg or ""))
+def while_in_document(command, otherwise):
+    """What `command` answers, or `otherwise` when it failed because its element's page was being
+    replaced by the next one: chromium-driver says so as a stale element or, when the node goes
+    while the command runs, as an inspector error."""
+    try:
+        return command()
+    except WebDriverException as error:
+        if isinstance(error, StaleElementReferenceException) or "does not belong to the document" in (error.msg or ""):
+            return otherwise
+        raise
 
 
 def text_of(driver, locator=(By.TAG_NAME, "body")):
     """The text of an element (the page's body), or "" while the page is being replaced."""
-    try:
-        return driver.find_element(*locator).text
-    except WebDriverException as error:
-        if left_the_document(error):
-            return ""
-        raise
+    return while_in_document(lambda: driver.find_element(*locator).text, "")
 
 
 def run(driver):
-    wait = WebDriverWait(driver, 20, ignored_exceptions=STALE)
+    wait = WebDriverWait(driver, 20)
 
     step("a wrong password is refused")
     driver.get(BASE + "/console")
