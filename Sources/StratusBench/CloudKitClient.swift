@@ -152,6 +152,23 @@ struct CloudKitClient: Sendable {
         return (status, (try? JSONParser.parse(Array(buffer.readableBytesView))) ?? .null)
     }
 
+    /// POSTs `body` to `operation` of the user's private database and reads the whole reply as a
+    /// `JSONValue` (every record parsed, as a client must) without turning it into Foundation
+    /// values; fails unless the reply is 200 without an error, its own or a record's. For the sync
+    /// pulls, whose pages are 200 records each.
+    func expectOKValue(_ operation: String, _ body: JSONValue) async throws -> JSONValue {
+        let (status, buffer, _) = try await send(path: "private/\(operation)", bytes: body.serialized())
+        let reply = (try? JSONParser.parse(Array(buffer.readableBytesView))) ?? .null
+        var errorCode = reply["serverErrorCode"]?.stringValue
+        if case .array(let entries)? = reply["records"] {
+            errorCode = errorCode ?? entries.lazy.compactMap { $0["serverErrorCode"]?.stringValue }.first
+        }
+        guard status == 200, errorCode == nil, case .object = reply else {
+            throw BenchFailure(description: "\(operation): HTTP \(status) \(errorCode ?? "") \(reply["reason"]?.stringValue ?? "")")
+        }
+        return reply
+    }
+
     private func send(path: String, _ body: JSONObject, webAuthToken: String? = nil) async throws -> (Int, ByteBuffer, HTTPHeaders) {
         try await send(path: path, bytes: Array(try JSONSerialization.data(withJSONObject: body)), webAuthToken: webAuthToken)
     }

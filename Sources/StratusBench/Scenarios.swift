@@ -1,4 +1,5 @@
 import Foundation
+import StratusCore
 import StratusPostgres
 import StratusWorkers
 
@@ -113,15 +114,16 @@ extension BenchSuite {
         var pages = 0
         var largestPage = 0
         while changes < count {
-            var body: JSONObject = ["zoneID": ["zoneName": zone]]
-            if let pageSize { body["resultsLimit"] = pageSize }
-            if let token { body["syncToken"] = token }
-            let reply = try await client.expectOK("records/changes", body)
-            changes += reply.records.count
-            largestPage = max(largestPage, reply.records.count)
+            var body: [String: JSONValue] = ["zoneID": .object(["zoneName": .string(zone)])]
+            if let pageSize { body["resultsLimit"] = .int(Int64(pageSize)) }
+            if let token { body["syncToken"] = .string(token) }
+            let reply = try await client.expectOKValue("records/changes", .object(body))
+            guard case .array(let records)? = reply["records"] else { throw BenchFailure(description: "records/changes: no records in the reply") }
+            changes += records.count
+            largestPage = max(largestPage, records.count)
             pages += 1
-            token = reply.body["syncToken"] as? String
-            guard reply.body["moreComing"] as? Bool == true else { break }
+            token = reply["syncToken"]?.stringValue
+            guard case .bool(true)? = reply["moreComing"] else { break }
         }
         return (changes, pages, largestPage)
     }
