@@ -146,12 +146,17 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         if let resultsLimit = zoneRequest.resultsLimit, resultsLimit < 1 {
             throw StratusError(.badRequest, "resultsLimit must be at least 1")
         }
+        let numbersAsStrings = zoneRequest.numbersAsStrings ?? false
+        let zoneID = zone.json.serialized()
         let page: SyncStore.ZoneChanges
         do {
+            // Every field with numbers as numbers: PostgreSQL writes each record as the answer's
+            // dictionary (`SyncStore.Change.wire`), and the page is copied into the answer.
             page = try await sync.changes(
                 zone: zone, in: database, incarnation: incarnation, since: version, limit: limit,
                 recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, maxBytes: budget,
-                firstAlwaysFits: budget == limits.maxResponseBytes, sharedWith: reader, logger: context.logger)
+                firstAlwaysFits: budget == limits.maxResponseBytes, sharedWith: reader,
+                wire: zoneRequest.desiredKeys == nil && !numbersAsStrings ? String(decoding: zoneID, as: UTF8.self) : nil, logger: context.logger)
         } catch let error as StratusError where error.code == .zoneNotFound && incarnation != nil {
             // A participant who lost the zone (the share fan-out recorded that they held it) syncs
             // from the start with their old token: the reset CloudKit gives, not a missing zone. A
@@ -161,12 +166,10 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             else { throw error }
             throw StratusError(.changeTokenExpired, "The zone is no longer shared with the caller; discard the local copy of it and sync the database again")
         }
-        let numbersAsStrings = zoneRequest.numbersAsStrings ?? false
         let token = ZoneSyncToken.signed(
             zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below, key: secretKey)
         // Written as bytes, members in the order `JSONValue` writes them; a stored record is copied
         // from its text where it can be (`RecordWire.write(stored:…)`).
-        let zoneID = zone.json.serialized()
         out.reserveCapacity(out.count + 256 + page.bytes + page.changes.count * 200)
         out.append(contentsOf: #"{"moreComing":"#.utf8)
         out.append(contentsOf: (page.moreComing ? "true" : "false").utf8)
@@ -182,6 +185,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
                 try RecordWire.write(
                     stored: text, zone: zone, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, links: links, shareURL: shareLinks.url,
                     into: &out)
+            case .wire(_, let text):
+                out.append(contentsOf: text.utf8)
             case .deleted(let recordName, _):
                 JSONValue.object(["recordName": .string(recordName), "deleted": .bool(true)]).write(into: &out)
             }

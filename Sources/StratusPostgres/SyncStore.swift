@@ -29,6 +29,36 @@ extension PostgresQuery.StringInterpolation {
     }
 }
 
+extension PostgresQuery.StringInterpolation {
+    /// A `records` row as CloudKit's record dictionary — byte for byte what
+    /// `RecordWire.write(stored:…)` copies from the row's stored text (`SyncStore.storedText`):
+    /// members in sorted order, a stamp without a device naming the Web Services' one — with
+    /// `fieldsText` for the row's `fields::text` and `zoneID` (a bound value) for the zone id
+    /// dictionary's text. For a record the copy serves (no share state, no asset field).
+    fileprivate mutating func appendInterpolation(wireOf fieldsText: String, zoneID: String?) {
+        func stamp(_ prefix: String) -> String {
+            #"'{"deviceID":' || coalesce(to_json(\#(prefix)_device)::text, '"\#(RecordStamp.webServiceDeviceID)"') || ',"timestamp":' || \#(prefix)_at::text"#
+                + #" || ',"userRecordName":' || to_json(\#(prefix)_by)::text || '}'"#
+        }
+        appendLiteral("""
+            ('{"created":' || \(stamp("created")) || ',"deleted":false,'
+             || coalesce('"expirationDate":' || expires_at::text || ',', '') || '"fields":' || \(fieldsText)
+             || ',"modified":' || \(stamp("modified")) || ','
+             || coalesce('"parent":{"recordName":' || to_json(parent)::text || '},', '')
+             || '"recordChangeTag":' || to_json(change_tag)::text || ',"recordName":' || to_json(record_name)::text
+             || ',"recordType":' || to_json(record_type)::text || ','
+             || coalesce('"share":{"recordName":' || to_json(share)::text || ',"zoneID":' ||
+            """)
+        appendInterpolation(zoneID)
+        appendLiteral("""
+            ::text || '},', '')
+             || coalesce('"shortGUID":' || to_json(short_guid)::text || ',', '') || '"zoneID":' ||
+            """)
+        appendInterpolation(zoneID)
+        appendLiteral("::text || '}')")
+    }
+}
+
 /// Change tracking: what changed in a zone since a version, and which zones of a database changed.
 public struct SyncStore: Sendable {
     let store: PostgresStore
@@ -42,6 +72,10 @@ public struct SyncStore: Sendable {
         /// A saved record as stored: its JSON text as PostgreSQL renders it (`StoredRecordText`,
         /// `EventCoding.decodeRecord`), so a page can be answered by copying it.
         case stored(recordName: String, text: String)
+        /// A saved record already written by PostgreSQL as CloudKit's record dictionary
+        /// (`SyncStore.wireText`: what `RecordWire.write(stored:…)` writes of its stored text), for a
+        /// page asked for with a `wire` zone id: appended to the answer as it is.
+        case wire(recordName: String, text: String)
         case deleted(recordName: String, recordType: String)
 
         /// The record name either way.
@@ -49,16 +83,8 @@ public struct SyncStore: Sendable {
             switch self {
             case .saved(let record): record.recordName
             case .stored(let name, _): name
+            case .wire(let name, _): name
             case .deleted(let name, _): name
-            }
-        }
-
-        /// The saved record, read from its text if it is stored; nil for a delete.
-        public func record() throws -> Record? {
-            switch self {
-            case .saved(let record): record
-            case .stored(_, let text): try EventCoding.decodeRecord(text)
-            case .deleted: nil
             }
         }
     }
@@ -100,10 +126,14 @@ public struct SyncStore: Sendable {
     /// page ends before the record that would pass it — but for its first record when
     /// `firstAlwaysFits`, so that a record larger than the budget still reaches the client — and a
     /// page where nothing fits holds no change, keeps the client's position and says more are coming.
+    ///
+    /// `wire`, the zone id dictionary's text, asks for the records of a page read in one statement
+    /// as CloudKit's record dictionaries written by PostgreSQL (`Change.wire`) where they can be:
+    /// for an answer with every field and numbers as numbers.
     public func changes(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
         recordTypes: Set<String>? = nil, mode: Mode = .forward, maxBytes: Int = .max, firstAlwaysFits: Bool = true, sharedWith user: String? = nil,
-        logger: Logger
+        wire: String? = nil, logger: Logger
     ) async throws -> ZoneChanges {
         guard !zone.isDefaultZone else {
             throw StratusError(.badRequest, "Change tracking is available in custom zones only, not in \(ZoneID.defaultZoneName): read its records with records/query (or records/lookup by name), or keep records a device syncs in a custom zone (zones/modify) and fetch them with records/changes")
@@ -114,7 +144,7 @@ public struct SyncStore: Sendable {
         // transaction below.
         if user == nil, mode != .snapshot, let page = try await storedPage(
             zone: zone, in: database, incarnation: expected, since: version, limit: limit, recordTypes: recordTypes, mode: mode,
-            maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, logger: logger) {
+            maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire, logger: logger) {
             return page
         }
         return try await store.snapshot(logger: logger) { transaction in
@@ -223,9 +253,12 @@ public struct SyncStore: Sendable {
     /// cuts and `EventCoding.decodeRecord` reads. Written out member by member: building a `jsonb`
     /// object per record and printing it took 1.8 of a 200-record page's 2.4 ms; `fields` is
     /// printed as stored and every text column through `to_json`, which escapes as `jsonb` does.
-    static let storedText = """
+    static let storedText = storedText(fields: "fields::text")
+
+    /// `storedText` with `fieldsText` for the row's `fields::text` (a page computes it once a row).
+    static func storedText(fields fieldsText: String) -> String { """
         ('{"recordName": ' || to_json(record_name)::text || ', "recordType": ' || to_json(record_type)::text
-         || ', "fields": ' || fields::text || ', "changeTag": ' || to_json(change_tag)::text
+         || ', "fields": ' || \(fieldsText) || ', "changeTag": ' || to_json(change_tag)::text
          || ', "created": {"timestamp": ' || created_at::text || ', "userRecordName": ' || to_json(created_by)::text
          || ', "deviceID": ' || coalesce(to_json(created_device)::text, 'null')
          || '}, "modified": {"timestamp": ' || modified_at::text || ', "userRecordName": ' || to_json(modified_by)::text
@@ -235,6 +268,7 @@ public struct SyncStore: Sendable {
          || ', "createdVersion": ' || coalesce(created_version::text, 'null')
          || ', "expirationDate": ' || coalesce(expires_at::text, 'null') || '}')
         """
+    }
 
     /// A forward or reverse page of the owner's zone in one statement: the zone's row, the page's
     /// versions (records and tombstones, as the transaction below reads them) and, for the saved
@@ -247,7 +281,7 @@ public struct SyncStore: Sendable {
     /// the zone after its token, rendering each, when the statistics said the table was empty).
     private func storedPage(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
-        recordTypes: Set<String>?, mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, logger: Logger
+        recordTypes: Set<String>?, mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, wire: String?, logger: Logger
     ) async throws -> ZoneChanges? {
         var upTo: Int64?
         var continueBelow: Int64?
@@ -262,48 +296,63 @@ public struct SyncStore: Sendable {
         // Every version of the zone is at most its change counter in any one snapshot, so the
         // counter bounds nothing here; a reverse sync's own upper bound does.
         let upper = upTo ?? Int64.max
-        typealias Row = (UUID, Int64, Int64, Int64?, String?, String?, Bool?, Int64?, String?)
         let statements = store.statements
-        let rows: [Row] = try await store.withConnection { connection in
+        let rows: [PageRow] = try await store.withConnection { connection in
             let rows = try await connection.query("""
                 WITH zone AS (
                     SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted
                 ), page AS (
-                    SELECT version, record_name, record_type, deleted, bytes, text,
+                    SELECT version, record_name, record_type, deleted, bytes, text, wired,
                            sum(bytes) OVER (ORDER BY version \(unescaped: order) ROWS UNBOUNDED PRECEDING) AS running,
                            row_number() OVER (ORDER BY version \(unescaped: order)) AS position
                     FROM (
                         (SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live) AS deleted,
-                                (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(fields::text) ELSE 0 END)::int8 AS bytes,
-                                (CASE WHEN \(unescaped: RecordExpirySQL.live) AND record_type <> \(ShareRecord.recordType) THEN \(unescaped: Self.storedText) END) AS text
+                                (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(f.fields_text) ELSE 0 END)::int8 AS bytes,
+                                (CASE WHEN NOT \(unescaped: RecordExpirySQL.live) OR record_type = \(ShareRecord.recordType) THEN NULL
+                                      WHEN \(wire)::text IS NOT NULL AND strpos(f.fields_text, '"type": "ASSETID') = 0 THEN \(wireOf: "f.fields_text", zoneID: wire)
+                                      ELSE \(unescaped: Self.storedText(fields: "f.fields_text")) END) AS text,
+                                (\(wire)::text IS NOT NULL AND strpos(f.fields_text, '"type": "ASSETID') = 0) AS wired
                          FROM records
+                         -- The fields' text once a row (the fence keeps the planner from writing it out at every use).
+                         CROSS JOIN LATERAL (SELECT fields::text AS fields_text OFFSET 0) AS f
                          WHERE \(zone: zone.zoneName, of: database) AND version > \(version) AND version <= \(upper) AND version < \(below)
                            AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
                            AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
                          ORDER BY version \(unescaped: order) LIMIT \(limit + 1))
                         UNION ALL
-                        (SELECT deleted_version, record_name, record_type, true, 0::int8, NULL::text FROM record_tombstones
+                        (SELECT deleted_version, record_name, record_type, true, 0::int8, NULL::text, false FROM record_tombstones
                          WHERE \(tombstonesOf: zone.zoneName, of: database, after: version, upTo: upper, below: below, types: types, order: order, limit: limit))
                         ORDER BY 1 \(unescaped: order)
                         LIMIT \(limit + 1)
                     ) AS candidates
                 )
                 SELECT zone.incarnation, zone.change_counter, zone.tombstone_horizon, page.version, page.record_name, page.record_type, page.deleted, page.bytes,
-                       CASE WHEN page.running <= \(Int64(clamping: maxBytes)) OR (page.position = 1 AND \(firstAlwaysFits)) THEN page.text END
+                       CASE WHEN page.running <= \(Int64(clamping: maxBytes)) OR (page.position = 1 AND \(firstAlwaysFits)) THEN page.text END, page.wired
                 FROM zone LEFT JOIN page ON true
                 ORDER BY page.position
                 """, preparedIn: statements, logger: logger)
-            var decoded: [Row] = []
-            for try await row in rows.decode(Row.self) { decoded.append(row) }
+            // Read cell by cell with concrete types: decoding a 10-member tuple per row through the
+            // client library's variadic generic looked its metadata up again for every row.
+            var decoded: [PageRow] = []
+            decoded.reserveCapacity(limit + 2)
+            for try await row in rows {
+                var cells = row.makeIterator()
+                decoded.append(PageRow(
+                    incarnation: try Self.next(&cells, UUID.self), counter: try Self.next(&cells, Int64.self), horizon: try Self.next(&cells, Int64.self),
+                    version: try Self.next(&cells, Int64?.self), name: try Self.next(&cells, String?.self), type: try Self.next(&cells, String?.self),
+                    deleted: try Self.next(&cells, Bool?.self), bytes: try Self.next(&cells, Int64?.self), text: try Self.next(&cells, String?.self),
+                    wired: try Self.next(&cells, Bool?.self) ?? false))
+            }
             return decoded
         }
-        let state = rows.first.map { ($0.0, $0.1, $0.2) }
+        let state = rows.first.map { ($0.incarnation, $0.counter, $0.horizon) }
         let (incarnation, counter, _) = try Self.check(zone: zone, state: state, expected: expected, version: version)
         let reverseUpper = min(upTo ?? counter, counter)
-        var entries: [(version: Int64, name: String, type: String, deleted: Bool, bytes: Int64, text: String?)] = []
+        var entries: [(version: Int64, name: String, type: String, deleted: Bool, bytes: Int64, text: String?, wired: Bool)] = []
+        entries.reserveCapacity(rows.count)
         for row in rows {
-            guard let entryVersion = row.3, let name = row.4, let type = row.5, let deleted = row.6, let bytes = row.7 else { continue }
-            entries.append((entryVersion, name, type, deleted, bytes, row.8))
+            guard let entryVersion = row.version, let name = row.name, let type = row.type, let deleted = row.deleted, let bytes = row.bytes else { continue }
+            entries.append((entryVersion, name, type, deleted, bytes, row.text, row.wired))
         }
         let fit = Self.fit(entries.map(\.bytes), limit: limit, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits)
         entries.removeLast(entries.count - fit.count)
@@ -315,13 +364,25 @@ public struct SyncStore: Sendable {
             if entry.deleted {
                 changes.append(.deleted(recordName: entry.name, recordType: entry.type))
             } else if let text = entry.text {
-                changes.append(.stored(recordName: entry.name, text: text))
+                changes.append(entry.wired ? .wire(recordName: entry.name, text: text) : .stored(recordName: entry.name, text: text))
             } else {
                 // A share (the statement renders no text for one): the transaction reads its state.
                 return nil
             }
         }
         return ending.page(changes)
+    }
+
+    /// A row of `storedPage`'s statement: the zone's row, then one candidate (all nil when none).
+    private struct PageRow {
+        var incarnation: UUID, counter: Int64, horizon: Int64
+        var version: Int64?, name: String?, type: String?, deleted: Bool?, bytes: Int64?, text: String?, wired: Bool
+    }
+
+    /// The next cell of a row, decoded as `type`.
+    private static func next<Value: PostgresDecodable>(_ cells: inout PostgresRow.Iterator, _ type: Value.Type) throws -> Value {
+        guard let cell = cells.next() else { throw StratusError(.internalError, "a sync page's row has fewer columns than its statement selects") }
+        return try cell.decode(Value.self, context: .default)
     }
 
     /// How many of a page's candidates the page holds — their fields' sizes in page order, one

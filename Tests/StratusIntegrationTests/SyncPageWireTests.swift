@@ -27,6 +27,31 @@ extension SyncTests {
         ["recordName": "na\"me\\é", "recordType": "T_y", "fields": ["f": ["value": "w"]]],
     ] }
 
+    /// Creates `zone` and saves `wireRecords()` in it; the reply of the save.
+    @discardableResult
+    static func saveWireRecords(_ client: any TestClientProtocol, _ fixture: RecordAPITests.Fixture, zone: String) async throws -> Body {
+        try await RecordAPITests.createZone(client, fixture, zone)
+        let (status, saved) = try await RecordAPITests.post(client, fixture.path("records/modify"), [
+            "zoneID": ["zoneName": zone], "operations": wireRecords().map { ["operationType": "create", "record": $0] },
+        ])
+        guard status == 200 else { throw SaveFailed(description: "the records could not be saved: \(saved)") }
+        return saved
+    }
+
+    struct SaveFailed: Error, CustomStringConvertible { var description: String }
+
+    /// Sets every column of the zone's records that the API leaves empty on a plain record
+    /// (devices, share, short GUID, expiration).
+    static func setEveryColumn(_ store: PostgresStore, zone: String) async throws {
+        try await store.withConnection { connection in
+            try await connection.query("""
+                UPDATE records SET created_device = 'device "one" \\', modified_device = 'device-2', share = 'share\u{00e9}',
+                    short_guid = 'guid-' || record_name, expires_at = coalesce(expires_at, 4102444800000)
+                WHERE zone_name = \(zone)
+                """, logger: TestSupport.logger)
+        }
+    }
+
     /// Each record of the page (by name) and what lookup says of it, both with `extra` in the request.
     static func compareWithLookup(
         _ client: any TestClientProtocol, _ fixture: RecordAPITests.Fixture, zone: String, names: [String], extra: Body = [:], _ context: String
@@ -65,11 +90,7 @@ extension SyncTests {
 
     func testASyncPageSaysWhatLookupSaysOfEveryRecord() async throws {
         try await withFixture { fixture, client in
-            try await RecordAPITests.createZone(client, fixture, "Wire")
-            let (status, saved) = try await RecordAPITests.post(client, fixture.path("records/modify"), [
-                "zoneID": ["zoneName": "Wire"], "operations": Self.wireRecords().map { ["operationType": "create", "record": $0] },
-            ])
-            guard status == 200 else { return XCTFail("\(saved)") }
+            let saved = try await Self.saveWireRecords(client, fixture, zone: "Wire")
             let names = Self.wireRecords().map { $0["recordName"] as! String }
             try await Self.compareWithLookup(client, fixture, zone: "Wire", names: names, "copied")
             try await Self.compareWithLookup(client, fixture, zone: "Wire", names: names, extra: ["desiredKeys": ["text", "texts", "f", "missing"]], "desiredKeys")
@@ -89,23 +110,69 @@ extension SyncTests {
         }
     }
 
+    /// A page asked for in wire form gets each record written by PostgreSQL byte for byte as the
+    /// API writes it from the record's stored text, every column set (device, share, short GUID,
+    /// expiration, parent); a record with an asset field, whose download link is signed per
+    /// answer, comes as stored text, and so does every record when the wire form is not asked for.
+    func testAWirePageWritesEachRecordAsTheAPIWritesItsStoredText() async throws {
+        try await withFixture { fixture, client in
+            try await Self.saveWireRecords(client, fixture, zone: "Wired")
+            var names = Self.wireRecords().map { $0["recordName"] as! String }
+            try await Self.setEveryColumn(fixture.store, zone: "Wired")
+            try await fixture.store.withConnection { connection in
+                // An asset field, as the stored form writes one (what `records/modify` binds after an upload).
+                try await connection.query("""
+                    INSERT INTO records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
+                        created_at, created_by, modified_at, modified_by, version, created_version)
+                    SELECT container, environment, scope, owner, zone_name, 'asset', record_type,
+                           '{"file": {"type": "ASSETID", "value": {"fileChecksum": "c2hh", "size": 3, "receipt": "r"}}}'::jsonb, change_tag,
+                           created_at, created_by, modified_at, modified_by, version + 1000, created_version + 1000
+                    FROM records WHERE zone_name = 'Wired' AND record_name = 'lists'
+                    """, logger: TestSupport.logger)
+            }
+            names.append("asset")
+            let zone = ZoneID(zoneName: "Wired", ownerRecordName: "_alice")
+            let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+            let zoneID = String(decoding: zone.json.serialized(), as: UTF8.self)
+            let sync = SyncStore(store: fixture.store)
+            let wired = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, wire: zoneID, logger: TestSupport.logger)
+            let plain = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, logger: TestSupport.logger)
+            guard let texts = try await RecordStore(store: fixture.store).lookupStored(names, zone: zone, in: database, logger: TestSupport.logger) else {
+                return XCTFail("every record has its stored text")
+            }
+            let links = AssetLinks(key: fixture.configuration.secretKey, base: "http://h", expiresAt: 0)
+            var written: Set<String> = []
+            for change in wired.changes {
+                switch change {
+                case .wire(let name, let text):
+                    var expected: [UInt8] = []
+                    try RecordWire.write(
+                        stored: try XCTUnwrap(texts[ExactName(name)]), zone: zone, zoneID: Array(zoneID.utf8), desiredKeys: nil, numbersAsStrings: false,
+                        links: links, into: &expected)
+                    XCTAssertEqual(text, String(decoding: expected, as: UTF8.self), name)
+                    XCTAssertNoThrow(try JSONParser.parse(text), name)
+                    written.insert(name)
+                case .stored(let name, _):
+                    XCTAssertEqual(name, "asset", "only the asset record is left to the API")
+                default:
+                    XCTFail("\(change.recordName): every change of the page is a saved record")
+                }
+            }
+            XCTAssertEqual(written, Set(names).subtracting(["asset"]))
+            XCTAssertEqual(plain.changes.count, names.count)
+            for change in plain.changes {
+                guard case .stored = change else { return XCTFail("\(change.recordName): without the wire form, records come as stored text") }
+            }
+        }
+    }
+
     /// The stored text PostgreSQL writes for a row says what the row's columns say, every column
     /// set: the API writes no device, share or short GUID on a plain record, so they are set here.
     func testTheStoredTextOfARowSaysWhatItsColumnsSay() async throws {
         try await withFixture { fixture, client in
-            try await RecordAPITests.createZone(client, fixture, "Text")
-            let (status, saved) = try await RecordAPITests.post(client, fixture.path("records/modify"), [
-                "zoneID": ["zoneName": "Text"], "operations": Self.wireRecords().map { ["operationType": "create", "record": $0] },
-            ])
-            guard status == 200 else { return XCTFail("\(saved)") }
+            try await Self.saveWireRecords(client, fixture, zone: "Text")
             let names = Self.wireRecords().map { $0["recordName"] as! String }
-            try await fixture.store.withConnection { connection in
-                try await connection.query("""
-                    UPDATE records SET created_device = 'device "one" \\', modified_device = 'device-2', share = 'share\u{00e9}',
-                        short_guid = 'guid-' || record_name, expires_at = coalesce(expires_at, 4102444800000)
-                    WHERE zone_name = 'Text'
-                    """, logger: TestSupport.logger)
-            }
+            try await Self.setEveryColumn(fixture.store, zone: "Text")
             let zone = ZoneID(zoneName: "Text", ownerRecordName: "_alice")
             let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
             let records = RecordStore(store: fixture.store)
