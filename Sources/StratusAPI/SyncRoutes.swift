@@ -175,6 +175,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         out.append(contentsOf: (page.moreComing ? "true" : "false").utf8)
         out.append(contentsOf: #","records":["#.utf8)
         let desiredKeys = zoneRequest.desiredKeys.map(Set.init)
+        if let wire = page.wire { out.append(contentsOf: wire.utf8) }
         for (index, change) in page.changes.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             switch change {

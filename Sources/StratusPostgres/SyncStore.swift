@@ -59,6 +59,58 @@ extension PostgresQuery.StringInterpolation {
     }
 }
 
+extension PostgresQuery.StringInterpolation {
+    /// The common table expressions of a sync page (`zone`, the zone's row; `page`, the page's
+    /// candidates in page order with each one's fields' size, running byte total, position and —
+    /// for a live record that is not a share — its text, written as CloudKit's record dictionary
+    /// when `wire` is asked for and the record has no asset field, else as its stored text). Each
+    /// table's part is limited in its own index order: as one union under one limit, PostgreSQL
+    /// sorted every record of the zone after the token, rendering each, when its statistics said
+    /// the table was empty.
+    fileprivate mutating func appendInterpolation(pageOf c: SyncStore.PageCandidates) {
+        let live = RecordExpirySQL.live
+        appendLiteral("zone AS (SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE ")
+        appendInterpolation(zone: c.zone.zoneName, of: c.database)
+        appendLiteral(" AND NOT deleted), page AS (SELECT version, record_name, record_type, deleted, bytes, text, wired,")
+        appendLiteral(" sum(bytes) OVER (ORDER BY version \(c.order) ROWS UNBOUNDED PRECEDING) AS running,")
+        appendLiteral(" row_number() OVER (ORDER BY version \(c.order)) AS position FROM (")
+        // The records' part: the fields' text once a row (the fence keeps the planner from writing
+        // the expression out at every use).
+        appendLiteral("(SELECT version, record_name, record_type, NOT \(live) AS deleted,")
+        appendLiteral(" (CASE WHEN \(live) THEN octet_length(f.fields_text) ELSE 0 END)::int8 AS bytes,")
+        appendLiteral(" (CASE WHEN NOT \(live) OR record_type = ")
+        appendInterpolation(ShareRecord.recordType)
+        appendLiteral(" THEN NULL WHEN w.wired THEN ")
+        appendInterpolation(wireOf: "f.fields_text", zoneID: c.wire)
+        appendLiteral(" ELSE \(SyncStore.storedText(fields: "f.fields_text")) END) AS text, w.wired")
+        appendLiteral(" FROM records CROSS JOIN LATERAL (SELECT fields::text AS fields_text OFFSET 0) AS f")
+        appendLiteral(" CROSS JOIN LATERAL (SELECT ")
+        appendInterpolation(c.wire)
+        appendLiteral(#"::text IS NOT NULL AND strpos(f.fields_text, '"type": "ASSETID') = 0 AS wired) AS w WHERE "#)
+        appendInterpolation(zone: c.zone.zoneName, of: c.database)
+        appendLiteral(" AND version > ")
+        appendInterpolation(c.version)
+        appendLiteral(" AND version <= ")
+        appendInterpolation(c.upper)
+        appendLiteral(" AND version < ")
+        appendInterpolation(c.below)
+        appendLiteral(" AND (")
+        appendInterpolation(c.types)
+        appendLiteral("::text[] IS NULL OR record_type = ANY(")
+        appendInterpolation(c.types)
+        appendLiteral("::text[])) AND (\(live) OR created_version <= ")
+        appendInterpolation(c.version)
+        appendLiteral(") ORDER BY version \(c.order) LIMIT ")
+        appendInterpolation(c.limit + 1)
+        // The tombstones' part.
+        appendLiteral(") UNION ALL (SELECT deleted_version, record_name, record_type, true, 0::int8, NULL::text, false FROM record_tombstones WHERE ")
+        appendInterpolation(tombstonesOf: c.zone.zoneName, of: c.database, after: c.version, upTo: c.upper, below: c.below, types: c.types, order: c.order, limit: c.limit)
+        appendLiteral(") ORDER BY 1 \(c.order) LIMIT ")
+        appendInterpolation(c.limit + 1)
+        appendLiteral(") AS candidates)")
+    }
+}
+
 /// Change tracking: what changed in a zone since a version, and which zones of a database changed.
 public struct SyncStore: Sendable {
     let store: PostgresStore
@@ -114,6 +166,10 @@ public struct SyncStore: Sendable {
         public var reverse: (upTo: Int64, below: Int64)?
         /// Bytes of the fields of the page's records, as stored JSON.
         public var bytes: Int = 0
+        /// The page's entries written by PostgreSQL as the answer's `records` members, joined
+        /// with commas (`changes` is then empty): for a page asked for with a `wire` zone id whose
+        /// records all have their wire form.
+        public var wire: String?
     }
 
     /// The changes of a custom zone after `version` (0 = from the start), at most `limit`, in version
@@ -270,15 +326,29 @@ public struct SyncStore: Sendable {
         """
     }
 
+    /// What a one-statement page reads (`appendInterpolation(pageOf:)`).
+    struct PageCandidates {
+        var zone: ZoneID
+        var database: DatabaseID
+        var version: Int64
+        /// The highest version read (a reverse sync's own bound; every version of the zone is at
+        /// most its change counter in any one snapshot, so the counter bounds nothing here).
+        var upper: Int64
+        var below: Int64
+        var types: [String]?
+        var order: String
+        var limit: Int
+        var wire: String?
+    }
+
     /// A forward or reverse page of the owner's zone in one statement: the zone's row, the page's
     /// versions (records and tombstones, as the transaction below reads them) and, for the saved
-    /// records that fit in `maxBytes`, their stored text. Nil when the page holds a share, whose
-    /// state is read with it in the transaction. The text is rendered from the row the page's scan
-    /// reads (a second lookup per record would be planned as a scan each while the table's
-    /// statistics are stale, right after a load); only what fits is sent. Each table's part is
-    /// limited in its own index order, so the page renders at most `limit + 1` records however
-    /// the planner estimates the zone (as one union under one limit, it sorted every record of
-    /// the zone after its token, rendering each, when the statistics said the table was empty).
+    /// records that fit in `maxBytes`, their text. Nil when the page holds a share, whose state is
+    /// read with it in the transaction. The text is rendered from the row the page's scan reads (a
+    /// second lookup per record would be planned as a scan each while the table's statistics are
+    /// stale, right after a load); only what fits is sent. With `wire`, a page whose records all
+    /// have their wire form (no share, no asset field) comes as one row: the page's entries
+    /// written and joined by PostgreSQL (`ZoneChanges.wire`).
     private func storedPage(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
         recordTypes: Set<String>?, mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, wire: String?, logger: Logger
@@ -291,41 +361,21 @@ public struct SyncStore: Sendable {
         }
         let descending = mode != .forward
         let below = continueBelow ?? Int64.max
-        let types = recordTypes.map { Array($0) }
-        let order = descending ? "DESC" : "ASC"
-        // Every version of the zone is at most its change counter in any one snapshot, so the
-        // counter bounds nothing here; a reverse sync's own upper bound does.
-        let upper = upTo ?? Int64.max
+        let candidates = PageCandidates(
+            zone: zone, database: database, version: version, upper: upTo ?? Int64.max, below: below, types: recordTypes.map { Array($0) },
+            order: descending ? "DESC" : "ASC", limit: limit, wire: wire)
         let statements = store.statements
+        if wire != nil, let joined = try await joinedPage(candidates, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, logger: logger) {
+            let (incarnation, counter, _) = try Self.check(zone: zone, state: joined.state, expected: expected, version: version)
+            let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (min(upTo ?? counter, counter), below) : nil,
+                                moreComing: joined.moreComing, lastVersion: joined.lastVersion, bytes: joined.bytes)
+            var page = ending.page([])
+            if joined.lastVersion != nil { page.wire = joined.text }
+            return page
+        }
         let rows: [PageRow] = try await store.withConnection { connection in
             let rows = try await connection.query("""
-                WITH zone AS (
-                    SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted
-                ), page AS (
-                    SELECT version, record_name, record_type, deleted, bytes, text, wired,
-                           sum(bytes) OVER (ORDER BY version \(unescaped: order) ROWS UNBOUNDED PRECEDING) AS running,
-                           row_number() OVER (ORDER BY version \(unescaped: order)) AS position
-                    FROM (
-                        (SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live) AS deleted,
-                                (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(f.fields_text) ELSE 0 END)::int8 AS bytes,
-                                (CASE WHEN NOT \(unescaped: RecordExpirySQL.live) OR record_type = \(ShareRecord.recordType) THEN NULL
-                                      WHEN \(wire)::text IS NOT NULL AND strpos(f.fields_text, '"type": "ASSETID') = 0 THEN \(wireOf: "f.fields_text", zoneID: wire)
-                                      ELSE \(unescaped: Self.storedText(fields: "f.fields_text")) END) AS text,
-                                (\(wire)::text IS NOT NULL AND strpos(f.fields_text, '"type": "ASSETID') = 0) AS wired
-                         FROM records
-                         -- The fields' text once a row (the fence keeps the planner from writing it out at every use).
-                         CROSS JOIN LATERAL (SELECT fields::text AS fields_text OFFSET 0) AS f
-                         WHERE \(zone: zone.zoneName, of: database) AND version > \(version) AND version <= \(upper) AND version < \(below)
-                           AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
-                           AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
-                         ORDER BY version \(unescaped: order) LIMIT \(limit + 1))
-                        UNION ALL
-                        (SELECT deleted_version, record_name, record_type, true, 0::int8, NULL::text, false FROM record_tombstones
-                         WHERE \(tombstonesOf: zone.zoneName, of: database, after: version, upTo: upper, below: below, types: types, order: order, limit: limit))
-                        ORDER BY 1 \(unescaped: order)
-                        LIMIT \(limit + 1)
-                    ) AS candidates
-                )
+                WITH \(pageOf: candidates)
                 SELECT zone.incarnation, zone.change_counter, zone.tombstone_horizon, page.version, page.record_name, page.record_type, page.deleted, page.bytes,
                        CASE WHEN page.running <= \(Int64(clamping: maxBytes)) OR (page.position = 1 AND \(firstAlwaysFits)) THEN page.text END, page.wired
                 FROM zone LEFT JOIN page ON true
@@ -371,6 +421,47 @@ public struct SyncStore: Sendable {
             }
         }
         return ending.page(changes)
+    }
+
+    /// A page as one row (`storedPage` with `wire`): the zone's row (nil: no zone), what the page
+    /// holds, and its entries written by PostgreSQL and joined with commas. Nil when a record the
+    /// page holds has no wire form (a share, an asset field): the per-row statement answers it.
+    private func joinedPage(
+        _ candidates: PageCandidates, maxBytes: Int, firstAlwaysFits: Bool, logger: Logger
+    ) async throws -> (state: (UUID, Int64, Int64)?, moreComing: Bool, lastVersion: Int64?, bytes: Int, text: String)? {
+        let statements = store.statements
+        return try await store.withConnection { connection in
+            // `kept`: the page ends before the first candidate past `limit` or past the byte budget
+            // (but for the first, when it always fits) — `fit`'s rule, which the running total makes
+            // a prefix. A deletion is written as the API writes one.
+            let rows = try await connection.query("""
+                WITH \(pageOf: candidates), kept AS (
+                    SELECT * FROM page
+                    WHERE position <= \(candidates.limit) AND (running <= \(Int64(clamping: maxBytes)) OR (position = 1 AND \(firstAlwaysFits)))
+                )
+                SELECT zone.incarnation, zone.change_counter, zone.tombstone_horizon,
+                       (SELECT count(*) FROM page), s.count, s.bytes, s.last_version, s.whole, s.text
+                FROM zone LEFT JOIN (
+                    SELECT count(*) AS count, coalesce(sum(bytes), 0)::int8 AS bytes,
+                           (array_agg(version ORDER BY position DESC))[1] AS last_version,
+                           coalesce(bool_and(deleted OR (text IS NOT NULL AND wired)), true) AS whole,
+                           string_agg(CASE WHEN deleted THEN '{"deleted":true,"recordName":' || to_json(record_name)::text || '}' ELSE text END, ','
+                                      ORDER BY position) AS text
+                    FROM kept
+                ) AS s ON true
+                """, preparedIn: statements, logger: logger)
+            for try await row in rows {
+                var cells = row.makeIterator()
+                let incarnation = try Self.next(&cells, UUID?.self), counter = try Self.next(&cells, Int64?.self), horizon = try Self.next(&cells, Int64?.self)
+                let candidates = try Self.next(&cells, Int64?.self) ?? 0, count = try Self.next(&cells, Int64?.self) ?? 0
+                let bytes = try Self.next(&cells, Int64?.self) ?? 0, lastVersion = try Self.next(&cells, Int64?.self)
+                let whole = try Self.next(&cells, Bool?.self) ?? true, text = try Self.next(&cells, String?.self)
+                guard let incarnation, let counter, let horizon else { return (nil, false, nil, 0, "") }
+                guard whole else { return nil }
+                return ((incarnation, counter, horizon), candidates > count, lastVersion, Int(bytes), text ?? "")
+            }
+            return (nil, false, nil, 0, "")
+        }
     }
 
     /// A row of `storedPage`'s statement: the zone's row, then one candidate (all nil when none).

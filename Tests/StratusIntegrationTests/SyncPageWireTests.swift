@@ -166,6 +166,78 @@ extension SyncTests {
         }
     }
 
+    /// A page whose records all have their wire form comes joined by PostgreSQL in one row, and it
+    /// ends where the per-row page ends — same entries, position, `moreComing`, reverse bounds and
+    /// bytes — for every limit, byte budget (the first record fitting or not), direction and token,
+    /// with deletions and an expired record among the changes; each entry is what the API writes.
+    func testAJoinedPageEndsWhereThePerRowPageEnds() async throws {
+        try await withFixture { fixture, client in
+            try await Self.saveWireRecords(client, fixture, zone: "Joined")
+            try await Self.setEveryColumn(fixture.store, zone: "Joined")
+            let (deleted, deletion) = try await RecordAPITests.post(client, fixture.path("records/modify"), [
+                "zoneID": ["zoneName": "Joined"], "operations": [
+                    ["operationType": "forceDelete", "record": ["recordName": "lists"]],
+                    ["operationType": "create", "record": ["recordName": "late", "recordType": "Note", "fields": ["f": ["value": "x"]]]],
+                ],
+            ])
+            XCTAssertEqual(deleted, 200, "\(deletion)")
+            try await fixture.store.withConnection { connection in
+                // Expired as if at a later change (the zone's ninth).
+                try await connection.query("UPDATE records SET expires_at = 1, version = 9 WHERE zone_name = 'Joined' AND record_name = 'child'", logger: TestSupport.logger)
+                try await connection.query("UPDATE zones SET change_counter = 9 WHERE zone_name = 'Joined'", logger: TestSupport.logger)
+            }
+            let zone = ZoneID(zoneName: "Joined", ownerRecordName: "_alice")
+            let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+            let zoneID = String(decoding: zone.json.serialized(), as: UTF8.self)
+            let sync = SyncStore(store: fixture.store)
+            let links = AssetLinks(key: fixture.configuration.secretKey, base: "http://h", expiresAt: 0)
+            var joinedPages = 0
+            for mode in [SyncStore.Mode.forward, .reverse(upTo: nil, below: nil)] {
+                for since: Int64 in [0, 2, 4] {
+                    for limit in [1, 2, 3, 100] {
+                        for (maxBytes, firstAlwaysFits) in [(Int.max, true), (1, true), (1, false), (120, true), (400, false)] {
+                            let context = "\(mode) since \(since) limit \(limit) budget \(maxBytes) \(firstAlwaysFits)"
+                            let plain = try await sync.changes(zone: zone, in: database, incarnation: nil, since: since, limit: limit, mode: mode,
+                                                               maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, logger: TestSupport.logger)
+                            let joined = try await sync.changes(zone: zone, in: database, incarnation: nil, since: since, limit: limit, mode: mode,
+                                                                maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: zoneID, logger: TestSupport.logger)
+                            XCTAssertNil(plain.wire, context)
+                            XCTAssertEqual(joined.version, plain.version, context)
+                            XCTAssertEqual(joined.moreComing, plain.moreComing, context)
+                            XCTAssertEqual(joined.reverse?.upTo, plain.reverse?.upTo, context)
+                            XCTAssertEqual(joined.reverse?.below, plain.reverse?.below, context)
+                            XCTAssertEqual(joined.bytes, plain.bytes, context)
+                            XCTAssertTrue(joined.changes.isEmpty, context)
+                            // The entries, written as the API writes each from the per-row page.
+                            var expected: [UInt8] = []
+                            for (index, change) in plain.changes.enumerated() {
+                                if index > 0 { expected.append(UInt8(ascii: ",")) }
+                                switch change {
+                                case .stored(_, let text):
+                                    try RecordWire.write(stored: text, zone: zone, zoneID: Array(zoneID.utf8), desiredKeys: nil, numbersAsStrings: false,
+                                                         links: links, into: &expected)
+                                case .deleted(let name, _):
+                                    JSONValue.object(["recordName": .string(name), "deleted": .bool(true)]).write(into: &expected)
+                                default:
+                                    XCTFail("\(context): \(change.recordName) is stored text or a deletion")
+                                }
+                            }
+                            XCTAssertEqual(joined.wire ?? "", String(decoding: expected, as: UTF8.self), context)
+                            if !plain.changes.isEmpty { joinedPages += 1 }
+                        }
+                    }
+                }
+            }
+            XCTAssertGreaterThan(joinedPages, 40)
+            // From a token after the first four records: "lists" deleted, "scalars" deleted with it (its
+            // reference says DELETE_SELF) and "child" expired.
+            let all = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 4, limit: 100, wire: zoneID, logger: TestSupport.logger)
+            guard case .array(let entries) = try JSONParser.parse("[" + (all.wire ?? "") + "]") else { return XCTFail("the entries are JSON") }
+            let deletions = entries.filter { $0["deleted"] == .bool(true) }.compactMap { $0["recordName"]?.stringValue }
+            XCTAssertEqual(Set(deletions), ["lists", "scalars", "child"])
+        }
+    }
+
     /// The stored text PostgreSQL writes for a row says what the row's columns say, every column
     /// set: the API writes no device, share or short GUID on a plain record, so they are set here.
     func testTheStoredTextOfARowSaysWhatItsColumnsSay() async throws {
