@@ -34,34 +34,56 @@ public enum QueryIndexStore {
     /// takes its latest save, and an event older than what a generation holds changes nothing.
     /// `generations` names the generations written (nil: every one served or built).
     public static func apply(saves: [(saved: RecordSaved, event: EventEnvelope)], generations: [Int]? = nil, in transaction: Transaction) async throws {
-        var latest: [RecordKey: Int] = [:]
-        for (index, save) in saves.enumerated() {
-            let key = RecordKey(database: save.saved.database, zoneName: save.saved.zoneID.zoneName, recordName: save.saved.record.recordName)
-            if let known = latest[key], saves[known].event.id >= save.event.id { continue }
-            latest[key] = index
+        let rows = latestPerRecord(saves) {
+            (RecordKey(database: $0.saved.database, zoneName: $0.saved.zoneID.zoneName, recordName: $0.saved.record.recordName), $0.event.id)
         }
-        let rows = latest.values.sorted().map { saves[$0] }
         guard !rows.isEmpty else { return }
         if rows.count == 1 {
             return try await apply(rows[0].saved, event: rows[0].event, generations: generations, in: transaction)
         }
+        try await write(rows.map { (RecordSaved.Indexed($0.saved), $0.event.id) }, generations: generations, in: transaction)
+    }
+
+    /// Applies a run of saves already read for the index (`RecordSaved.indexed`, a rebuild's path),
+    /// each with the id of its event, as `apply(saves:)` does.
+    public static func apply(indexed saves: [(saved: RecordSaved.Indexed, version: Int64)], generations: [Int]? = nil, in transaction: Transaction) async throws {
+        let rows = latestPerRecord(saves) {
+            (RecordKey(database: $0.saved.database, zoneName: $0.saved.zoneName, recordName: $0.saved.record.recordName), $0.version)
+        }
+        guard !rows.isEmpty else { return }
+        try await write(rows, generations: generations, in: transaction)
+    }
+
+    /// The latest item of each record in `items`, in their order: what applying them one by one leaves.
+    private static func latestPerRecord<Item>(_ items: [Item], _ identity: (Item) -> (key: RecordKey, version: Int64)) -> [Item] {
+        var latest: [RecordKey: (index: Int, version: Int64)] = [:]
+        for (index, item) in items.enumerated() {
+            let (key, version) = identity(item)
+            if let known = latest[key], known.version >= version { continue }
+            latest[key] = (index, version)
+        }
+        return latest.values.map(\.index).sorted().map { items[$0] }
+    }
+
+    /// Writes saves, one row each (no two of the same record), with one statement.
+    private static func write(_ rows: [(saved: RecordSaved.Indexed, version: Int64)], generations: [Int]?, in transaction: Transaction) async throws {
         var containers: [String] = [], environments: [String] = [], scopes: [String] = [], owners: [String] = []
         var zones: [String] = [], names: [String] = [], types: [String] = [], versions: [Int64] = []
         var created: [Int64] = [], modified: [Int64] = [], records: [String] = [], documents: [String] = []
-        for (saved, event) in rows {
+        for (saved, version) in rows {
             let database = saved.database, record = saved.record
             containers.append(database.container)
             environments.append(database.environment.rawValue)
             scopes.append(database.scope.rawValue)
             owners.append(database.owner)
-            zones.append(saved.zoneID.zoneName)
+            zones.append(saved.zoneName)
             names.append(record.recordName)
             types.append(record.recordType)
-            versions.append(event.id)
+            versions.append(version)
             created.append(record.created.timestamp)
             modified.append(record.modified.timestamp)
-            records.append(String(decoding: EventCoding.encode(record), as: UTF8.self))
-            documents.append(SearchDocument.text(of: record, policy: .development))
+            records.append(saved.recordJSON)
+            documents.append(saved.document)
         }
         try await transaction.connection.query("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
@@ -223,31 +245,71 @@ public struct QueryIndexGenerations: Sendable {
         }
     }
 
+    /// A page of the log read for a rebuild: its saves decoded (`RecordSaved.indexed`) before the
+    /// page's transaction, so a rebuild can read the next page while the database writes this one.
+    public struct Page: Sendable {
+        /// What the page's transaction does, in the events' order.
+        enum Step: Sendable {
+            /// A run of saves, as one statement.
+            case saves([(saved: RecordSaved.Indexed, version: Int64)])
+            /// Any other event, or a save that did not decode (it then fails in the transaction,
+            /// and the page is applied event by event).
+            case event(EventEnvelope)
+        }
+
+        /// The events, in order.
+        public let events: [EventEnvelope]
+        let steps: [Step]
+
+        /// Whether applying the page depends on the pages before it being applied first: a zone's
+        /// deletion removes the zone's rows older than it, so an older save written after it would
+        /// stay. Every other write keeps the newer version whatever the order.
+        public var dependsOnOrder: Bool { events.contains { $0.type == .zoneDeleted } }
+
+        /// Reads `events` (CPU only; no database).
+        public init(_ events: [EventEnvelope]) {
+            self.events = events
+            var steps: [Step] = []
+            var saves: [(saved: RecordSaved.Indexed, version: Int64)] = []
+            for event in events {
+                if event.type == RecordSaved.eventType, let saved = try? RecordSaved.indexed(event) {
+                    saves.append((saved, event.id))
+                    continue
+                }
+                if !saves.isEmpty { steps.append(.saves(saves)) }
+                saves.removeAll()
+                steps.append(.event(event))
+            }
+            if !saves.isEmpty { steps.append(.saves(saves)) }
+            self.steps = steps
+        }
+    }
+
+    /// Applies a page of events, in order, to one generation only (the rebuild's path).
+    public func apply(_ events: [EventEnvelope], to generation: Int, logger: Logger) async throws {
+        try await apply(Page(events), to: generation, logger: logger)
+    }
+
     /// Applies a page of events, in order, to one generation only (the rebuild's path): one
     /// transaction per page, so a rebuild pays one commit per page rather than per event. READ
     /// COMMITTED is enough (every row write keeps the newer version), and it lets the page commit
     /// while the live indexer writes the same generation.
     /// An event that fails for good is left out of the generation and recorded as the indexer's
     /// dead letter, so one poison event never aborts a rebuild.
-    public func apply(_ events: [EventEnvelope], to generation: Int, logger: Logger) async throws {
+    public func apply(_ page: Page, to generation: Int, logger: Logger) async throws {
         do {
             // Each run of saves as one statement, as the live indexer writes them.
             try await store.readCommitted(logger: logger) { transaction in
-                var saves: [(saved: RecordSaved, event: EventEnvelope)] = []
-                for event in events {
-                    if event.type == RecordSaved.eventType {
-                        saves.append((try event.decode(RecordSaved.self), event))
-                        continue
+                for step in page.steps {
+                    switch step {
+                    case .saves(let saves): try await QueryIndexStore.apply(indexed: saves, generations: [generation], in: transaction)
+                    case .event(let event): try await Self.apply(event, to: generation, in: transaction)
                     }
-                    if !saves.isEmpty { try await QueryIndexStore.apply(saves: saves, generations: [generation], in: transaction) }
-                    saves.removeAll()
-                    try await Self.apply(event, to: generation, in: transaction)
                 }
-                if !saves.isEmpty { try await QueryIndexStore.apply(saves: saves, generations: [generation], in: transaction) }
             }
         } catch where PostgresStore.isPermanent(error) {
             try await store.readCommitted(logger: logger) { transaction in
-                for event in events {
+                for event in page.events {
                     guard let error = try await transaction.isolating({ try await Self.apply(event, to: generation, in: transaction) }) else { continue }
                     let reason = "reindex into generation \(generation): \(PostgresStore.describe(error))"
                     try await DeadLetterStore.record(worker: Self.worker, event: event, reason: reason, in: transaction)

@@ -12,16 +12,23 @@ public struct Reindex: Sendable {
     /// Creates a rebuild.
     public init(store: PostgresStore) { self.store = store }
 
-    /// Runs it; `progress` is called after every page. `language` is the new generation's text search
-    /// configuration (nil keeps the live one's). Returns the new generation and the events read.
+    /// Runs it; `progress` is called after every page. `concurrency` is how many pages are written
+    /// at once; `language` is the new generation's text search configuration (nil keeps the live
+    /// one's). Returns the new generation and the events read.
     @discardableResult
     public func run(
-        pageSize: Int = 1000, language: String? = nil, logger: Logger, progress: @Sendable (Rebuild.Progress) -> Void = { _ in }
+        pageSize: Int = 1000, concurrency: Int = 2, language: String? = nil, logger: Logger,
+        progress: @Sendable (Rebuild.Progress) -> Void = { _ in }
     ) async throws -> (generation: Int, events: Int) {
         let generations = QueryIndexGenerations(store: store)
         let generation = try await generations.begin(language: language, logger: logger)
         do {
-            let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
+            // Pages go to the database two at a time (PostgreSQL's index upkeep, one core's work per
+            // transaction, is most of a rebuild); a zone's deletion is applied alone, in order.
+            let count = try await LogReplay.run(
+                store: store, pageSize: pageSize, concurrency: concurrency, logger: logger, progress: progress,
+                prepare: QueryIndexGenerations.Page.init, runsAlone: \.dependsOnOrder
+            ) { page in
                 try await generations.apply(page, to: generation, logger: logger)
             }
             try await generations.swap(to: generation, logger: logger)

@@ -3,6 +3,7 @@ import PostgresNIO
 import StratusCore
 import StratusPostgres
 import StratusWorkers
+import Synchronization
 import XCTest
 
 /// `stratus replay stratus-indexer` rebuilds the query index into a new generation: queries keep
@@ -187,6 +188,77 @@ final class IndexerReplayTests: XCTestCase {
             XCTAssertEqual(indexed.documents.map { $0.replacingOccurrences(of: " ", with: "") }, expected.map { $0.replacingOccurrences(of: " ", with: "") },
                            "every record at its latest version")
         }
+    }
+
+    /// A rebuild that writes several pages at once (pages of two events, four at a time) builds
+    /// the very rows the live indexer built, across every kind of field, updates, deletions and a
+    /// zone deleted and created again (whose deletion must not overtake the saves before it), and
+    /// reports its progress in the log's order.
+    func testAReindexOfPagesAtOnceBuildsWhatTheLiveIndexerBuilt() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let logger = TestSupport.logger
+            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            let kept = ZoneID(zoneName: "Kept", ownerRecordName: "_alice"), dropped = ZoneID(zoneName: "Dropped", ownerRecordName: "_alice")
+            let zones = ZoneStore(store: store), records = RecordStore(store: store)
+            _ = try await zones.modify([.create(kept), .create(dropped)], in: database, causation: Causation(requestID: "z"), logger: logger)
+            func fields(_ index: Int) -> [String: FieldValue] {
+                ["title": .string("item \(index) Wörter, words: \(index % 3)"), "n": .int64(Int64(index)), "ratio": .double(Double(index) / 8),
+                 "when": .timestamp(1_700_000_000_000 + Int64(index)), "tags": .list(.string, [.string("t\(index % 2)"), .string("all")]),
+                 "huge": .double(1_152_921_504_606_846_976)]
+            }
+            func modify(_ zone: ZoneID, _ commands: [RecordStore.Command]) async throws {
+                _ = try await records.modify(commands, zone: zone, in: database, atomic: true, causation: Causation(requestID: "m"), deviceID: nil, logger: logger)
+            }
+            for zone in [kept, dropped] {
+                try await modify(zone, (0..<12).map { RecordStore.Command(type: .create, input: RecordInput(recordName: "r\($0)", recordType: "Item", fields: fields($0))) })
+            }
+            try await modify(kept, (0..<4).map { RecordStore.Command(type: .forceUpdate, input: RecordInput(recordName: "r\($0)", recordType: "Item", fields: fields($0 + 100))) })
+            try await modify(kept, [RecordStore.Command(type: .forceDelete, input: RecordInput(recordName: "r5"))])
+            _ = try await zones.modify([.delete(dropped)], in: database, causation: Causation(requestID: "d"), logger: logger)
+            _ = try await zones.modify([.create(dropped)], in: database, causation: Causation(requestID: "c"), logger: logger)
+            try await modify(dropped, [RecordStore.Command(type: .create, input: RecordInput(recordName: "again", recordType: "Item", fields: fields(7)))])
+            let events = try await EventLog(store: store).events(after: 0, limit: 10_000, logger: logger)
+            _ = try await Applier(projection: IndexerProjection(), store: store).apply(batch: events, logger: logger)
+            let served = try await Self.rows(store)
+            XCTAssertEqual(served.count, 12 - 1 + 1, "every record of Kept but the deleted one, and the one saved after Dropped was deleted")
+
+            let positions = PositionLog()
+            let (generation, count) = try await Reindex(store: store).run(pageSize: 2, concurrency: 4, logger: logger) { progress in
+                positions.append(progress.position, events: progress.events)
+            }
+            XCTAssertEqual(count, events.count)
+            let reported = positions.values
+            XCTAssertEqual(reported.map(\.position), reported.map(\.position).sorted(), "progress in the log's order")
+            XCTAssertEqual(Set(reported.map(\.position)).count, reported.count)
+            XCTAssertEqual(reported.last?.position, events.last?.id)
+            XCTAssertEqual(reported.last?.events, events.count)
+            let rebuilt = try await Self.rows(store)
+            let live = try await QueryIndexGenerations(store: store).live(logger: logger)
+            XCTAssertEqual(live, generation)
+            XCTAssertEqual(rebuilt, served, "the rebuilt generation holds the live one's rows, value for value")
+        }
+    }
+
+    /// Every served row of the live generation, whole, in a fixed order.
+    static func rows(_ store: PostgresStore) async throws -> [String] {
+        try await store.withConnection { connection in
+            var rows: [String] = []
+            for try await row in try await connection.query("""
+                SELECT concat_ws(' | ', zone_name, record_name, record_type, version, created_at, modified_at, record::text, search::text)
+                FROM query_index.records WHERE generation = (SELECT generation FROM query_index.generations WHERE state = 'live') AND NOT deleted
+                ORDER BY zone_name, record_name
+                """, logger: TestSupport.logger).decode(String.self) {
+                rows.append(row)
+            }
+            return rows
+        }
+    }
+
+    /// Progress reports, in the order they came.
+    final class PositionLog: Sendable {
+        private let log = Mutex<[(position: Int64, events: Int)]>([])
+        func append(_ position: Int64, events: Int) { log.withLock { $0.append((position, events)) } }
+        var values: [(position: Int64, events: Int)] { log.withLock { $0 } }
     }
 
     struct Snapshot {
