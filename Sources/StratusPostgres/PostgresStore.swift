@@ -183,7 +183,7 @@ public final class PostgresStore: Service, Sendable {
                 return try await self.locks.withLocks(locks) {
                     try await leased { connection in
                         try await Self.locked(locks, on: connection, logger: logger) {
-                            try await Self.inTransaction(connection, isolation: isolation, statements: self.statements, logger: logger, body)
+                            try await Self.inTransaction(connection, isolation: isolation, logger: logger, body)
                         }
                     }
                 }
@@ -227,13 +227,12 @@ public final class PostgresStore: Service, Sendable {
     }
 
     private static func inTransaction<T>(
-        _ connection: PostgresConnection, isolation: StaticString, statements: PreparedStatements, logger: Logger,
-        _ body: @escaping @Sendable (Transaction) async throws -> T
+        _ connection: PostgresConnection, isolation: StaticString, logger: Logger, _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         try await connection.query(PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \(isolation)"), logger: logger)
         let value: T
         do {
-            value = try await body(Transaction(connection: connection, logger: logger, statements: statements))
+            value = try await body(Transaction(connection: connection, logger: logger))
         } catch {
             // A failed ROLLBACK leaves nothing to undo: the connection is closed by the pool. A closed
             // connection rolled the transaction back as it went.
@@ -328,22 +327,6 @@ final class LeaseState: Sendable {
 public struct Transaction: Sendable {
     let connection: PostgresConnection
     let logger: Logger
-    /// The store's prepared statements, for a write transaction's hot statements (nil: unprepared).
-    var statements: PreparedStatements?
-
-    init(connection: PostgresConnection, logger: Logger, statements: PreparedStatements? = nil) {
-        self.connection = connection
-        self.logger = logger
-        self.statements = statements
-    }
-
-    /// Runs `query` prepared (once per connection and text: `PreparedStatements`) when the
-    /// transaction has the store's statements; a statement whose plan depends on its values
-    /// (a partial index) must not go through here.
-    func prepared(_ query: PostgresQuery) async throws -> PreparedRows {
-        guard let statements else { return try await connection.query(query, logger: logger).map { $0 } }
-        return try await connection.query(query, preparedIn: statements, logger: logger)
-    }
 
     /// Runs `body` under a savepoint. When it fails for good (`PostgresStore.isPermanent`), only its
     /// own writes are undone and the error is returned: the transaction goes on without them. Any

@@ -312,12 +312,12 @@ struct ZoneWriter {
             return ZoneWriter(context: context, incarnation: nil, sequence: nil, startSequence: nil)
         }
         let database = context.database
-        let rows = try await transaction.prepared("""
+        let rows = try await transaction.connection.query("""
             SELECT incarnation, change_counter, default_time_to_live FROM zones
             WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
               AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND NOT deleted
             FOR UPDATE
-            """)
+            """, logger: transaction.logger)
         for try await (incarnation, counter, defaultTimeToLive) in rows.decode((UUID, Int64, Int64?).self) {
             var writer = ZoneWriter(context: context, incarnation: incarnation, sequence: counter, startSequence: counter)
             writer.defaultTimeToLive = defaultTimeToLive
@@ -610,12 +610,12 @@ struct ZoneWriter {
     /// Reads and locks records not yet known, remembering absent ones as nil.
     mutating func lock(_ names: [String], in transaction: Transaction) async throws {
         let database = context.database
-        let rows = try await transaction.prepared("""
+        let rows = try await transaction.connection.query("""
             SELECT \(unescaped: RecordRow.columns) FROM records
             WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
               AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(names))
             FOR UPDATE
-            """)
+            """, logger: transaction.logger)
         for name in names { known[ExactName(name)] = .some(nil) }
         for record in try await RecordRow.decode(rows) { known[ExactName(record.recordName)] = .some(record) }
     }
@@ -671,7 +671,7 @@ struct ZoneWriter {
         let names = saves.map(\.record.recordName)
         // The statement also counts what the saves changed their users' stored bytes by (new size
         // less the previous row's), and adds it to `storage_usage`.
-        let stored = try await transaction.prepared("""
+        let stored = try await transaction.connection.query("""
             WITH buried AS (
                 DELETE FROM record_tombstones WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
                   AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
@@ -706,7 +706,7 @@ struct ZoneWriter {
                 GROUP BY usage_owner HAVING sum(delta) <> 0
                 ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
             SELECT record_name, created_version, usage_owner, delta FROM changed
-            """)
+            """, logger: transaction.logger)
         var changes: [ExactName: Int64] = [:]
         for try await (name, createdVersion, owner, delta) in stored.decode((String, Int64?, String, Int64).self) {
             usageChange[owner, default: 0] += delta
@@ -825,7 +825,7 @@ enum RecordRow {
         modified_device, parent, share, short_guid, version, created_version, expires_at
         """
 
-    static func decode<Rows: AsyncSequence>(_ rows: Rows) async throws -> [Record] where Rows.Element == PostgresRow {
+    static func decode(_ rows: PostgresRowSequence) async throws -> [Record] {
         var records: [Record] = []
         for try await row in rows {
             let (name, type, fields, tag, createdAt, createdBy, createdDevice, modifiedAt, modifiedBy) =

@@ -65,43 +65,6 @@ final class PreparedStatementTests: XCTestCase {
         }
     }
 
-    /// A write's zone lock, its records' read and lock and its upsert run prepared in the write
-    /// transaction, once per connection however many writes follow.
-    func testAWriteTransactionsHotStatementsArePrepared() async throws {
-        try await withOneConnection { store, _ in
-            try await Migrator(store: store, migrations: try TestSupport.migrations()).migrate(logger: TestSupport.logger)
-            let logger = TestSupport.logger
-            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
-            let zone = ZoneID(zoneName: "Z", ownerRecordName: "_alice")
-            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: logger)
-            func write(_ name: String) async throws {
-                _ = try await RecordStore(store: store).modify(
-                    [RecordStore.Command(type: .forceReplace, input: RecordInput(recordName: name, recordType: "Item", fields: ["n": .string(name)]))],
-                    zone: zone, in: database, atomic: true, causation: Causation(requestID: name), deviceID: nil, logger: logger)
-            }
-            func prepared() async throws -> [String] {
-                try await store.withConnection { connection in
-                    var texts: [String] = []
-                    for try await text in try await connection.query("SELECT statement FROM pg_prepared_statements ORDER BY name", logger: logger)
-                        .decode(String.self) {
-                        texts.append(text)
-                    }
-                    return texts
-                }
-            }
-            try await write("a")
-            let first = try await prepared()
-            XCTAssertTrue(first.contains { $0.contains("WITH buried AS") }, "the upsert is prepared: \(first)")
-            XCTAssertTrue(first.contains { $0.contains("FROM zones") && $0.contains("FOR UPDATE") }, "the zone's lock is prepared")
-            XCTAssertTrue(first.contains { $0.contains("FROM records") && $0.contains("FOR UPDATE") }, "the records' read and lock is prepared")
-            for name in ["b", "a", "c"] { try await write(name) }
-            let later = try await prepared()
-            XCTAssertEqual(later.count, first.count, "later writes reuse the statements")
-            let records = try await RecordStore(store: store).lookup(["a", "b", "c"], zone: zone, in: database, reader: "_alice", logger: logger).records
-            XCTAssertEqual(records.count, 3, "every write was applied")
-        }
-    }
-
     func testTextsPastTheCapacityRunUnprepared() async throws {
         try await withOneConnection(capacity: 1) { store, _ in
             let statements = store.statements
