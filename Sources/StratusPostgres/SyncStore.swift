@@ -125,7 +125,7 @@ public struct SyncStore: Sendable {
         /// `EventCoding.decodeRecord`), so a page can be answered by copying it.
         case stored(recordName: String, text: String)
         /// A saved record already written by PostgreSQL as CloudKit's record dictionary
-        /// (`SyncStore.wireText`: what `RecordWire.write(stored:…)` writes of its stored text), for a
+        /// (`appendInterpolation(wireOf:)`: what `RecordWire.write(stored:…)` writes of its stored text), for a
         /// page asked for with a `wire` zone id: appended to the answer as it is.
         case wire(recordName: String, text: String)
         case deleted(recordName: String, recordType: String)
