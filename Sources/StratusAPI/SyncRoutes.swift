@@ -170,7 +170,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below, key: secretKey)
         // Written as bytes, members in the order `JSONValue` writes them; a stored record is copied
         // from its text where it can be (`RecordWire.write(stored:…)`).
-        out.reserveCapacity(out.count + 256 + page.bytes + page.changes.count * 200)
+        out.reserveCapacity(out.count + 256 + (page.wire?.utf8.count ?? page.bytes + page.changes.count * 200))
         out.append(contentsOf: #"{"moreComing":"#.utf8)
         out.append(contentsOf: (page.moreComing ? "true" : "false").utf8)
         out.append(contentsOf: #","records":["#.utf8)

@@ -127,12 +127,15 @@ struct CloudKitClient: Sendable {
             return Summary(status: status, records: 0, errorCode: "not JSON")
         }
         var records = 0
-        var errorCode = value["serverErrorCode"]?.stringValue
-        if case .array(let entries)? = value["records"] {
-            records = entries.count
-            errorCode = errorCode ?? entries.lazy.compactMap { $0["serverErrorCode"]?.stringValue }.first
-        }
-        return Summary(status: status, records: records, errorCode: errorCode)
+        if case .array(let entries)? = value["records"] { records = entries.count }
+        return Summary(status: status, records: records, errorCode: Self.errorCode(of: value))
+    }
+
+    /// The first error of a records/* reply read as a `JSONValue`: the whole request's, or the first record's.
+    static func errorCode(of reply: JSONValue) -> String? {
+        if let code = reply["serverErrorCode"]?.stringValue { return code }
+        guard case .array(let entries)? = reply["records"] else { return nil }
+        return entries.lazy.compactMap { $0["serverErrorCode"]?.stringValue }.first
     }
 
     private func post(path: String, _ body: JSONObject, webAuthToken: String? = nil) async throws -> Reply {
@@ -159,10 +162,7 @@ struct CloudKitClient: Sendable {
     func expectOKValue(_ operation: String, _ body: JSONValue) async throws -> JSONValue {
         let (status, buffer, _) = try await send(path: "private/\(operation)", bytes: body.serialized())
         let reply = (try? JSONParser.parse(Array(buffer.readableBytesView))) ?? .null
-        var errorCode = reply["serverErrorCode"]?.stringValue
-        if case .array(let entries)? = reply["records"] {
-            errorCode = errorCode ?? entries.lazy.compactMap { $0["serverErrorCode"]?.stringValue }.first
-        }
+        let errorCode = Self.errorCode(of: reply)
         guard status == 200, errorCode == nil, case .object = reply else {
             throw BenchFailure(description: "\(operation): HTTP \(status) \(errorCode ?? "") \(reply["reason"]?.stringValue ?? "")")
         }

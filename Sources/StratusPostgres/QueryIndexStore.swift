@@ -285,11 +285,6 @@ public struct QueryIndexGenerations: Sendable {
         }
     }
 
-    /// Applies a page of events, in order, to one generation only (the rebuild's path).
-    public func apply(_ events: [EventEnvelope], to generation: Int, logger: Logger) async throws {
-        try await apply(Page(events), to: generation, logger: logger)
-    }
-
     /// Applies a page of events, in order, to one generation only (the rebuild's path): one
     /// transaction per page, so a rebuild pays one commit per page rather than per event. READ
     /// COMMITTED is enough (every row write keeps the newer version), and it lets the page commit

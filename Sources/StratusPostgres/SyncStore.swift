@@ -370,7 +370,7 @@ public struct SyncStore: Sendable {
             let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (min(upTo ?? counter, counter), below) : nil,
                                 moreComing: joined.moreComing, lastVersion: joined.lastVersion, bytes: joined.bytes)
             var page = ending.page([])
-            if joined.lastVersion != nil { page.wire = joined.text }
+            page.wire = joined.text
             return page
         }
         let rows: [PageRow] = try await store.withConnection { connection in
