@@ -194,10 +194,18 @@ public enum QueryIndexStore {
     /// event costs the indexer one round trip.
     private static let servedGenerations = "ARRAY(SELECT generation FROM query_index.generations WHERE state IN ('live', 'building'))"
     /// One record of the index, for keeping the latest of a run's events per record.
+    /// A record's identity in the index, its names compared by their bytes as PostgreSQL compares
+    /// them: "é" (U+00E9) and "e" + U+0301 are two records, though Swift calls them equal.
     private struct RecordKey: Hashable {
         var database: DatabaseID
-        var zoneName: String
-        var recordName: String
+        var zoneName: ExactName
+        var recordName: ExactName
+
+        init(database: DatabaseID, zoneName: String, recordName: String) {
+            self.database = database
+            self.zoneName = ExactName(zoneName)
+            self.recordName = ExactName(recordName)
+        }
     }
 
     /// The generations a rebuild is filling, read the same way.

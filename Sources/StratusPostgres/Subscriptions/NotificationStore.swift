@@ -139,20 +139,22 @@ public struct NotificationStore: Sendable {
         return new
     }
 
-    /// A draft's place in the log's uniqueness: the same subscription and change.
+    /// A draft's place in the log's uniqueness: the same subscription and change. The client's
+    /// subscription id and the dedupe key (which holds zone names) compare by their bytes, as the
+    /// log's unique key does: two ids Swift calls equal ("é" and "e" + U+0301) are two subscriptions.
     private struct DraftKey: Hashable {
         var subscriber: SubscriberKey
         var scope: String
         var owner: String
-        var subscriptionID: String
-        var dedupeKey: String
+        var subscriptionID: ExactName
+        var dedupeKey: ExactName
 
         init(_ draft: NotificationDraft) {
             subscriber = SubscriberKey(draft)
             scope = draft.owner.database.scope.rawValue
             owner = draft.owner.database.owner
-            subscriptionID = draft.owner.subscription.subscriptionID
-            dedupeKey = draft.dedupeKey
+            subscriptionID = ExactName(draft.owner.subscription.subscriptionID)
+            dedupeKey = ExactName(draft.dedupeKey)
         }
     }
 
