@@ -143,22 +143,44 @@ public struct QueryStore: Sendable {
             conditions.append(try Self.condition(filter, language: serving.language, indexed: serving.indexedFields.contains(filter.fieldName), &sql))
         }
         // Sort keys, all as jsonb so one comparison rule serves every key; then zone and name break ties.
-        var keys: [(expression: String, ascending: Bool)] = query.sorts.map { sort in
-            (Self.sortExpression(sort, &sql), sort.ascending)
+        var keys: [SortKey] = query.sorts.map { sort in
+            SortKey(expression: Self.sortExpression(sort, &sql), ascending: sort.ascending, form: .jsonb)
         }
-        // Ties break in the first key's direction, so one index can serve the whole order either way.
-        let tieAscending = query.sorts.first?.ascending ?? true
-        keys.append(("query_index.key(zone_name)", tieAscending))
-        keys.append(("query_index.key(record_name)", tieAscending))
+        // An equality on a field with a field index fixes the index's key: the index then reads
+        // its matches in the order of the tie breakers it ends with.
+        let fieldIndexOrders = query.filters.contains { $0.comparator == .equals && serving.indexedFields.contains($0.fieldName) }
+        if keys.isEmpty, !fieldIndexOrders {
+            // No sort: the names alone, as the plain columns. Text compares by the database's
+            // collation, as jsonb strings do, so the order is the one the jsonb keys give and a
+            // marker holds the same strings either way; no two jsonb values are built per
+            // candidate row to sort it.
+            keys = [SortKey(expression: "zone_name", ascending: true, form: .text), SortKey(expression: "record_name", ascending: true, form: .text)]
+        } else {
+            // Ties break in the first key's direction, so one index can serve the whole order either
+            // way (the field and time indexes end with these jsonb keys).
+            let tieAscending = keys.first?.ascending ?? true
+            keys.append(SortKey(expression: "query_index.key(zone_name)", ascending: tieAscending, form: .jsonb))
+            keys.append(SortKey(expression: "query_index.key(record_name)", ascending: tieAscending, form: .jsonb))
+        }
         if let after {
             guard after.count == keys.count else { throw StratusError(.badRequest, "continuationMarker does not belong to this query") }
+            var bound: [String] = []
+            for (key, value) in zip(keys, after) {
+                switch key.form {
+                case .jsonb:
+                    bound.append("\(sql.bind(Self.jsonText(value)))::jsonb")
+                case .text:
+                    guard case .string(let text) = value else { throw StratusError(.badRequest, "continuationMarker does not belong to this query") }
+                    bound.append(sql.bind(text))
+                }
+            }
             var alternatives: [String] = []
             for index in keys.indices {
                 var parts: [String] = []
                 for earlier in 0..<index {
-                    parts.append("\(keys[earlier].expression) = \(sql.bind(Self.jsonText(after[earlier])))::jsonb")
+                    parts.append("\(keys[earlier].expression) = \(bound[earlier])")
                 }
-                parts.append("\(keys[index].expression) \(keys[index].ascending ? ">" : "<") \(sql.bind(Self.jsonText(after[index])))::jsonb")
+                parts.append("\(keys[index].expression) \(keys[index].ascending ? ">" : "<") \(bound[index])")
                 alternatives.append("(" + parts.joined(separator: " AND ") + ")")
             }
             conditions.append("(" + alternatives.joined(separator: " OR ") + ")")
@@ -170,14 +192,37 @@ public struct QueryStore: Sendable {
         if let checkpoint = serving.checkpoint {
             behind = "(SELECT count(*)::bigint FROM (\(Self.pendingEvents(zoneKey: sql.bind(checkpoint.zoneKey), above: sql.bind(checkpoint.lastEventID), limit: sql.bind(Self.maxBehindCount)))) AS pending)"
         }
+        // The page is chosen and ordered inside; only its rows are written as text (the record, the
+        // marker's keys) outside, not every candidate the sort looked at. The outer scan only
+        // projects the subquery's rows, in the order they come (re-sorting them by the keys cost a
+        // second sort wherever PostgreSQL could not see the inner order, e.g. a zone's fixed name).
+        let columns = keys.indices.map { "\(keys[$0].expression) AS k\($0)" }.joined(separator: ", ")
         let text = """
-            SELECT zone_name, record_name, record::text, jsonb_build_array(\(keys.map(\.expression).joined(separator: ", ")))::text, \(behind)
-            FROM query_index.records
-            WHERE \(conditions.joined(separator: " AND "))
-            ORDER BY \(order)
-            LIMIT \(sql.bind(limit + 1))
+            SELECT zone_name, record_name, record::text, jsonb_build_array(\(keys.indices.map { "k\($0)" }.joined(separator: ", ")))::text, \(behind)
+            FROM (
+                SELECT zone_name, record_name, record, \(columns)
+                FROM query_index.records
+                WHERE \(conditions.joined(separator: " AND "))
+                ORDER BY \(order)
+                LIMIT \(sql.bind(limit + 1))
+            ) AS page
             """
         return PostgresQuery(unsafeSQL: text, binds: sql.bindings)
+    }
+
+    /// One key of a query's order: the expression sorted by, its direction, and what a marker's
+    /// value is compared as.
+    struct SortKey {
+        enum Form {
+            /// A jsonb value (a sort field's, a time's, and the tie breakers after them).
+            case jsonb
+            /// A text column (the names of an unsorted query): the marker holds the JSON string.
+            case text
+        }
+
+        var expression: String
+        var ascending: Bool
+        var form: Form
     }
 
     /// What a query's statement depends on besides the query itself.

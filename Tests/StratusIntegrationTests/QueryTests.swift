@@ -256,6 +256,76 @@ final class QueryTests: XCTestCase {
         }
     }
 
+    /// A query without a sort orders by zone and record name as the database compares text, which is
+    /// the order the jsonb keys gave before the names were sorted as plain columns: page by page,
+    /// in one zone and zone-wide, with records written between pages, every record once, in the
+    /// order PostgreSQL gives the names as jsonb strings. Two names Swift calls equal ("é" and
+    /// "e" + U+0301) saved in one batch are two records of the index.
+    func testAnUnsortedQueryPagesByZoneAndNameInTheOrderTheJSONKeysGave() async throws {
+        try await Self.withStack { fixture, client in
+            let names = ["b", "B", "a", "_x", "a b", "ab", "é", "e\u{301}", "e", "Z", "10", "9", "z", "Ab", "a-b", "ä"]
+            for zone in ["U", "V"] {
+                try await RecordAPITests.createZone(client, fixture, zone)
+                let (status, reply) = try await RecordAPITests.modify(client, fixture, zone: zone, names.map { Self.item($0, ["n": ["value": 1]]) })
+                XCTAssertEqual(status, 200, "\(reply)")
+                let refused = reply.filter { $0.keys.contains("serverErrorCode") }
+                XCTAssertEqual(refused.count, 0, "\(refused)")
+            }
+            try await Self.waitForIndex(client, fixture, ["recordType": "Item"], zone: "U", count: names.count)
+            try await Self.waitForIndex(client, fixture, ["recordType": "Item"], zone: nil, extra: ["zoneWide": true], count: 2 * names.count)
+
+            /// The names' order as PostgreSQL compares them as jsonb strings (`query_index.key`).
+            func jsonOrder(_ pairs: [(String, String)]) async throws -> [String] {
+                try await fixture.store.withConnection { connection in
+                    let rows = try await connection.query("""
+                        SELECT z || '/' || n FROM unnest(\(pairs.map(\.0))::text[], \(pairs.map(\.1))::text[]) AS t(z, n)
+                        ORDER BY query_index.key(z), query_index.key(n)
+                        """, logger: TestSupport.logger)
+                    var ordered: [String] = []
+                    for try await name in rows.decode(String.self) { ordered.append(name) }
+                    return ordered
+                }
+            }
+            func pages(zone: String?, writeBetween: [(zone: String, name: String)], thenIndexed total: Int) async throws -> [String] {
+                var seen: [String] = []
+                var marker: String?
+                var pages = 0
+                repeat {
+                    var extra: Body = ["resultsLimit": 3]
+                    if zone == nil { extra["zoneWide"] = true }
+                    if let marker { extra["continuationMarker"] = marker }
+                    let (status, reply) = try await Self.query(client, fixture, ["recordType": "Item"], zone: zone, extra: extra)
+                    XCTAssertEqual(status, 200, "\(reply)")
+                    seen += (reply["records"] as? [Body] ?? []).map { record in
+                        let zoneName = (record["zoneID"] as? Body)?["zoneName"] as? String ?? zone ?? "?"
+                        return "\(zoneName)/\(record["recordName"] as? String ?? "?")"
+                    }
+                    marker = reply["continuationMarker"] as? String
+                    pages += 1
+                    if pages == 2 {
+                        for (zone, name) in writeBetween {
+                            _ = try await RecordAPITests.modify(client, fixture, zone: zone, [Self.item(name, ["n": ["value": 2]])])
+                        }
+                        try await Self.waitForIndex(client, fixture, ["recordType": "Item"], zone: nil, extra: ["zoneWide": true], count: total)
+                    }
+                } while marker != nil && pages < 40
+                return seen
+            }
+
+            // One zone: a record before the position reached (never shown) and one after (shown).
+            let inZone = try await pages(zone: "U", writeBetween: [("U", "!"), ("U", "zz")], thenIndexed: 2 * names.count + 2)
+            let expectedInZone = try await jsonOrder(names.map { ("U", $0) } + [("U", "zz")])
+            XCTAssertEqual(inZone, expectedInZone)
+            XCTAssertEqual(inZone.count, names.count + 1, "every record once, the later one after the position")
+
+            // Zone-wide: the zones in order, each zone's names in order.
+            let zoneWide = try await pages(zone: nil, writeBetween: [("V", "zzz")], thenIndexed: 2 * names.count + 3)
+            let everything = names.map { ("U", $0) } + [("U", "!"), ("U", "zz")] + names.map { ("V", $0) } + [("V", "zzz")]
+            let expectedZoneWide = try await jsonOrder(everything)
+            XCTAssertEqual(zoneWide, expectedZoneWide)
+        }
+    }
+
     func testZoneWideQueriesAccessControlAndBadInput() async throws {
         try await Self.withStack { fixture, client in
             for zone in ["Q", "P"] { try await RecordAPITests.createZone(client, fixture, zone) }
