@@ -17,7 +17,10 @@ public enum StratusProcess {
         switch name {
         case "stratus-indexer": IndexerProjection()
         case "stratus-subscriptions": SubscriptionsProjection()
-        case "stratus-gc": CompositeProjection(name: name, parts: [ExpiryProjection(), AssetReferenceProjection(name: name)])
+        // stratus-gc sees every record write once, off the request path: it keeps the records
+        // table's planner statistics fresh after a load (a record lookup planned on a young,
+        // unanalysed table scans the zone).
+        case "stratus-gc": CompositeProjection(name: name, parts: [ExpiryProjection(), AssetReferenceProjection(name: name)], statisticsTable: "records")
         case "stratus-shares": SharesProjection()
         default: nil
         }

@@ -8,11 +8,14 @@ import StratusPostgres
 public struct CompositeProjection: Projection {
     public let name: String
     let parts: [any Projection]
+    public let statisticsTable: String?
 
-    /// Creates the composite; it is interactive if any part is.
-    public init(name: String, parts: [any Projection]) {
+    /// Creates the composite; it is interactive if any part is. `statisticsTable`: a table whose
+    /// planner statistics its worker keeps fresh (`PlannerStatistics`).
+    public init(name: String, parts: [any Projection], statisticsTable: String? = nil) {
         self.name = name
         self.parts = parts
+        self.statisticsTable = statisticsTable
     }
 
     public var urgency: ProjectionUrgency {

@@ -19,6 +19,9 @@ public protocol Projection: Sendable {
     /// Whether somebody waits for the projection's effects after a commit; decides how often its
     /// worker asks the broker for new events.
     var urgency: ProjectionUrgency { get }
+    /// The table the projection fills in bursts, whose planner statistics its worker keeps fresh
+    /// (`PlannerStatistics`); nil for none.
+    var statisticsTable: String? { get }
 }
 
 /// How soon a projection's effects must follow the commit of an event.
@@ -34,6 +37,9 @@ public enum ProjectionUrgency: Sendable {
 extension Projection {
     /// Interactive unless a projection says otherwise.
     public var urgency: ProjectionUrgency { .interactive }
+
+    /// None unless a projection names one.
+    public var statisticsTable: String? { nil }
 
     /// One by one.
     public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {

@@ -13,6 +13,9 @@ public struct IndexerProjection: Projection {
     /// Creates the projection; `includesRecords: false` leaves the query index alone.
     public init(includesRecords: Bool = true) { self.includesRecords = includesRecords }
 
+    /// The query index: a load of records must not leave its queries planned without statistics.
+    public var statisticsTable: String? { includesRecords ? "query_index.records" : nil }
+
     public func apply(_ event: EventEnvelope, in transaction: Transaction, logger: Logger) async throws {
         switch event.type {
         case .zoneCreated:

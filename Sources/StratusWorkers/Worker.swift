@@ -71,10 +71,16 @@ public final class Worker: Service, Sendable {
     let idlePauses = Atomic<Int>(0)
     /// 1 while the worker is paused for want of events.
     let idleGauge: Gauge
+    /// Keeps the planner statistics of the table the projection fills fresh, if it names one.
+    public let statistics: PlannerStatistics?
 
     /// Creates a worker for a projection.
-    public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration, configuration: WorkerConfiguration = .init(), logger: Logger) {
+    public init(
+        projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration, configuration: WorkerConfiguration = .init(),
+        statistics: PlannerStatistics.Policy = .init(), logger: Logger
+    ) {
         self.applier = Applier(projection: projection, store: store)
+        self.statistics = projection.statisticsTable.map { PlannerStatistics(table: $0, policy: statistics) }
         self.store = store
         self.kafka = kafka
         self.configuration = configuration
@@ -100,6 +106,19 @@ public final class Worker: Service, Sendable {
 
     /// Consumes until graceful shutdown; reconnects with backoff when the broker is away.
     public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            if let statistics {
+                group.addTask { [self] in await statistics.keep(store: store, logger: logger) }
+            }
+            defer {
+                statistics?.stop()
+                group.cancelAll()
+            }
+            try await consumeUntilShutdown()
+        }
+    }
+
+    private func consumeUntilShutdown() async throws {
         try await cancelWhenGracefulShutdown { [self] in
             var backoff = Duration.milliseconds(200)
             while !Task.isCancelled {
@@ -194,7 +213,9 @@ public final class Worker: Service, Sendable {
             var batched = false
             if events.count == messages.count {
                 do {
-                    appliedCounter.increment(by: try await applier.apply(batch: events, logger: logger))
+                    let applied = try await applier.apply(batch: events, logger: logger)
+                    appliedCounter.increment(by: applied)
+                    statistics?.wrote(applied)
                     batched = true
                 } catch where !Task.isCancelled {
                     fallbackCounter.increment()
@@ -240,6 +261,7 @@ public final class Worker: Service, Sendable {
             if case .applied(let filled) = outcome {
                 appliedCounter.increment(by: 1 + filled)
                 reconciledCounter.increment(by: 1 + filled)
+                statistics?.wrote(1 + filled)
                 logger.warning("caught up a zone from the event log", metadata: ["zone": "\(zoneKey)", "events": "\(1 + filled)"])
             }
         }
@@ -264,6 +286,7 @@ public final class Worker: Service, Sendable {
                 let outcome = try await applier.apply(event, from: source, logger: logger)
                 if case .applied(let filled) = outcome {
                     appliedCounter.increment(by: 1 + filled)
+                    statistics?.wrote(1 + filled)
                     logger.debug("applied event", metadata: ["event": "\(event.id)", "type": "\(event.type)", "zone": "\(event.zoneKey)"])
                 }
                 return

@@ -326,6 +326,28 @@ final class QueryTests: XCTestCase {
         }
     }
 
+    /// A load of records leaves the query index analysed by the indexer itself (`PlannerStatistics`),
+    /// not a minute later by autovacuum: its queries are never planned without statistics.
+    func testALoadOfRecordsLeavesTheQueryIndexAnalysedByTheIndexer() async throws {
+        try await Self.withStack { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Load")
+            for batch in 0..<6 {
+                let (status, reply) = try await RecordAPITests.modify(client, fixture, zone: "Load", (0..<200).map { Self.item("r\(batch)-\($0)", ["n": ["value": $0]]) })
+                XCTAssertEqual(status, 200, "\(reply)")
+            }
+            try await TestSupport.eventually(timeout: .seconds(60), "the indexer to analyse the query index") {
+                try await fixture.store.withConnection { connection in
+                    // Manual analyses only (autovacuum's are counted apart).
+                    let rows = try await connection.query(
+                        "SELECT analyze_count, (SELECT reltuples::float8 FROM pg_class WHERE oid = relid) FROM pg_stat_user_tables WHERE relid = 'query_index.records'::regclass",
+                        logger: TestSupport.logger)
+                    for try await (count, planned) in rows.decode((Int64, Double).self) where count >= 1 && planned >= 1_000 { return true }
+                    return false
+                }
+            }
+        }
+    }
+
     func testZoneWideQueriesAccessControlAndBadInput() async throws {
         try await Self.withStack { fixture, client in
             for zone in ["Q", "P"] { try await RecordAPITests.createZone(client, fixture, zone) }

@@ -1,0 +1,125 @@
+import Foundation
+import PostgresNIO
+import StratusCore
+@testable import StratusPostgres
+import XCTest
+
+/// A worker's keeper of planner statistics (real PostgreSQL): a table is analysed once the rows
+/// written reach the threshold, again only once it has grown by the policy's share, never while
+/// something else holds it, and a burst of writes is followed by an analysis with no further call.
+final class PlannerStatisticsTests: XCTestCase {
+    static let logger = TestSupport.logger
+
+    /// The table's row count as PostgreSQL's planner knows it; -1 before its first analysis.
+    static func plannedRows(_ table: String, _ store: PostgresStore) async throws -> Double {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT reltuples::float8 FROM pg_class WHERE oid = to_regclass(\(table))", logger: logger)
+            var count = -2.0
+            for try await value in rows.decode(Double.self) { count = value }
+            return count
+        }
+    }
+
+    static func insert(_ count: Int, into table: String, _ store: PostgresStore) async throws {
+        try await store.withConnection { connection in
+            _ = try await connection.query(PostgresQuery(unsafeSQL: "INSERT INTO \(table) SELECT generate_series(1, \(count))"), logger: logger)
+        }
+    }
+
+    /// A new table that only the keeper analyses (autovacuum never runs on it), and its keeper.
+    static func keeper(of table: String, _ store: PostgresStore, minimumChanges: Int, _ adjust: (inout PlannerStatistics.Policy) -> Void = { _ in }) async throws -> PlannerStatistics {
+        try await store.withConnection { connection in
+            _ = try await connection.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (n integer)"), logger: logger)
+            _ = try await connection.query(PostgresQuery(unsafeSQL: "ALTER TABLE \(table) SET (autovacuum_enabled = false)"), logger: logger)
+        }
+        var policy = PlannerStatistics.Policy()
+        policy.minimumChanges = minimumChanges
+        adjust(&policy)
+        return PlannerStatistics(table: table, policy: policy)
+    }
+
+    func testATableIsAnalysedAtTheThresholdAndAgainOnlyOnceItHasGrown() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let keeper = try await Self.keeper(of: "burst", store, minimumChanges: 100) { $0.growth = 1.0 }
+
+            try await Self.insert(50, into: "burst", store)
+            keeper.wrote(50)
+            var analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
+            XCTAssertFalse(analysed, "50 rows are below the threshold")
+            var planned = try await Self.plannedRows("burst", store)
+            XCTAssertEqual(planned, -1, "never analysed")
+
+            try await Self.insert(100, into: "burst", store)
+            keeper.wrote(100)
+            analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
+            XCTAssertTrue(analysed)
+            planned = try await Self.plannedRows("burst", store)
+            XCTAssertEqual(planned, 150, "analysed with every row written")
+
+            // The next analysis waits for 100 + 1.0 × 150 rows.
+            try await Self.insert(200, into: "burst", store)
+            keeper.wrote(200)
+            analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
+            XCTAssertFalse(analysed, "200 rows are below 250")
+            planned = try await Self.plannedRows("burst", store)
+            XCTAssertEqual(planned, 150)
+            try await Self.insert(50, into: "burst", store)
+            keeper.wrote(50)
+            analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
+            XCTAssertTrue(analysed, "250 rows reach it")
+            planned = try await Self.plannedRows("burst", store)
+            XCTAssertEqual(planned, 400)
+            XCTAssertEqual(keeper.analysesRun, 2)
+
+            // A table that is gone is no error.
+            let gone = PlannerStatistics(table: "no_such_table")
+            gone.wrote(1_000)
+            let analysedGone = await gone.analyseIfDue(store: store, logger: Self.logger)
+            XCTAssertFalse(analysedGone)
+        }
+    }
+
+    /// Autovacuum (or an index build) holding the table: the analysis gives up within its lock
+    /// wait instead of queueing behind it, and runs once the table is free.
+    func testAnAnalysisGivesWayToWhateverHoldsTheTable() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let keeper = try await Self.keeper(of: "held", store, minimumChanges: 10) { $0.lockWait = .milliseconds(50) }
+            try await Self.insert(20, into: "held", store)
+            keeper.wrote(20)
+
+            let started = ContinuousClock.now
+            let whileHeld = try await store.readCommitted(logger: Self.logger) { transaction in
+                // What an analysis (autovacuum's too) or CREATE INDEX CONCURRENTLY takes.
+                try await transaction.connection.query("LOCK TABLE held IN SHARE UPDATE EXCLUSIVE MODE", logger: Self.logger)
+                return await keeper.analyseIfDue(store: store, logger: Self.logger)
+            }
+            XCTAssertFalse(whileHeld, "the table was held")
+            XCTAssertLessThan(ContinuousClock.now - started, .seconds(5), "it gave up instead of waiting")
+            var planned = try await Self.plannedRows("held", store)
+            XCTAssertEqual(planned, -1)
+
+            let afterwards = await keeper.analyseIfDue(store: store, logger: Self.logger)
+            XCTAssertTrue(afterwards, "the rows still count once the table is free")
+            planned = try await Self.plannedRows("held", store)
+            XCTAssertEqual(planned, 20)
+        }
+    }
+
+    /// `keep` analyses after a burst with nobody asking, and ends when stopped.
+    func testABurstIsFollowedByAnAnalysisWithNoFurtherCall() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let keeper = try await Self.keeper(of: "kept", store, minimumChanges: 100) { $0.settle = .milliseconds(20) }
+            let keeping = Task { await keeper.keep(store: store, logger: Self.logger) }
+            for _ in 0..<3 {
+                try await Self.insert(40, into: "kept", store)
+                keeper.wrote(40)
+            }
+            try await TestSupport.eventually(timeout: .seconds(30), "the burst's table analysed") {
+                try await Self.plannedRows("kept", store) == 120
+            }
+            XCTAssertEqual(keeper.analysesRun, 1)
+            keeper.stop()
+            await keeping.value
+        }
+    }
+}
