@@ -447,6 +447,10 @@ final class QueryTests: XCTestCase {
             }
             let server = try await SyncTests.serverRecordCount(fixture, zone: "Q")
             try await Self.waitForIndex(client, fixture, ["recordType": "Item"], count: server)
+            // The count can match before the last replacements are applied: wait for all of them.
+            try await TestSupport.eventually(timeout: .seconds(60), "the indexer to apply every event of the zone") {
+                try await Self.behind(client, fixture, zone: "Q") == "0"
+            }
             let battery: [Body] = [
                 ["recordType": "Item", "sortBy": [["fieldName": "n"], ["fieldName": "___recordID"]]],
                 ["recordType": "Item", "filterBy": [["comparator": "GREATER_THAN", "fieldName": "n", "fieldValue": ["value": 4]]]],
