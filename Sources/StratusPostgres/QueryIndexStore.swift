@@ -193,9 +193,9 @@ public enum QueryIndexStore {
     /// any being built. Read inside each write statement rather than by a query of its own, so an
     /// event costs the indexer one round trip.
     private static let servedGenerations = "ARRAY(SELECT generation FROM query_index.generations WHERE state IN ('live', 'building'))"
-    /// One record of the index, for keeping the latest of a run's events per record.
-    /// A record's identity in the index, its names compared by their bytes as PostgreSQL compares
-    /// them: "é" (U+00E9) and "e" + U+0301 are two records, though Swift calls them equal.
+    /// One record of the index, for keeping the latest of a run's events per record: its names
+    /// compared by their bytes as PostgreSQL compares them ("é" as U+00E9 and "e" + U+0301 are two
+    /// records, though Swift calls them equal).
     private struct RecordKey: Hashable {
         var database: DatabaseID
         var zoneName: ExactName

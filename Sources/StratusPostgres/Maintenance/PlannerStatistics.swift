@@ -12,11 +12,12 @@ import Synchronization
 /// (`autovacuum_naptime`). A keeper counts the rows its worker wrote (one per applied event) and,
 /// once they reach `minimumChanges` plus `growth` times the rows the table had at its last analysis,
 /// runs `ANALYZE` on it — a young table is analysed at 1,000 rows, then each time it has doubled,
-/// and a large table is left to autovacuum. The analysis runs beside the worker's applies, never
-/// between them (it samples up to 30,000 rows: about 0.8 s on the query index of 100,000 records),
-/// after `settle` without new writes has passed or at most every `settle`, one at a time, and
-/// waits at most `lockWait` for its lock: autovacuum (or a field index being built) holding the
-/// table means statistics are on their way, so the keeper tries again after the next writes.
+/// and a large table is left to autovacuum. The keeper looks `settle` after a batch made it due
+/// (the batches in between are counted in), one look at a time; its analysis runs beside the
+/// worker's applies, never between them (it samples up to 30,000 rows: about 0.8 s on the query
+/// index of 100,000 records), and waits at most `lockWait` for its lock: autovacuum (or a field
+/// index being built) holding the table means statistics are on their way, so the keeper tries
+/// again after the next writes.
 public final class PlannerStatistics: Sendable {
     /// When a table is analysed.
     public struct Policy: Sendable {
