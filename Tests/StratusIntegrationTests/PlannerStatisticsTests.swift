@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
+import StratusRuntime
 import XCTest
 
 /// A worker's keeper of planner statistics (real PostgreSQL): a table is analysed once the rows
@@ -17,6 +18,20 @@ final class PlannerStatisticsTests: XCTestCase {
             var count = -2.0
             for try await value in rows.decode(Double.self) { count = value }
             return count
+        }
+    }
+
+    /// Waits (bounded) until `table` was analysed by a statement, not by autovacuum (whose
+    /// analyses are counted apart), with at least `rows` rows.
+    static func waitForAnAnalysis(of table: String, withRows rows: Double, _ store: PostgresStore) async throws {
+        try await TestSupport.eventually(timeout: .seconds(60), "a worker to analyse \(table)") {
+            try await store.withConnection { connection in
+                let found = try await connection.query(
+                    "SELECT analyze_count, (SELECT reltuples::float8 FROM pg_class WHERE oid = relid) FROM pg_stat_user_tables WHERE relid = to_regclass(\(table))",
+                    logger: logger)
+                for try await (count, planned) in found.decode((Int64, Double).self) where count >= 1 && planned >= rows { return true }
+                return false
+            }
         }
     }
 
@@ -120,6 +135,24 @@ final class PlannerStatisticsTests: XCTestCase {
             XCTAssertEqual(keeper.analysesRun, 1)
             keeper.stop()
             await keeping.value
+        }
+    }
+
+    /// stratus-gc, which sees every record write, analyses the records table after a load (its
+    /// projection names the table): end to end, counting manual analyses only.
+    func testALoadOfRecordsLeavesTheRecordsTableAnalysedByStratusGC() async throws {
+        let gc = try XCTUnwrap(StratusProcess.projection(named: "stratus-gc"))
+        XCTAssertEqual(gc.statisticsTable, "records")
+        XCTAssertEqual(StratusProcess.projection(named: "stratus-indexer")?.statisticsTable, "query_index.records")
+        try await APIPipelineFixture.withStack(projection: gc, pipeline: true) { fixture, client, _ in
+            try await RecordAPITests.createZone(client, fixture, "Load")
+            for batch in 0..<6 {
+                let (status, reply) = try await RecordAPITests.modify(client, fixture, zone: "Load", (0..<200).map {
+                    ["operationType": "create", "record": RecordAPITests.note("r\(batch)-\($0)", ["n": ["value": $0]], type: "Item")]
+                })
+                XCTAssertEqual(status, 200, "\(reply)")
+            }
+            try await Self.waitForAnAnalysis(of: "records", withRows: 1_000, fixture.store)
         }
     }
 }

@@ -335,16 +335,7 @@ final class QueryTests: XCTestCase {
                 let (status, reply) = try await RecordAPITests.modify(client, fixture, zone: "Load", (0..<200).map { Self.item("r\(batch)-\($0)", ["n": ["value": $0]]) })
                 XCTAssertEqual(status, 200, "\(reply)")
             }
-            try await TestSupport.eventually(timeout: .seconds(60), "the indexer to analyse the query index") {
-                try await fixture.store.withConnection { connection in
-                    // Manual analyses only (autovacuum's are counted apart).
-                    let rows = try await connection.query(
-                        "SELECT analyze_count, (SELECT reltuples::float8 FROM pg_class WHERE oid = relid) FROM pg_stat_user_tables WHERE relid = 'query_index.records'::regclass",
-                        logger: TestSupport.logger)
-                    for try await (count, planned) in rows.decode((Int64, Double).self) where count >= 1 && planned >= 1_000 { return true }
-                    return false
-                }
-            }
+            try await PlannerStatisticsTests.waitForAnAnalysis(of: "query_index.records", withRows: 1_000, fixture.store)
         }
     }
 
