@@ -448,8 +448,13 @@ public struct QueryStore: Sendable {
               case .string(let text) = filter.value else { return nil }
         let tokens = RecordQuery.tokens(text)
         guard !tokens.isEmpty else { return nil }
-        let query = "to_tsquery(\(sql.bind(language))::regconfig, \(sql.bind(tokens.joined(separator: filter.comparator == .containsAllTokens ? " & " : " | "))))"
+        let query = tsquery(tokens, all: filter.comparator == .containsAllTokens, language: language, &sql)
         return "to_tsvector(\(sql.bind(language))::regconfig, coalesce(\(field(filter.fieldName, &sql))->>'value', '')) @@ \(query)"
+    }
+
+    /// A token filter's query: every token (`all`) or any of them, under the generation's language.
+    private static func tsquery(_ tokens: [String], all: Bool, language: String, _ sql: inout SQLBuilder) -> String {
+        "to_tsquery(\(sql.bind(language))::regconfig, \(sql.bind(tokens.joined(separator: all ? " & " : " | "))))"
     }
 
     /// One filter as a SQL condition; a token filter on a named field picks its candidates only
@@ -474,7 +479,7 @@ public struct QueryStore: Sendable {
             guard case .string(let text) = filter.value else { throw StratusError(.badRequest, "token comparators need a STRING") }
             let tokens = RecordQuery.tokens(text)
             guard !tokens.isEmpty else { throw StratusError(.badRequest, "fieldValue has no tokens to search for") }
-            let query = "to_tsquery(\(sql.bind(language))::regconfig, \(sql.bind(tokens.joined(separator: filter.comparator == .containsAllTokens ? " & " : " | "))))"
+            let query = tsquery(tokens, all: filter.comparator == .containsAllTokens, language: language, &sql)
             // `search` holds the tokens of every searchable STRING field, so a field's match is also a
             // match of `search`: the GIN index on it picks the candidates, instead of tokenising the
             // field of every record of the type. The field's own test is `fieldTokenCheck`.

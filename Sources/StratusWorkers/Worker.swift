@@ -75,12 +75,9 @@ public final class Worker: Service, Sendable {
     public let statistics: PlannerStatistics?
 
     /// Creates a worker for a projection.
-    public init(
-        projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration, configuration: WorkerConfiguration = .init(),
-        statistics: PlannerStatistics.Policy = .init(), logger: Logger
-    ) {
+    public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration, configuration: WorkerConfiguration = .init(), logger: Logger) {
         self.applier = Applier(projection: projection, store: store)
-        self.statistics = projection.statisticsTable.map { PlannerStatistics(table: $0, policy: statistics) }
+        self.statistics = projection.statisticsTable.map { PlannerStatistics(table: $0) }
         self.store = store
         self.kafka = kafka
         self.configuration = configuration
@@ -213,9 +210,7 @@ public final class Worker: Service, Sendable {
             var batched = false
             if events.count == messages.count {
                 do {
-                    let applied = try await applier.apply(batch: events, logger: logger)
-                    appliedCounter.increment(by: applied)
-                    statistics?.wrote(applied)
+                    counted(applied: try await applier.apply(batch: events, logger: logger))
                     batched = true
                 } catch where !Task.isCancelled {
                     fallbackCounter.increment()
@@ -249,6 +244,12 @@ public final class Worker: Service, Sendable {
         }
     }
 
+    /// Events applied: counted, and told to the statistics keeper (each wrote about a row).
+    private func counted(applied: Int) {
+        appliedCounter.increment(by: applied)
+        statistics?.wrote(applied)
+    }
+
     /// The safety net under Kafka: zones whose change counter is ahead of this worker's checkpoint
     /// (their events were lost, e.g. by a broker that restarted empty) are caught up from the
     /// PostgreSQL event log. Applying a zone's latest event pulls in everything before it.
@@ -259,9 +260,8 @@ public final class Worker: Service, Sendable {
             guard let latest = try await EventLog(store: store).events(zoneKey: zoneKey, sequences: sequence...sequence, logger: logger).first else { continue }
             let outcome = try await applier.apply(latest, logger: logger)
             if case .applied(let filled) = outcome {
-                appliedCounter.increment(by: 1 + filled)
+                counted(applied: 1 + filled)
                 reconciledCounter.increment(by: 1 + filled)
-                statistics?.wrote(1 + filled)
                 logger.warning("caught up a zone from the event log", metadata: ["zone": "\(zoneKey)", "events": "\(1 + filled)"])
             }
         }
@@ -285,8 +285,7 @@ public final class Worker: Service, Sendable {
             do {
                 let outcome = try await applier.apply(event, from: source, logger: logger)
                 if case .applied(let filled) = outcome {
-                    appliedCounter.increment(by: 1 + filled)
-                    statistics?.wrote(1 + filled)
+                    counted(applied: 1 + filled)
                     logger.debug("applied event", metadata: ["event": "\(event.id)", "type": "\(event.type)", "zone": "\(event.zoneKey)"])
                 }
                 return

@@ -57,33 +57,28 @@ final class PlannerStatisticsTests: XCTestCase {
         try await TestSupport.withMigratedStore { store, _ in
             let keeper = try await Self.keeper(of: "burst", store, minimumChanges: 100) { $0.growth = 1.0 }
 
-            try await Self.insert(50, into: "burst", store)
-            keeper.wrote(50)
-            var analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
-            XCTAssertFalse(analysed, "50 rows are below the threshold")
-            var planned = try await Self.plannedRows("burst", store)
-            XCTAssertEqual(planned, -1, "never analysed")
+            /// Writes `rows` rows and tells the keeper; whether it then analysed, and the rows planned.
+            func write(_ rows: Int) async throws -> (analysed: Bool, planned: Double) {
+                try await Self.insert(rows, into: "burst", store)
+                keeper.wrote(rows)
+                let analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
+                return (analysed, try await Self.plannedRows("burst", store))
+            }
+            var step = try await write(50)
+            XCTAssertFalse(step.analysed, "50 rows are below the threshold")
+            XCTAssertEqual(step.planned, -1, "never analysed")
 
-            try await Self.insert(100, into: "burst", store)
-            keeper.wrote(100)
-            analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
-            XCTAssertTrue(analysed)
-            planned = try await Self.plannedRows("burst", store)
-            XCTAssertEqual(planned, 150, "analysed with every row written")
+            step = try await write(100)
+            XCTAssertTrue(step.analysed)
+            XCTAssertEqual(step.planned, 150, "analysed with every row written")
 
             // The next analysis waits for 100 + 1.0 × 150 rows.
-            try await Self.insert(200, into: "burst", store)
-            keeper.wrote(200)
-            analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
-            XCTAssertFalse(analysed, "200 rows are below 250")
-            planned = try await Self.plannedRows("burst", store)
-            XCTAssertEqual(planned, 150)
-            try await Self.insert(50, into: "burst", store)
-            keeper.wrote(50)
-            analysed = await keeper.analyseIfDue(store: store, logger: Self.logger)
-            XCTAssertTrue(analysed, "250 rows reach it")
-            planned = try await Self.plannedRows("burst", store)
-            XCTAssertEqual(planned, 400)
+            step = try await write(200)
+            XCTAssertFalse(step.analysed, "200 rows are below 250")
+            XCTAssertEqual(step.planned, 150)
+            step = try await write(50)
+            XCTAssertTrue(step.analysed, "250 rows reach it")
+            XCTAssertEqual(step.planned, 400)
             XCTAssertEqual(keeper.analysesRun, 2)
 
             // A table that is gone is no error.
