@@ -27,7 +27,7 @@ final class QueryIndexScaleTests: XCTestCase {
                             'zoneID', jsonb_build_object('zoneName', 'Big', 'ownerRecordName', '_u'),
                             'zoneIncarnation', \(zone.incarnation.uuidString),
                             'record', jsonb_build_object(
-                                'recordName', 'r' || i, 'recordType', 'Item', 'changeTag', 't' || i, 'version', 1 + i, 'createdVersion', 1 + i,
+                                'recordName', 'r' || i, 'recordType', CASE WHEN i % 2500 = 0 THEN 'Rare' ELSE 'Item' END, 'changeTag', 't' || i, 'version', 1 + i, 'createdVersion', 1 + i,
                                 'created', jsonb_build_object('timestamp', 1700000000000 + i, 'userRecordName', '_u'),
                                 'modified', jsonb_build_object('timestamp', 1700000000000 + i, 'userRecordName', '_u'),
                                 'fields', jsonb_build_object(
@@ -70,6 +70,9 @@ final class QueryIndexScaleTests: XCTestCase {
                 ("full text", try RecordQuery.parse(Self.json(#"{"recordType":"Item","filterBy":[{"comparator":"CONTAINS_ALL_TOKENS","fieldName":"___all","fieldValue":{"value":"rare"}}]}"#))),
                 ("field tokens", try RecordQuery.parse(Self.json(#"{"recordType":"Item","filterBy":[{"comparator":"CONTAINS_ALL_TOKENS","fieldName":"title","fieldValue":{"value":"rare"}}]}"#))),
                 ("recent first", try RecordQuery.parse(Self.json(#"{"recordType":"Item","sortBy":[{"fieldName":"___modTime","ascending":false}]}"#))),
+                // 20 records of a type among 50,000 of another in the zone: an index finds the type,
+                // not a walk of the zone's names.
+                ("a rare type, unsorted", try RecordQuery.parse(Self.json(#"{"recordType":"Rare"}"#))),
             ]
             for (name, query) in shapes {
                 let plan = try await queries.explain(query, in: database, scope: .zone("Big"), limit: 50, logger: TestSupport.logger)
@@ -77,6 +80,11 @@ final class QueryIndexScaleTests: XCTestCase {
                 XCTAssertFalse(plan.contains("Seq Scan on records"), "\(name) must not scan the whole index:\n\(plan)")
                 let page = try await queries.run(query, in: database, scope: .zone("Big"), limit: 50, after: nil, logger: TestSupport.logger)
                 XCTAssertFalse(page.rows.isEmpty, name)
+                if name == "a rare type, unsorted" {
+                    XCTAssertEqual(page.rows.count, 20, name)
+                    let condition = plan.split(separator: "\n").first { $0.contains("Index Cond") && $0.contains("record_type") }
+                    XCTAssertNotNil(condition, "the rare type must be found through an index's condition on the type:\n\(plan)")
+                }
             }
         }
     }
