@@ -52,7 +52,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     let containers = ContainerStore(store: dependencies.store)
     let authenticator = Authenticator(
         containers: containers, serverKeys: ServerKeyStore(store: dependencies.store), secretKey: configuration.secretKey,
-        signInURL: configuration.signInURL, limiter: RequestLimiter(configuration.rateLimits), accessCache: accessCache)
+        signInURL: configuration.signInURL, limiter: RequestLimiter(configuration.rateLimits), accessCache: accessCache,
+        webAuthTokens: OpenedWebAuthTokens(key: configuration.secretKey))
     let signInLimiter = SignInLimiter(configuration.signInLimits)
     AuthRoutes<APIRequestContext>(
         users: UserStore(store: dependencies.store), containers: containers, authenticator: authenticator, limits: configuration.limits,

@@ -44,6 +44,8 @@ struct Authenticator: Sendable {
     var limiter = RequestLimiter(RateLimits())
     /// Recent answers about API tokens; nil: every call reads the database.
     var accessCache: AccessCache? = nil
+    /// The web auth tokens opened so far (signed with `secretKey`), so each is opened once.
+    let webAuthTokens: OpenedWebAuthTokens
 
     /// A call identified from its URL and headers: either its caller, or a signed request whose key
     /// exists and whose date is fresh, and whose signature (over the body) is still to be checked.
@@ -87,7 +89,7 @@ struct Authenticator: Sendable {
         // The web auth token's signature is checked first, so that the statement that checks the API
         // token also reads the named user's credential epoch (one round trip for both).
         let presentedToken = webToken.flatMap { $0.isEmpty ? nil : $0 }
-        let user = presentedToken.flatMap { WebAuthToken.open($0, key: secretKey) }
+        let user = presentedToken.flatMap { webAuthTokens.open($0) }
         guard let access = try await containers.access(forAPIToken: apiToken, user: user?.userRecordName, cache: accessCache, logger: logger),
               access.container == path.container
         else {

@@ -156,6 +156,34 @@ final class SignedTokenTests: XCTestCase {
         XCTAssertNil(WebAuthToken.open([parts[0], Base64URL.encode(Data(body.utf8)), parts[2]].joined(separator: "."), key: key))
     }
 
+    func testOpenedWebAuthTokensKeepWhatOpenedAndNothingElse() throws {
+        let tokens = OpenedWebAuthTokens(key: key, capacity: 2)
+        let first = WebAuthToken(userRecordName: "_u1", container: "iCloud.a", expiresAt: 2_000, credentialEpoch: 3)
+        for _ in 0..<3 { XCTAssertEqual(tokens.open(first.signed(with: key)), first) }
+        XCTAssertEqual(tokens.count, 1, "one token, kept once")
+        // Not kept: a token of another key, another kind, a changed one, and no token at all.
+        let other = try SecretKey(bytes: (0..<32).map { UInt8(31 - $0) })
+        let issued = first.signed(with: key)
+        let parts = issued.split(separator: ".").map(String.init)
+        let changed = String(decoding: Base64URL.decode(parts[1])!, as: UTF8.self).replacingOccurrences(of: "\"p\":3", with: "\"p\":4")
+        for refused in [
+            first.signed(with: other), SignedToken.sign(first, kind: .assetDownload, key: key),
+            [parts[0], Base64URL.encode(Data(changed.utf8)), parts[2]].joined(separator: "."), "", "2.e30.AAAA",
+        ] {
+            XCTAssertNil(tokens.open(refused), refused)
+        }
+        XCTAssertEqual(tokens.count, 1, "refused tokens are not kept")
+        // Bounded: a third token empties the cache first; every token still opens to its value.
+        let second = WebAuthToken(userRecordName: "_u2", container: "iCloud.a", expiresAt: 2_000)
+        let third = WebAuthToken(userRecordName: "_u3", container: "iCloud.a", expiresAt: 2_000)
+        XCTAssertEqual(tokens.open(second.signed(with: key)), second)
+        XCTAssertEqual(tokens.count, 2)
+        XCTAssertEqual(tokens.open(third.signed(with: key)), third)
+        XCTAssertEqual(tokens.count, 1, "full: emptied, then the new token kept")
+        XCTAssertEqual(tokens.open(issued), first)
+        XCTAssertEqual(tokens.count, 2)
+    }
+
     func testKindKeysAreDerivedFromTheSecretKey() throws {
         // The same secret key (e.g. on every replica) makes the same tokens verify; another does not.
         let copy = try SecretKey(text: key.hex)

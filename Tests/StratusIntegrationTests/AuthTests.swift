@@ -312,6 +312,33 @@ final class AuthTests: XCTestCase {
         }
     }
 
+    /// The API keeps the tokens it opened (`OpenedWebAuthTokens`); a kept token still stops
+    /// working the second it expires.
+    func testAWebAuthTokenTheAPIOpenedBeforeIsRefusedOnceItExpires() async throws {
+        try await withFixture { fixture, client in
+            let expiresAt = Int64(Date().timeIntervalSince1970) + 3
+            let token = WebAuthToken(userRecordName: "_brief", container: Self.container, expiresAt: expiresAt)
+                .signed(with: fixture.configuration.secretKey)
+            func caller() async throws -> (Int, Body) {
+                try await Self.send(client, Self.path("users/caller", database: "private") + "?ckAPIToken=\(fixture.apiToken)&ckWebAuthToken=\(token)", method: .get, body: Data())
+            }
+            // Opened once, then answered from what the API kept.
+            for _ in 0..<2 {
+                let (status, answer) = try await caller()
+                XCTAssertEqual(status, 200, "\(answer)")
+                XCTAssertEqual(answer["userRecordName"] as? String, "_brief")
+            }
+            try await TestSupport.eventually(timeout: .seconds(10), "the kept token to be refused once it has expired") {
+                let (status, answer) = try await caller()
+                guard status == 401 else { return false }
+                XCTAssertEqual(answer["serverErrorCode"] as? String, "AUTHENTICATION_FAILED")
+                XCTAssertTrue((answer["reason"] as? String ?? "").contains("expired"), "\(answer)")
+                return true
+            }
+            XCTAssertGreaterThanOrEqual(Int64(Date().timeIntervalSince1970), expiresAt, "refused only once expired")
+        }
+    }
+
     func testTokensOfOneKindAreRefusedAsAnother() async throws {
         try await withFixture { fixture, client in
             let key = fixture.configuration.secretKey
