@@ -2,7 +2,11 @@ import Foundation
 
 /// A JSON value that keeps integers exact: an integer literal that fits in 64 bits stays an `Int64`
 /// (clients send INT64 values beyond 2^53), everything else numeric is a `Double`.
-public indirect enum JSONValue: Sendable, Hashable, Codable {
+///
+/// Not `indirect`: arrays and objects already keep their elements apart, and an indirect enum
+/// boxes every case on the heap, so each number, string and flag read cost an allocation of its
+/// own (docs/benchmarks.md, "JSON values kept inline").
+public enum JSONValue: Sendable, Hashable, Codable {
     case null
     case bool(Bool)
     case int(Int64)
