@@ -193,7 +193,7 @@ public struct QueryStore: Sendable {
         // checkpoint bound as a value (see `behind(customZone:…)`).
         var behind = "NULL::bigint"
         if let checkpoint = serving.checkpoint {
-            behind = "(SELECT count(*)::bigint FROM (\(Self.pendingEvents(zoneKey: sql.bind(checkpoint.zoneKey), above: sql.bind(checkpoint.lastEventID), limit: sql.bind(Self.maxBehindCount)))) AS pending)"
+            behind = "(SELECT count(*)::bigint FROM (\(Self.pendingEvents(zoneKey: sql.bind(checkpoint.zoneKey), above: sql.bind(checkpoint.lastSequence), limit: sql.bind(Self.maxBehindCount)))) AS pending)"
         }
         // The page is chosen and ordered inside; only its rows are written as text (the record, the
         // marker's keys) outside, not every candidate the sort looked at. The outer scan only
@@ -256,8 +256,9 @@ public struct QueryStore: Sendable {
         var language: String
         /// The record type's fields that have a field index (`QueryFieldIndexes`).
         var indexedFields: Set<String>
-        /// For one custom zone: the indexer's position in it (0 before its first event).
-        var checkpoint: (zoneKey: String, lastEventID: Int64)?
+        /// For one custom zone: the indexer's position in it, the zone sequence of the last event
+        /// it applied there (0 before its first).
+        var checkpoint: (zoneKey: String, lastSequence: Int64)?
     }
 
     /// The live generation, its language and the record type's field indexes, in one round trip.
@@ -272,7 +273,7 @@ public struct QueryStore: Sendable {
                    coalesce((SELECT array_agg(f.field_name) FROM query_index.field_indexes f
                              WHERE f.container = \(database.container) AND f.environment = \(database.environment.rawValue)
                                AND f.record_type = \(recordType)), '{}'),
-                   coalesce((SELECT c.last_event_id FROM worker_checkpoints c WHERE c.worker = \(Self.indexerWorker) AND c.zone_key = \(zoneKey)), 0)
+                   coalesce((SELECT c.last_sequence FROM worker_checkpoints c WHERE c.worker = \(Self.indexerWorker) AND c.zone_key = \(zoneKey)), 0)
             FROM query_index.generations g WHERE g.state = 'live'
             """, preparedIn: statements, logger: logger)
         for try await (generation, language, indexed, checkpoint) in rows.decode((Int, String, [String], Int64).self) {
@@ -312,7 +313,7 @@ public struct QueryStore: Sendable {
     static func behind(customZone key: String, on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
         var checkpoint: Int64 = 0
         let rows = try await connection.query(
-            "SELECT last_event_id FROM worker_checkpoints WHERE worker = \(indexerWorker) AND zone_key = \(key)", logger: logger)
+            "SELECT last_sequence FROM worker_checkpoints WHERE worker = \(indexerWorker) AND zone_key = \(key)", logger: logger)
         for try await id in rows.decode(Int64?.self) { checkpoint = id ?? 0 }
         var sql = SQLBuilder()
         let text = "SELECT count(*)::bigint FROM (\(pendingEvents(zoneKey: sql.bind(key), above: sql.bind(checkpoint), limit: sql.bind(maxBehindCount)))) AS pending"
@@ -321,13 +322,17 @@ public struct QueryStore: Sendable {
         return 0
     }
 
-    /// A custom zone's index-relevant events above a checkpoint, in index order, at most `limit`
-    /// (each argument a bind placeholder).
+    /// A custom zone's index-relevant events above a checkpoint's zone sequence, in the zone's
+    /// order, at most `limit` (each argument a bind placeholder): a range of `events_zone_sequence`,
+    /// which only a zone's own events are in. Counted by event id instead, the planner could read
+    /// the log's primary key from the checkpoint on and test each event's zone: for a zone holding
+    /// much of the log that looked cheap, and cost every query of it a walk over all the other
+    /// zones' events since (docs/benchmarks.md, "A query's behind count read other zones' events").
     static func pendingEvents(zoneKey: String, above checkpoint: String, limit: String) -> String {
         """
         SELECT 1 FROM events e
-        WHERE e.zone_key = \(zoneKey) AND e.id > \(checkpoint) AND e.type IN ('record.saved', 'record.deleted', 'zone.deleted')
-        ORDER BY e.id LIMIT \(limit)
+        WHERE e.zone_key = \(zoneKey) AND e.zone_sequence > \(checkpoint) AND e.type IN ('record.saved', 'record.deleted', 'zone.deleted')
+        ORDER BY e.zone_sequence LIMIT \(limit)
         """
     }
 

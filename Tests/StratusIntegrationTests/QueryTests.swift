@@ -681,4 +681,59 @@ extension QueryTests {
             XCTAssertEqual(one, Int64(expected.count))
         }
     }
+
+    /// A query of one custom zone counts the zone's pending events within the zone's own events:
+    /// a zone holding most of the log, caught up, followed by another zone's burst, does not make
+    /// each query read that burst.
+    func testAOneZoneBehindCountReadsOnlyThatZonesEvents() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let database = DatabaseID(container: "iCloud.behind", environment: .development, scope: .private, owner: "_u")
+            let big = ZoneKey(database: database, zoneName: "Big").rawValue
+            let other = ZoneKey(database: database, zoneName: "Other").rawValue
+            func append(_ key: String, sequences: ClosedRange<Int>) async throws {
+                try await store.withConnection { connection in
+                    try await connection.query("""
+                        INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
+                        SELECT \(key), i, 'record.saved', 1, jsonb_build_object('record', jsonb_build_object('recordName', 'r' || i)), '{}'::jsonb
+                        FROM generate_series(\(sequences.lowerBound), \(sequences.upperBound)) AS i
+                        """, logger: TestSupport.logger)
+                }
+            }
+            // The big zone: 20,000 events, all applied (the indexer's checkpoint at its last one);
+            // then 5,000 of another zone, as a sync zone's load follows the query zone's.
+            try await append(big, sequences: 1...20_000)
+            try await store.withConnection { connection in
+                try await connection.query("""
+                    INSERT INTO worker_checkpoints (worker, zone_key, last_sequence, last_event_id)
+                    SELECT \(QueryStore.indexerWorker), \(big), 20000, max(id) FROM events WHERE zone_key = \(big)
+                    """, logger: TestSupport.logger)
+            }
+            try await append(other, sequences: 1...5_000)
+            try await store.withConnection { connection in
+                // One indexed record, so that a page has a row to carry the count.
+                try await connection.query("""
+                    INSERT INTO query_index.records (generation, container, environment, scope, owner, zone_name, record_name, record_type, version, record)
+                    VALUES (1, 'iCloud.behind', 'development', 'private', '_u', 'Big', 'r1', 'Item', 1,
+                            '{"fields": {}, "recordName": "r1", "recordType": "Item", "changeTag": "t1"}')
+                    """, logger: TestSupport.logger)
+                try await connection.query("ANALYZE events", logger: TestSupport.logger)
+            }
+            let queries = QueryStore(store: store)
+            let query = try RecordQuery.parse(QueryIndexScaleTests.json(#"{"recordType":"Item"}"#))
+            let plan = try await queries.explain(query, in: database, scope: .zone("Big"), limit: 10, logger: TestSupport.logger)
+            XCTAssertTrue(plan.contains("events_zone_sequence"), "the count is a range of the zone's own events:\n\(plan)")
+            XCTAssertFalse(plan.contains("events_pkey"), "not the log from the checkpoint on:\n\(plan)")
+            XCTAssertFalse(plan.contains("Seq Scan on events"), plan)
+            let page = try await queries.run(query, in: database, scope: .zone("Big"), limit: 10, after: nil, logger: TestSupport.logger)
+            XCTAssertEqual(page.behind, 0, "caught up")
+            var caughtUp = try await queries.behind(in: database, scope: .zone("Big"), logger: TestSupport.logger)
+            XCTAssertEqual(caughtUp, 0)
+            // Three more saves in the big zone: pending, and counted by both paths.
+            try await append(big, sequences: 20_001...20_003)
+            let pending = try await queries.run(query, in: database, scope: .zone("Big"), limit: 10, after: nil, logger: TestSupport.logger)
+            XCTAssertEqual(pending.behind, 3)
+            caughtUp = try await queries.behind(in: database, scope: .zone("Big"), logger: TestSupport.logger)
+            XCTAssertEqual(caughtUp, 3)
+        }
+    }
 }
