@@ -314,7 +314,7 @@ public struct QueryStore: Sendable {
         var checkpoint: Int64 = 0
         let rows = try await connection.query(
             "SELECT last_sequence FROM worker_checkpoints WHERE worker = \(indexerWorker) AND zone_key = \(key)", logger: logger)
-        for try await id in rows.decode(Int64?.self) { checkpoint = id ?? 0 }
+        for try await sequence in rows.decode(Int64?.self) { checkpoint = sequence ?? 0 }
         var sql = SQLBuilder()
         let text = "SELECT count(*)::bigint FROM (\(pendingEvents(zoneKey: sql.bind(key), above: sql.bind(checkpoint), limit: sql.bind(maxBehindCount)))) AS pending"
         let counted = try await connection.query(PostgresQuery(unsafeSQL: text, binds: sql.bindings), logger: logger)
