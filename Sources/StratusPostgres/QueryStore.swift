@@ -142,8 +142,8 @@ public struct QueryStore: Sendable {
         // A field's token filter is tested on the candidates in order, after the sort: `late`.
         var late: [String] = []
         for filter in query.filters {
-            conditions.append(try Self.condition(filter, language: serving.language, indexed: serving.indexedFields.contains(filter.fieldName), &sql))
-            if let check = try Self.fieldTokenCheck(filter, language: serving.language, &sql) { late.append(check) }
+            conditions.append(try Self.condition(
+                filter, language: serving.language, indexed: serving.indexedFields.contains(filter.fieldName), late: &late, &sql))
         }
         // Sort keys, all as jsonb so one comparison rule serves every key; then zone and name break ties.
         var keys: [SortKey] = query.sorts.map { sort in
@@ -446,24 +446,9 @@ public struct QueryStore: Sendable {
         }
     }
 
-    /// A token filter on a named field: the test of the field's own tokens, which decides among the
-    /// candidates `condition` picked by every searchable field's tokens. Nil for every other filter.
-    static func fieldTokenCheck(_ filter: QueryFilter, language: String, _ sql: inout SQLBuilder) throws(StratusError) -> String? {
-        guard filter.fieldName != "___all", filter.comparator == .containsAllTokens || filter.comparator == .containsAnyTokens,
-              case .string(let text) = filter.value else { return nil }
-        let tokens = RecordQuery.tokens(text)
-        guard !tokens.isEmpty else { return nil }
-        let query = tsquery(tokens, all: filter.comparator == .containsAllTokens, language: language, &sql)
-        return "to_tsvector(\(sql.bind(language))::regconfig, coalesce(\(field(filter.fieldName, &sql))->>'value', '')) @@ \(query)"
-    }
-
-    /// A token filter's query: every token (`all`) or any of them, under the generation's language.
-    private static func tsquery(_ tokens: [String], all: Bool, language: String, _ sql: inout SQLBuilder) -> String {
-        "to_tsquery(\(sql.bind(language))::regconfig, \(sql.bind(tokens.joined(separator: all ? " & " : " | "))))"
-    }
-
-    /// One filter as a SQL condition; a token filter on a named field picks its candidates only
-    /// (`fieldTokenCheck` decides).
+    /// One filter as a SQL condition. A token filter on a named field picks its candidates only;
+    /// the test of the field's own tokens, which decides among them, goes to `late`, to run on the
+    /// candidates after the sort.
     /// `language` is the generation's text search configuration, which built its documents.
     ///
     /// `indexed`: the field has a field index. An EQUALS on a scalar is then stated on the index's
@@ -471,7 +456,8 @@ public struct QueryStore: Sendable {
     /// typed comparison, three estimates of one test multiply into "about one row", and the planner
     /// then reads every match and sorts it rather than reading the first matches in index order.
     static func condition(
-        _ filter: QueryFilter, language: String, indexed: Bool = false, skipContainment: Bool = false, _ sql: inout SQLBuilder
+        _ filter: QueryFilter, language: String, indexed: Bool = false, skipContainment: Bool = false, late: inout [String],
+        _ sql: inout SQLBuilder
     ) throws(StratusError) -> String {
         let name = filter.fieldName
         if indexed, filter.comparator == .equals, let exact = exactSortKeyEquality(filter, &sql) { return exact }
@@ -484,10 +470,13 @@ public struct QueryStore: Sendable {
             guard case .string(let text) = filter.value else { throw StratusError(.badRequest, "token comparators need a STRING") }
             let tokens = RecordQuery.tokens(text)
             guard !tokens.isEmpty else { throw StratusError(.badRequest, "fieldValue has no tokens to search for") }
-            let query = tsquery(tokens, all: filter.comparator == .containsAllTokens, language: language, &sql)
+            let query = "to_tsquery(\(sql.bind(language))::regconfig, \(sql.bind(tokens.joined(separator: filter.comparator == .containsAllTokens ? " & " : " | "))))"
             // `search` holds the tokens of every searchable STRING field, so a field's match is also a
             // match of `search`: the GIN index on it picks the candidates, instead of tokenising the
-            // field of every record of the type. The field's own test is `fieldTokenCheck`.
+            // field of every record of the type; the field's own test follows on them in order.
+            if name != "___all" {
+                late.append("to_tsvector(\(sql.bind(language))::regconfig, coalesce(\(field(name, &sql))->>'value', '')) @@ \(query)")
+            }
             return "search @@ \(query)"
         }
         let value = "\(field(name, &sql))->'value'"
@@ -518,7 +507,7 @@ public struct QueryStore: Sendable {
             if filter.comparator == .equals, !skipContainment, let exact = containment(filter) {
                 // The same test as a containment the GIN index on fields can answer.
                 let probe = "(record->'fields' @> \(sql.bind(jsonText(exact)))::jsonb)"
-                return "(\(probe) AND \(try condition(QueryFilter(fieldName: name, comparator: .equals, value: filter.value, distance: nil), language: language, skipContainment: true, &sql)))"
+                return "(\(probe) AND \(try condition(QueryFilter(fieldName: name, comparator: .equals, value: filter.value, distance: nil), language: language, skipContainment: true, late: &late, &sql)))"
             }
             switch filter.value {
             case .reference:
