@@ -24,6 +24,8 @@ public final class PostgresStore: Service, Sendable {
     let watches: ConnectionWatches
     /// The hot read statements, prepared once per connection.
     let statements: PreparedStatements
+    /// The `storage_usage` shard each running transaction adds to.
+    let usageShards = UsageShards()
 
     /// Server-side limits every connection of the pool runs under, so no statement, lock wait or
     /// forgotten transaction holds a connection (and what it locked) for ever.
@@ -174,6 +176,7 @@ public final class PostgresStore: Service, Sendable {
         isolation: StaticString, logger: Logger, locks: [String], _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         let locks = Array(Set(locks)).sorted()
+        let usageShards = usageShards
         var attempt = 0
         while true {
             attempt += 1
@@ -183,7 +186,9 @@ public final class PostgresStore: Service, Sendable {
                 return try await self.locks.withLocks(locks) {
                     try await leased { connection in
                         try await Self.locked(locks, on: connection, logger: logger) {
-                            try await Self.inTransaction(connection, isolation: isolation, logger: logger, body)
+                            try await usageShards.withShard { shard in
+                                try await Self.inTransaction(connection, isolation: isolation, usageShard: shard, logger: logger, body)
+                            }
                         }
                     }
                 }
@@ -227,12 +232,13 @@ public final class PostgresStore: Service, Sendable {
     }
 
     private static func inTransaction<T>(
-        _ connection: PostgresConnection, isolation: StaticString, logger: Logger, _ body: @escaping @Sendable (Transaction) async throws -> T
+        _ connection: PostgresConnection, isolation: StaticString, usageShard: Int16, logger: Logger,
+        _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         try await connection.query(PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \(isolation)"), logger: logger)
         let value: T
         do {
-            value = try await body(Transaction(connection: connection, logger: logger))
+            value = try await body(Transaction(connection: connection, logger: logger, usageShard: usageShard))
         } catch {
             // A failed ROLLBACK leaves nothing to undo: the connection is closed by the pool. A closed
             // connection rolled the transaction back as it went.
@@ -327,6 +333,15 @@ final class LeaseState: Sendable {
 public struct Transaction: Sendable {
     let connection: PostgresConnection
     let logger: Logger
+    /// The `storage_usage` row this transaction adds to (`UsageShards`); read-only transactions,
+    /// which add nothing, have shard 0.
+    let usageShard: Int16
+
+    init(connection: PostgresConnection, logger: Logger, usageShard: Int16 = 0) {
+        self.connection = connection
+        self.logger = logger
+        self.usageShard = usageShard
+    }
 
     /// Runs `body` under a savepoint. When it fails for good (`PostgresStore.isPermanent`), only its
     /// own writes are undone and the error is returned: the transaction goes on without them. Any

@@ -281,8 +281,6 @@ struct ZoneWriter {
     /// Records this transaction has read (locked) or written, by exact name; absent ones as nil.
     var known: [ExactName: Record?] = [:]
     var pending: [PendingSave] = []
-    /// The storage_usage row this transaction adds to (`StorageUsage`).
-    let usageShard = StorageUsage.randomShard()
     /// What this transaction changed each user's stored bytes by.
     var usageChange: [String: Int64] = [:]
     /// The record names of the commands applied, in order, with what each changed its user's bytes by.
@@ -510,7 +508,7 @@ struct ZoneWriter {
                 RETURNING \(unescaped: StorageUsage.usageOwner) AS usage_owner, \(unescaped: StorageUsage.recordBytes) AS bytes),
             counted AS (
                 INSERT INTO storage_usage (container, environment, owner, shard, bytes)
-                SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(usageShard), -sum(bytes) FROM gone
+                SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(transaction.usageShard), -sum(bytes) FROM gone
                 GROUP BY usage_owner HAVING sum(bytes) <> 0
                 ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
             SELECT usage_owner, sum(bytes)::int8 FROM gone GROUP BY usage_owner
@@ -702,7 +700,7 @@ struct ZoneWriter {
                 FROM stored AS s LEFT JOIN previous AS p ON p.record_name = s.record_name),
             counted AS (
                 INSERT INTO storage_usage (container, environment, owner, shard, bytes)
-                SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(usageShard), sum(delta) FROM changed
+                SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(transaction.usageShard), sum(delta) FROM changed
                 GROUP BY usage_owner HAVING sum(delta) <> 0
                 ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
             SELECT record_name, created_version, usage_owner, delta FROM changed

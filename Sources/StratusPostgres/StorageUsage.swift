@@ -2,22 +2,25 @@ import Foundation
 import Logging
 import PostgresNIO
 import StratusCore
+import Synchronization
 
 /// The bytes each user stores, per container and environment (`storage_usage`, migration 0012),
 /// kept by the writes themselves in their own transactions.
 ///
 /// A record counts the length of its fields as stored (`octet_length(fields::text)`, the
 /// `recordBytes` expression) against its owner, in the public database against its creator
-/// (`usageOwner`). Each transaction adds what it changed to one of `shards` rows of the user,
-/// picked at random, so concurrent writers of one user seldom update the same row (under
-/// REPEATABLE READ two that do, one retries); the total is the sum of the rows.
+/// (`usageOwner`). Each transaction adds what it changed to one of `shards` rows of the user: the
+/// shard its process leased it for its whole run (`UsageShards`), so no two transactions of one
+/// process in flight together update the same row (under REPEATABLE READ two that did, one would
+/// retry). The total is the sum of the rows.
 ///
 /// Assets count too (`assets.usage_owner`, migration 0024): the transaction that completes an
 /// upload adds its bytes (`AssetStore.finishUpload`), the one that forgets the last asset holding
 /// them takes them off (`AssetStore.forget`), so the quota check (`total`) covers them.
 public enum StorageUsage {
-    /// Rows per user.
-    static let shards: Int16 = 16
+    /// Rows per user: more than a process has transactions in flight (`STRATUS_DATABASE_MAX_CONNECTIONS`,
+    /// 20 by default), so each can have its own.
+    static let shards: Int16 = 64
 
     /// The SQL expression of a record row's counted bytes.
     static let recordBytes = "octet_length(fields::text)::int8"
@@ -26,19 +29,14 @@ public enum StorageUsage {
     /// the database's owner elsewhere.
     static let usageOwner = "CASE WHEN scope = 'public' THEN created_by ELSE owner END"
 
-    /// A shard for one transaction.
-    static func randomShard() -> Int16 { Int16.random(in: 0..<shards) }
-
-    /// Adds `bytes` (negative: frees them) to `owner`'s total in the transaction of `connection`.
-    public static func add(
-        _ bytes: Int64, container: String, environment: String, owner: String, on connection: PostgresConnection, logger: Logger
-    ) async throws {
+    /// Adds `bytes` (negative: frees them) to `owner`'s total in `transaction`.
+    static func add(_ bytes: Int64, container: String, environment: String, owner: String, in transaction: Transaction) async throws {
         guard bytes != 0 else { return }
-        try await connection.query("""
+        try await transaction.connection.query("""
             INSERT INTO storage_usage (container, environment, owner, shard, bytes)
-            VALUES (\(container), \(environment), \(owner), \(randomShard()), \(bytes))
+            VALUES (\(container), \(environment), \(owner), \(transaction.usageShard), \(bytes))
             ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
-            """, logger: logger)
+            """, logger: transaction.logger)
     }
 
     /// `owner`'s total bytes, as the transaction of `connection` sees them.
@@ -52,16 +50,40 @@ public enum StorageUsage {
     }
 
     /// Deletes a zone's records and frees their bytes, in one statement.
-    static func deleteRecords(of database: DatabaseID, zoneName: String, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("""
+    static func deleteRecords(of database: DatabaseID, zoneName: String, in transaction: Transaction) async throws {
+        try await transaction.connection.query("""
             WITH gone AS (
                 DELETE FROM records WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
                   AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(zoneName)
                 RETURNING \(unescaped: usageOwner) AS usage_owner, \(unescaped: recordBytes) AS bytes)
             INSERT INTO storage_usage (container, environment, owner, shard, bytes)
-            SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(randomShard()), -sum(bytes) FROM gone
+            SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(transaction.usageShard), -sum(bytes) FROM gone
             GROUP BY usage_owner HAVING sum(bytes) <> 0
             ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
-            """, logger: logger)
+            """, logger: transaction.logger)
+    }
+}
+
+/// The `storage_usage` shards of one process, each leased to one transaction at a time.
+///
+/// A transaction takes a free shard when it starts and gives it back when it ends, so while no more
+/// than `StorageUsage.shards` run at once (a process runs at most as many as its pool has
+/// connections) no two of them add to the same row of a user, and none waits on another's row or
+/// fails for it. Each process starts from its own random order of the shards and reuses the one
+/// given back last, so the processes of a deployment (several `stratus-api`, `stratus-gc`) seldom
+/// pick the same shard at the same moment; when they do, the later one retries as before. Past
+/// `shards` transactions at once, a transaction gets a random shard.
+final class UsageShards: Sendable {
+    private let free: Mutex<[Int16]>
+
+    init() {
+        free = Mutex(Array(0..<StorageUsage.shards).shuffled())
+    }
+
+    /// Runs `body` with a shard no other transaction of this process holds (while one is free).
+    func withShard<T>(_ body: (Int16) async throws -> T) async throws -> T {
+        let leased = free.withLock { $0.popLast() }
+        defer { if let leased { free.withLock { $0.append(leased) } } }
+        return try await body(leased ?? Int16.random(in: 0..<StorageUsage.shards))
     }
 }

@@ -72,7 +72,7 @@ public struct ZoneStore: Sendable {
                     if after == nil {
                         // A deleted zone takes its records with it (their bytes are freed); its zone.deleted
                         // event speaks for them all.
-                        try await StorageUsage.deleteRecords(of: database, zoneName: zoneID.zoneName, on: connection, logger: logger)
+                        try await StorageUsage.deleteRecords(of: database, zoneName: zoneID.zoneName, in: transaction)
                         for table in ["record_references", "record_tombstones", "shares"] {
                             try await connection.query(PostgresQuery(unsafeSQL: """
                                 DELETE FROM \(table) WHERE container = $1 AND environment = $2 AND scope = $3 AND owner = $4 AND zone_name = $5

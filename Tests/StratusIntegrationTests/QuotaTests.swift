@@ -6,6 +6,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 @testable import StratusPostgres
+import Synchronization
 import XCTest
 
 /// The per-user storage quota: bytes of records counted in `storage_usage` by the writes
@@ -177,6 +178,65 @@ final class QuotaTests: XCTestCase {
                 XCTAssertEqual(usage.counted, usage.actual, owner)
                 XCTAssertGreaterThan(usage.counted, 0, owner)
             }
+        }
+    }
+
+    /// Writers of one user in different zones share only the user's storage total. Each running
+    /// transaction of a process adds to a `storage_usage` row no other one holds, so twenty of them
+    /// (a pool's worth), all with their snapshots taken before any adds, all commit at the first
+    /// attempt. With a shard picked at random two would share a row and one of them would retry.
+    func testTransactionsOfOneProcessInFlightTogetherNeverShareAUsageRow() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let writers = 20
+            let attempts = AttemptCounter()
+            let start = StartLine(runners: writers)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<writers {
+                    group.addTask {
+                        try await store.locked(logger: TestSupport.logger, locks: ["zone-\(writer)"]) { transaction in
+                            attempts.increment()
+                            // The snapshot is taken here; every writer's first attempt then waits
+                            // until all have theirs.
+                            try await transaction.connection.query("SELECT 1", logger: TestSupport.logger)
+                            await start.arrive(writer)
+                            try await StorageUsage.add(100, container: "iCloud.com.example.notes", environment: "development", owner: "_alice", in: transaction)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            XCTAssertEqual(attempts.value, writers, "a writer retried: two transactions added to the same row")
+            let rows = try await store.withConnection { connection in
+                var rows: [(Int16, Int64)] = []
+                for try await row in try await connection.query(
+                    "SELECT shard, bytes FROM storage_usage WHERE owner = '_alice' ORDER BY shard", logger: TestSupport.logger
+                ).decode((Int16, Int64).self) { rows.append(row) }
+                return rows
+            }
+            XCTAssertEqual(rows.count, writers, "one row per transaction in flight: \(rows)")
+            XCTAssertEqual(rows.reduce(0) { $0 + $1.1 }, Int64(writers * 100))
+            XCTAssertTrue(rows.allSatisfy { $0.0 >= 0 && $0.0 < StorageUsage.shards }, "\(rows)")
+        }
+    }
+}
+
+/// Holds each runner's first arrival until all `runners` have arrived; later arrivals pass.
+final class StartLine: Sendable {
+    private let runners: Int
+    private let state = Mutex<(arrived: Set<Int>, waiting: [CheckedContinuation<Void, Never>])>(([], []))
+
+    init(runners: Int) { self.runners = runners }
+
+    func arrive(_ runner: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let released = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                guard state.arrived.insert(runner).inserted else { return [continuation] }
+                state.waiting.append(continuation)
+                guard state.arrived.count == runners else { return [] }
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            released.forEach { $0.resume() }
         }
     }
 }

@@ -69,7 +69,7 @@ public struct AssetStore: Sendable {
             var tenancy: (String, String)?
             for try await row in rows.decode((String, String).self) { tenancy = row }
             guard case let (container, environment)? = tenancy else { return }
-            try await StorageUsage.add(size, container: container, environment: environment, owner: usageOwner, on: transaction.connection, logger: transaction.logger)
+            try await StorageUsage.add(size, container: container, environment: environment, owner: usageOwner, in: transaction)
             guard quota > 0 else { return }
             let total = try await StorageUsage.total(container: container, environment: environment, owner: usageOwner, on: transaction.connection, logger: transaction.logger)
             if total > quota {
@@ -261,7 +261,7 @@ public struct AssetStore: Sendable {
             for try await row in rows.decode((String, String, String?, Int64?).self) { gone = row }
             try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(id)", logger: transaction.logger)
             if freeingBytes, case let (container, environment, owner?, size?)? = gone {
-                try await StorageUsage.add(-size, container: container, environment: environment, owner: owner, on: transaction.connection, logger: transaction.logger)
+                try await StorageUsage.add(-size, container: container, environment: environment, owner: owner, in: transaction)
             }
         }
     }
