@@ -120,6 +120,43 @@ final class SerializableTransactionTests: XCTestCase {
         }
     }
 
+    /// Every worker applies each event of a zone in a SERIALIZABLE transaction that reads and writes
+    /// its checkpoint row of the zone. Two workers applying the same zone's event at once, both
+    /// having read their rows before either writes, both commit at the first attempt: each worker's
+    /// rows are in a partition of their own, so neither read the index page the other wrote.
+    func testTwoWorkersCheckpointingOneZoneAtOnceDoNotAbortEachOther() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let zoneKey = ZoneKey(rawValue: "iCloud.com.example.notes/development/private/_alice/Notes")
+            let workers = ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"]
+            let attempts = AttemptCounter()
+            let start = StartLine(runners: workers.count)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, worker) in workers.enumerated() {
+                    group.addTask {
+                        try await store.serializable(logger: TestSupport.logger) { transaction in
+                            attempts.increment()
+                            let last = try await CheckpointStore.lastSequence(worker: worker, zoneKey: zoneKey, in: transaction)
+                            // Each worker's first attempt writes only once all have read.
+                            await start.arrive(index)
+                            let event = EventEnvelope(
+                                id: last + 1, zoneKey: zoneKey, zoneSequence: last + 1, type: .zoneCreated, schemaVersion: 1,
+                                payload: Data("{}".utf8), causation: Causation(requestID: "checkpoint-test"), createdAt: 0)
+                            try await CheckpointStore.advance(worker: worker, event: event, sequence: last + 1, in: transaction)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            XCTAssertEqual(attempts.value, workers.count, "a worker's checkpoint transaction was aborted by another worker's")
+            for worker in workers {
+                let last = try await store.serializable(logger: TestSupport.logger) { transaction in
+                    try await CheckpointStore.lastSequence(worker: worker, zoneKey: zoneKey, in: transaction)
+                }
+                XCTAssertEqual(last, 1, worker)
+            }
+        }
+    }
+
     func testExhaustedRetriesSurfaceAsTryAgainLater() async throws {
         try await TestSupport.withMigratedStore(maxAttempts: 1) { store, _ in
             try await store.withConnection { connection in

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 @testable import StratusPostgres
+import Synchronization
 import XCTest
 
 /// The servers scripts/test.sh starts, and a fresh migrated database per test.
@@ -84,5 +85,26 @@ enum TestSupport {
         }
         XCTFail("timed out after \(timeout) waiting for \(what)")
         throw MissingServer(description: "timed out waiting for \(what)")
+    }
+}
+
+/// Holds each runner's first arrival until all `runners` have arrived; later arrivals pass.
+final class StartLine: Sendable {
+    private let runners: Int
+    private let state = Mutex<(arrived: Set<Int>, waiting: [CheckedContinuation<Void, Never>])>(([], []))
+
+    init(runners: Int) { self.runners = runners }
+
+    func arrive(_ runner: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let released = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                guard state.arrived.insert(runner).inserted else { return [continuation] }
+                state.waiting.append(continuation)
+                guard state.arrived.count == runners else { return [] }
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            released.forEach { $0.resume() }
+        }
     }
 }
