@@ -92,7 +92,7 @@ public struct AssetStore: Sendable {
 
     /// Forgets an upload that failed (its bytes were never made visible).
     public func abandonUpload(_ id: UUID, logger: Logger) async throws {
-        try await store.withConnection { connection in
+        _ = try await store.withConnection { connection in
             try await connection.query("DELETE FROM assets WHERE asset_id = \(id) AND state = 'uploading'", logger: logger)
         }
     }
@@ -101,7 +101,7 @@ public struct AssetStore: Sendable {
     /// right after is known as used before stratus-gc applies the events (which marks them too).
     public func markBound(_ ids: [UUID], logger: Logger) async throws {
         guard !ids.isEmpty else { return }
-        try await store.withConnection { connection in
+        _ = try await store.withConnection { connection in
             try await connection.query("UPDATE assets SET bound = true WHERE asset_id = ANY(\(ids)) AND NOT bound", logger: logger)
         }
     }
