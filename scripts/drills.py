@@ -265,7 +265,7 @@ def differs_from_replay(stack, drill, failures):
 
 def converge(timeout):
     """Waits until every event is published and the indexer has applied them all."""
-    wait_until("every event to be published", lambda: psql("SELECT count(*) FROM events WHERE published_at IS NULL") == "0", timeout)
+    wait_until("every event to be published", lambda: psql("SELECT count(*) FROM unpublished_events") == "0", timeout)
     wait_until("the indexer to converge", lambda: workers_caught_up(["stratus-indexer"]), timeout)
 
 

@@ -214,7 +214,7 @@ extension BenchSuite {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             let waiting = try await Self.scalar(connection.query("""
-                SELECT count(*) FROM events WHERE zone_key = \(zoneKey) AND published_at IS NULL
+                SELECT count(*) FROM unpublished_events u JOIN events e ON e.id = u.id WHERE e.zone_key = \(zoneKey)
                 """, logger: logger))
             if waiting == 0 { return }
             try await Task.sleep(for: .milliseconds(5))

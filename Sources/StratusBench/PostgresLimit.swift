@@ -33,9 +33,9 @@ struct PostgresLimit: Sendable {
                 CREATE TABLE IF NOT EXISTS bench_limit.events (
                     id bigserial PRIMARY KEY, zone_key text NOT NULL, zone_sequence bigint, type text NOT NULL,
                     schema_version integer NOT NULL, payload jsonb NOT NULL, causation jsonb NOT NULL,
-                    created_at timestamptz NOT NULL DEFAULT now(), published_at timestamptz)
+                    created_at timestamptz NOT NULL DEFAULT now())
                 """,
-                "CREATE INDEX IF NOT EXISTS events_unpublished ON bench_limit.events (id) WHERE published_at IS NULL",
+                "CREATE TABLE IF NOT EXISTS bench_limit.unpublished_events (id bigint PRIMARY KEY)",
                 "CREATE UNIQUE INDEX IF NOT EXISTS events_zone_sequence ON bench_limit.events (zone_key, zone_sequence) WHERE zone_sequence IS NOT NULL",
             ] {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
@@ -84,9 +84,12 @@ struct PostgresLimit: Sendable {
                 FROM unnest(\(names)::text[], \(documents.map(\.fields))::text[], \(tags)::text[], \(versions)::int8[]) AS t(name, fields, tag, version)
                 """, logger: logger)
             try await connection.query("""
+                WITH appended AS (
                 INSERT INTO bench_limit.events (zone_key, zone_sequence, type, schema_version, payload, causation)
                 SELECT \(zoneKey), version, 'record.saved', 1, payload::jsonb, '{"requestID":"bench"}'::jsonb
                 FROM unnest(\(documents.map(\.payload))::text[], \(versions)::int8[]) AS t(payload, version)
+                RETURNING id)
+                INSERT INTO bench_limit.unpublished_events (id) SELECT id FROM appended
                 """, logger: logger)
             try await connection.query("SELECT pg_notify('bench_limit', '')", logger: logger)
             try await connection.query("COMMIT", logger: logger)

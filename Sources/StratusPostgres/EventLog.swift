@@ -14,8 +14,9 @@ public struct EventLog: Sendable {
     /// Creates the event log over a store.
     public init(store: PostgresStore) { self.store = store }
 
-    /// Appends events on the caller's transaction, in one statement whatever their number, and
-    /// notifies the relay (delivered at commit): one round trip. Ids follow the order of `events`.
+    /// Appends events on the caller's transaction, in one statement whatever their number, queues
+    /// them for the relay (`unpublished_events`) and notifies it (delivered at commit): one round
+    /// trip. Ids follow the order of `events`.
     public static func append(_ events: [NewEvent], on connection: PostgresConnection, logger: Logger) async throws {
         guard !events.isEmpty else { return }
         // Zone sequences start at 1; -1 stands for "none" (default zones) in the array.
@@ -37,7 +38,8 @@ public struct EventLog: Sendable {
                         \(causationJSON)::text[])
                  WITH ORDINALITY AS e(zone_key, zone_sequence, type, schema_version, payload, causation, position)
             ORDER BY position
-            RETURNING id)
+            RETURNING id),
+            queued AS (INSERT INTO unpublished_events (id) SELECT id FROM appended)
             SELECT pg_notify(\(channel), '')
             """, logger: logger)
     }
@@ -46,7 +48,9 @@ public struct EventLog: Sendable {
     public func unpublished(limit: Int, logger: Logger) async throws -> [EventEnvelope] {
         try await store.withConnection { connection in
             try await Self.decode(connection.query("""
-                SELECT \(unescaped: Self.columns) FROM events WHERE published_at IS NULL ORDER BY id LIMIT \(limit)
+                SELECT \(unescaped: Self.columns) FROM events
+                WHERE id IN (SELECT id FROM unpublished_events ORDER BY id LIMIT \(limit))
+                ORDER BY id
                 """, logger: logger))
         }
     }
@@ -60,20 +64,23 @@ public struct EventLog: Sendable {
         }
     }
 
-    /// Marks events as acknowledged by the broker.
+    /// Marks events as acknowledged by the broker: they leave the relay's queue; the events
+    /// themselves are not touched.
     public func markPublished(_ ids: [Int64], logger: Logger) async throws {
         guard !ids.isEmpty else { return }
         _ = try await store.withConnection { connection in
-            try await connection.query("UPDATE events SET published_at = now() WHERE id = ANY(\(ids))", logger: logger)
+            try await connection.query("DELETE FROM unpublished_events WHERE id = ANY(\(ids))", logger: logger)
         }
     }
 
-    /// Gives events the broker refused for good their terminal state: published, with the reason.
+    /// Gives events the broker refused for good their terminal state: out of the relay's queue, with
+    /// the reason in `publish_error`. One statement.
     public func markRejected(_ rejected: [(id: Int64, reason: String)], logger: Logger) async throws {
         guard !rejected.isEmpty else { return }
         _ = try await store.withConnection { connection in
             try await connection.query("""
-                UPDATE events SET published_at = now(), publish_error = r.reason
+                WITH dequeued AS (DELETE FROM unpublished_events WHERE id = ANY(\(rejected.map(\.id))))
+                UPDATE events SET publish_error = r.reason
                 FROM unnest(\(rejected.map(\.id))::int8[], \(rejected.map(\.reason))::text[]) AS r(id, reason)
                 WHERE events.id = r.id
                 """, logger: logger)
@@ -85,7 +92,9 @@ public struct EventLog: Sendable {
     public func republish(from fromID: Int64, logger: Logger) async throws -> Int {
         try await store.withConnection { connection in
             let rows = try await connection.query("""
-                WITH changed AS (UPDATE events SET published_at = NULL WHERE id >= \(fromID) AND published_at IS NOT NULL RETURNING 1)
+                WITH changed AS (
+                    INSERT INTO unpublished_events (id) SELECT id FROM events WHERE id >= \(fromID)
+                    ON CONFLICT (id) DO NOTHING RETURNING 1)
                 SELECT count(*)::bigint FROM changed
                 """, logger: logger)
             var count = 0
@@ -99,8 +108,8 @@ public struct EventLog: Sendable {
     public func backlog(logger: Logger) async throws -> (count: Int64, oldestAgeSeconds: Double) {
         try await store.withConnection { connection in
             let rows = try await connection.query("""
-                SELECT count(*)::bigint, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-                FROM events WHERE published_at IS NULL
+                SELECT count(*)::bigint, coalesce(extract(epoch FROM now() - min(e.created_at)), 0)::float8
+                FROM unpublished_events u JOIN events e ON e.id = u.id
                 """, logger: logger)
             for try await (count, age) in rows.decode((Int64, Double).self) { return (count, age) }
             return (0, 0)

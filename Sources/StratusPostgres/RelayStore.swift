@@ -71,7 +71,7 @@ public struct RelayStore: Sendable {
                     ON CONFLICT (topic) DO UPDATE SET watermarks = '{}', updated_at = now()
                     """, logger: logger)
                 let rows = try await connection.query("""
-                    WITH changed AS (UPDATE events SET published_at = NULL WHERE published_at IS NOT NULL RETURNING 1)
+                    WITH changed AS (INSERT INTO unpublished_events (id) SELECT id FROM events ON CONFLICT (id) DO NOTHING RETURNING 1)
                     SELECT count(*)::bigint FROM changed
                     """, logger: logger)
                 var count: Int64 = 0

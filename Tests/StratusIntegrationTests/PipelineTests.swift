@@ -105,10 +105,23 @@ final class PipelineTests: XCTestCase {
             relayConfiguration.partitions = 3
             let relay = Relay(store: store, kafka: fixture.kafka(brokers), configuration: relayConfiguration, logger: TestSupport.logger)
             let total = try await EventLog(store: store).lastID(logger: TestSupport.logger)
+            // Each event row's version (the transaction that wrote it): publishing must not rewrite it.
+            let rowVersions: @Sendable () async throws -> [Int64: String] = {
+                try await store.withConnection { connection in
+                    var versions: [Int64: String] = [:]
+                    for try await (id, version) in try await connection.query("SELECT id, xmin::text FROM events", logger: TestSupport.logger)
+                        .decode((Int64, String).self) { versions[id] = version }
+                    return versions
+                }
+            }
+            let written = try await rowVersions()
+            XCTAssertEqual(written.count, Int(total))
             try await fixture.runServices([relay]) {
                 try await TestSupport.eventually("the relay to publish everything") {
                     try await EventLog(store: store).backlog(logger: TestSupport.logger).count == 0
                 }
+                let published = try await rowVersions()
+                XCTAssertEqual(published, written, "the relay rewrote event rows: the log is written once")
                 // More events while the relay runs arrive through LISTEN/NOTIFY.
                 try await fixture.workload(store, zoneCount: 2, rounds: 2, prefix: "Late")
                 try await TestSupport.eventually("the relay to publish the late events") {
