@@ -5,6 +5,9 @@
 -- predicate rules out a heap-only update, and left a dead row version for vacuum to find in a
 -- table that grows for ever. The event log is now written once and never changed (but for the
 -- rare `publish_error` of an event the broker refused for good).
+--
+-- Stop every stratus-api of the previous release first: its writes would append events without
+-- queueing them (the relay would never send them), and its relay reads the column dropped here.
 CREATE TABLE unpublished_events (
     id  bigint PRIMARY KEY
 );
