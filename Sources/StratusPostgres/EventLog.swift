@@ -91,17 +91,24 @@ public struct EventLog: Sendable {
     @discardableResult
     public func republish(from fromID: Int64, logger: Logger) async throws -> Int {
         try await store.withConnection { connection in
-            let rows = try await connection.query("""
-                WITH changed AS (
-                    INSERT INTO unpublished_events (id) SELECT id FROM events WHERE id >= \(fromID)
-                    ON CONFLICT (id) DO NOTHING RETURNING 1)
-                SELECT count(*)::bigint FROM changed
-                """, logger: logger)
-            var count = 0
-            for try await n in rows.decode(Int64.self) { count = Int(n) }
+            let count = try await Self.requeue(from: fromID, on: connection, logger: logger)
             if count > 0 { try await connection.query("SELECT pg_notify(\(Self.channel), '')", logger: logger) }
             return count
         }
+    }
+
+    /// Puts every event with id ≥ `fromID` back in the relay's queue (those not in it already), on
+    /// the caller's connection. Returns how many.
+    static func requeue(from fromID: Int64, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        let rows = try await connection.query("""
+            WITH changed AS (
+                INSERT INTO unpublished_events (id) SELECT id FROM events WHERE id >= \(fromID)
+                ON CONFLICT (id) DO NOTHING RETURNING 1)
+            SELECT count(*)::bigint FROM changed
+            """, logger: logger)
+        var count = 0
+        for try await n in rows.decode(Int64.self) { count = Int(n) }
+        return count
     }
 
     /// Unpublished event count and the age of the oldest, for the relay backlog metric.

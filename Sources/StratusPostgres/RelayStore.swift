@@ -70,14 +70,9 @@ public struct RelayStore: Sendable {
                     INSERT INTO relay_topics (topic) VALUES (\(topic))
                     ON CONFLICT (topic) DO UPDATE SET watermarks = '{}', updated_at = now()
                     """, logger: logger)
-                let rows = try await connection.query("""
-                    WITH changed AS (INSERT INTO unpublished_events (id) SELECT id FROM events ON CONFLICT (id) DO NOTHING RETURNING 1)
-                    SELECT count(*)::bigint FROM changed
-                    """, logger: logger)
-                var count: Int64 = 0
-                for try await n in rows.decode(Int64.self) { count = n }
+                let count = try await EventLog.requeue(from: 0, on: connection, logger: logger)
                 try await connection.query("COMMIT", logger: logger)
-                return Int(count)
+                return count
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw error

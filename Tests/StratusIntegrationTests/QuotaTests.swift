@@ -6,7 +6,6 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 @testable import StratusPostgres
-import Synchronization
 import XCTest
 
 /// The per-user storage quota: bytes of records counted in `storage_usage` by the writes
