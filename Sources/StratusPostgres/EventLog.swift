@@ -47,12 +47,20 @@ public struct EventLog: Sendable {
     /// The oldest unpublished events, in id order.
     public func unpublished(limit: Int, logger: Logger) async throws -> [EventEnvelope] {
         try await store.withConnection { connection in
-            try await Self.decode(connection.query("""
-                SELECT \(unescaped: Self.columns) FROM events
-                WHERE id IN (SELECT id FROM unpublished_events ORDER BY id LIMIT \(limit))
-                ORDER BY id
-                """, logger: logger))
+            try await Self.decode(connection.query(Self.unpublishedQuery(limit: limit), logger: logger))
         }
+    }
+
+    /// The relay's read: the queue's first ids as one array, then the events by primary key, in id
+    /// order. Not `id IN (SELECT …)`: planned as a join, that depends on the queue's statistics, and
+    /// a queue analysed mid-burst (hundreds of rows, drained a moment later) made every poll hash
+    /// the whole event log (docs/benchmarks.md, "The relay's read and backlog by primary key").
+    static func unpublishedQuery(limit: Int) -> PostgresQuery {
+        """
+        SELECT \(unescaped: columns) FROM events
+        WHERE id = ANY(ARRAY(SELECT id FROM unpublished_events ORDER BY id LIMIT \(limit)))
+        ORDER BY id
+        """
     }
 
     /// Events with id greater than `afterID`, in id order: the source for rebuilds and gap fills.
@@ -114,14 +122,20 @@ public struct EventLog: Sendable {
     /// Unpublished event count and the age of the oldest, for the relay backlog metric.
     public func backlog(logger: Logger) async throws -> (count: Int64, oldestAgeSeconds: Double) {
         try await store.withConnection { connection in
-            let rows = try await connection.query("""
-                SELECT count(*)::bigint, coalesce(extract(epoch FROM now() - min(e.created_at)), 0)::float8
-                FROM unpublished_events u JOIN events e ON e.id = u.id
-                """, logger: logger)
+            let rows = try await connection.query(Self.backlogQuery, logger: logger)
             for try await (count, age) in rows.decode((Int64, Double).self) { return (count, age) }
             return (0, 0)
         }
     }
+
+    /// The queue's length, and the age of its first event (the lowest id: the oldest but for a
+    /// transaction that started before another and committed after it) read by primary key: not a
+    /// join of the queue with the log, which a queue analysed mid-burst planned as a scan of the log.
+    static let backlogQuery: PostgresQuery = """
+        SELECT (SELECT count(*) FROM unpublished_events)::bigint,
+               coalesce(extract(epoch FROM now() - (
+                   SELECT created_at FROM events WHERE id = (SELECT min(id) FROM unpublished_events))), 0)::float8
+        """
 
     /// The highest event id, or 0.
     public func lastID(logger: Logger) async throws -> Int64 {

@@ -255,6 +255,56 @@ final class RelayLeadershipTests: XCTestCase {
     }
 }
 
+final class RelayQueueTests: XCTestCase {
+    /// The relay's read and the backlog reach the log by primary key whatever the queue's
+    /// statistics say: a queue analysed while it held a burst (400 rows), then drained to a few,
+    /// made the old statements (a join of the queue with the log) hash the whole log on every poll.
+    func testTheRelaysReadAndBacklogUseTheLogsPrimaryKeyAfterABurstWasAnalysed() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            try await store.withConnection { connection in
+                try await connection.query("""
+                    INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
+                    SELECT 'iCloud.relay/development/private/_u/Z' || (i % 50), i, 'record.saved', 1,
+                           jsonb_build_object('record', jsonb_build_object('recordName', 'r' || i, 'fields', repeat('x', 400))), '{}'::jsonb
+                    FROM generate_series(1, 6000) AS i
+                    """, logger: TestSupport.logger)
+                try await connection.query("DELETE FROM unpublished_events", logger: TestSupport.logger)
+                try await connection.query("INSERT INTO unpublished_events (id) SELECT id FROM events ORDER BY id DESC LIMIT 400", logger: TestSupport.logger)
+                try await connection.query("ANALYZE events", logger: TestSupport.logger)
+                try await connection.query("ANALYZE unpublished_events", logger: TestSupport.logger)
+                try await connection.query(
+                    "DELETE FROM unpublished_events WHERE id NOT IN (SELECT id FROM unpublished_events ORDER BY id DESC LIMIT 3)",
+                    logger: TestSupport.logger)
+            }
+            for (name, statement) in [("unpublished", EventLog.unpublishedQuery(limit: 500)), ("backlog", EventLog.backlogQuery)] {
+                let plan = try await TestSupport.plan(of: statement, in: store)
+                XCTAssertTrue(plan.contains("events_pkey"), "\(name):\n\(plan)")
+                XCTAssertFalse(plan.contains("Seq Scan on events"), "\(name):\n\(plan)")
+            }
+            // And they answer what the queue holds: its three events, in id order, and their count.
+            let log = EventLog(store: store)
+            let queued = try await log.unpublished(limit: 500, logger: TestSupport.logger)
+            let lastIDs = try await store.withConnection { connection in
+                var ids: [Int64] = []
+                for try await id in try await connection.query("SELECT id FROM events ORDER BY id DESC LIMIT 3", logger: TestSupport.logger).decode(Int64.self) {
+                    ids.append(id)
+                }
+                return ids.reversed() as [Int64]
+            }
+            XCTAssertEqual(queued.map(\.id), lastIDs)
+            let firstTwo = try await log.unpublished(limit: 2, logger: TestSupport.logger)
+            XCTAssertEqual(firstTwo.map(\.id), Array(lastIDs.prefix(2)))
+            let backlog = try await log.backlog(logger: TestSupport.logger)
+            XCTAssertEqual(backlog.count, 3)
+            XCTAssertGreaterThanOrEqual(backlog.oldestAgeSeconds, 0)
+            try await log.markPublished(lastIDs, logger: TestSupport.logger)
+            let drained = try await log.backlog(logger: TestSupport.logger)
+            XCTAssertEqual(drained.count, 0)
+            XCTAssertEqual(drained.oldestAgeSeconds, 0)
+        }
+    }
+}
+
 final class AttemptCounter: Sendable {
     private let count = Mutex(0)
     func increment() { count.withLock { $0 += 1 } }

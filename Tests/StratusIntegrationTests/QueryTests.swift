@@ -663,12 +663,7 @@ extension QueryTests {
             }
             for scope in [QueryStore.Scope.zone("Z1"), .zone(ZoneID.defaultZoneName), .allZones] {
                 let statement = QueryStore.behindQuery(in: database, scope: scope)
-                let plan = try await store.withConnection { connection in
-                    let rows = try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds), logger: TestSupport.logger)
-                    var lines: [String] = []
-                    for try await line in rows.decode(String.self) { lines.append(line) }
-                    return lines.joined(separator: "\n")
-                }
+                let plan = try await TestSupport.plan(of: statement, in: store)
                 XCTAssertTrue(plan.contains("events_zone_id"), "\(scope):\n\(plan)")
                 XCTAssertFalse(plan.contains("Seq Scan on events"), "\(scope):\n\(plan)")
             }

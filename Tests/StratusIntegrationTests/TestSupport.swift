@@ -108,3 +108,16 @@ final class StartLine: Sendable {
         }
     }
 }
+
+extension TestSupport {
+    /// PostgreSQL's plan of `statement` (`EXPLAIN`), one line per plan node, for tests that hold a
+    /// statement to an index.
+    static func plan(of statement: PostgresQuery, in store: PostgresStore) async throws -> String {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds), logger: logger)
+            var lines: [String] = []
+            for try await line in rows.decode(String.self) { lines.append(line) }
+            return lines.joined(separator: "\n")
+        }
+    }
+}
