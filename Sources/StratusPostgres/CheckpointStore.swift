@@ -7,21 +7,42 @@ import StratusCore
 public enum CheckpointStore {
     /// The last applied sequence of a zone for a worker (0 when none), locking the row for the transaction.
     public static func lastSequence(worker: String, zoneKey: ZoneKey, in transaction: Transaction) async throws -> Int64 {
-        let rows = try await transaction.connection.query("""
+        let rows = try await transaction.prepared("""
             SELECT last_sequence FROM worker_checkpoints WHERE worker = \(worker) AND zone_key = \(zoneKey.rawValue) FOR UPDATE
-            """, logger: transaction.logger)
+            """)
         for try await sequence in rows.decode(Int64.self) { return sequence }
         return 0
     }
 
     /// Records that a worker applied a zone's event.
     public static func advance(worker: String, event: EventEnvelope, sequence: Int64, in transaction: Transaction) async throws {
-        try await transaction.connection.query("""
+        for try await _ in try await transaction.prepared("""
             INSERT INTO worker_checkpoints (worker, zone_key, last_sequence, last_event_id) VALUES
                 (\(worker), \(event.zoneKey.rawValue), \(sequence), \(event.id))
             ON CONFLICT (worker, zone_key) DO UPDATE SET last_sequence = EXCLUDED.last_sequence,
                 last_event_id = EXCLUDED.last_event_id, updated_at = now()
-            """, logger: transaction.logger)
+            """) {}
+    }
+
+    /// Moves a worker's checkpoint of a zone to `sequence` (its event `eventID`) unless it is there
+    /// or past it already, and returns where it was (0 when none); the row stays locked for the
+    /// transaction. A worker's apply begins with it: one statement where a read and, after the
+    /// effects, a write were two. The effects follow in the same transaction, so a failure takes the
+    /// move back with them.
+    public static func advance(worker: String, zoneKey: ZoneKey, to sequence: Int64, eventID: Int64, in transaction: Transaction) async throws -> Int64 {
+        let rows = try await transaction.prepared("""
+            WITH previous AS (
+                SELECT last_sequence FROM worker_checkpoints WHERE worker = \(worker) AND zone_key = \(zoneKey.rawValue)),
+            moved AS (
+                INSERT INTO worker_checkpoints (worker, zone_key, last_sequence, last_event_id) VALUES
+                    (\(worker), \(zoneKey.rawValue), \(sequence), \(eventID))
+                ON CONFLICT (worker, zone_key) DO UPDATE SET last_sequence = EXCLUDED.last_sequence,
+                    last_event_id = EXCLUDED.last_event_id, updated_at = now()
+                WHERE worker_checkpoints.last_sequence < EXCLUDED.last_sequence)
+            SELECT coalesce((SELECT last_sequence FROM previous), 0)::bigint
+            """)
+        for try await previous in rows.decode(Int64.self) { return previous }
+        return 0
     }
 
     /// Forgets all of a worker's positions (the first step of a replay).

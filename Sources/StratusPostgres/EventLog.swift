@@ -19,6 +19,17 @@ public struct EventLog: Sendable {
     /// trip. Ids follow the order of `events`.
     public static func append(_ events: [NewEvent], on connection: PostgresConnection, logger: Logger) async throws {
         guard !events.isEmpty else { return }
+        try await connection.execute(appendQuery(events), logger: logger)
+    }
+
+    /// Appends events in a write's transaction, as a prepared statement (`Transaction.prepared`):
+    /// the statement inserts what it is given, so its plan never depends on the tables.
+    public static func append(_ events: [NewEvent], in transaction: Transaction) async throws {
+        guard !events.isEmpty else { return }
+        for try await _ in try await transaction.prepared(appendQuery(events)) {}
+    }
+
+    static func appendQuery(_ events: [NewEvent]) -> PostgresQuery {
         // Zone sequences start at 1; -1 stands for "none" (default zones) in the array.
         let sequences = events.map { $0.zoneSequence ?? -1 }
         // A transaction's events share one causation, or a few: each is encoded once.
@@ -29,7 +40,7 @@ public struct EventLog: Sendable {
             causations[event.causation] = text
             return text
         }
-        try await connection.execute("""
+        return """
             WITH appended AS (
             INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
             SELECT zone_key, NULLIF(zone_sequence, -1), type, schema_version::int, payload::jsonb, causation::jsonb
@@ -41,7 +52,7 @@ public struct EventLog: Sendable {
             RETURNING id),
             queued AS (INSERT INTO unpublished_events (id) SELECT id FROM appended)
             SELECT pg_notify(\(channel), '')
-            """, logger: logger)
+            """
     }
 
     /// The oldest unpublished events, in id order.

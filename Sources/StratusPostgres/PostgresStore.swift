@@ -177,6 +177,7 @@ public final class PostgresStore: Service, Sendable {
     ) async throws -> T {
         let locks = Array(Set(locks)).sorted()
         let usageShards = usageShards
+        let statements = statements
         var attempt = 0
         while true {
             attempt += 1
@@ -187,7 +188,8 @@ public final class PostgresStore: Service, Sendable {
                     try await leased { connection in
                         try await Self.locked(locks, on: connection, logger: logger) {
                             try await usageShards.withShard { shard in
-                                try await Self.inTransaction(connection, isolation: isolation, usageShard: shard, logger: logger, body)
+                                try await Self.inTransaction(
+                                    connection, isolation: isolation, usageShard: shard, statements: statements, logger: logger, body)
                             }
                         }
                     }
@@ -232,13 +234,13 @@ public final class PostgresStore: Service, Sendable {
     }
 
     private static func inTransaction<T>(
-        _ connection: PostgresConnection, isolation: StaticString, usageShard: Int16, logger: Logger,
+        _ connection: PostgresConnection, isolation: StaticString, usageShard: Int16, statements: PreparedStatements, logger: Logger,
         _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         try await connection.query(PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \(isolation)"), logger: logger)
         let value: T
         do {
-            value = try await body(Transaction(connection: connection, logger: logger, usageShard: usageShard))
+            value = try await body(Transaction(connection: connection, logger: logger, usageShard: usageShard, statements: statements))
         } catch {
             // A failed ROLLBACK leaves nothing to undo: the connection is closed by the pool. A closed
             // connection rolled the transaction back as it went.
@@ -336,11 +338,26 @@ public struct Transaction: Sendable {
     /// The `storage_usage` row this transaction adds to (`UsageShards`); read-only transactions,
     /// which add nothing, have shard 0.
     let usageShard: Int16
+    /// The store's prepared statements (`prepared(_:)`); nil: every statement is planned at its call.
+    let statements: PreparedStatements?
 
-    init(connection: PostgresConnection, logger: Logger, usageShard: Int16 = 0) {
+    init(connection: PostgresConnection, logger: Logger, usageShard: Int16 = 0, statements: PreparedStatements? = nil) {
         self.connection = connection
         self.logger = logger
         self.usageShard = usageShard
+        self.statements = statements
+    }
+
+    /// Runs a statement of a write or of a worker's apply as a prepared statement
+    /// (`PreparedStatements`): only for one whose best plan does not depend on the values or on the
+    /// tables' statistics, i.e. rows found by a primary key or a unique key, and rows inserted.
+    /// PostgreSQL then stops planning it after five calls on a connection; planning was most of
+    /// such statements' cost (docs/benchmarks.md, "Per-call statements of writes and workers
+    /// prepared"). A statement whose plan could depend on them (`= ANY` over a zone's records, a
+    /// partial index named by values) stays `connection.query`.
+    func prepared(_ query: PostgresQuery) async throws -> PreparedRows {
+        guard let statements else { return try await connection.query(query, logger: logger).map { $0 } }
+        return try await connection.query(query, preparedIn: statements, logger: logger)
     }
 
     /// Runs `body` under a savepoint. When it fails for good (`PostgresStore.isPermanent`), only its
@@ -394,10 +411,11 @@ extension PostgresStore {
     /// Runs `body` in one read-only REPEATABLE READ transaction: every query sees the same snapshot,
     /// so a sync page and the token it returns describe one moment.
     public func snapshot<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
-        try await withConnection { connection in
+        let statements = statements
+        return try await withConnection { connection in
             try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
             do {
-                let value = try await body(Transaction(connection: connection, logger: logger))
+                let value = try await body(Transaction(connection: connection, logger: logger, statements: statements))
                 try await connection.query("COMMIT", logger: logger)
                 return value
             } catch {

@@ -94,10 +94,15 @@ public final class PreparedStatements: Sendable {
     /// Texts prepared so far in this epoch (tests and metrics).
     var count: Int { state.withLock { $0.names.count } }
 
+    /// The texts prepared so far in this epoch (tests).
+    var texts: Set<String> { state.withLock { Set($0.names.keys) } }
+
     /// SQLSTATEs with which a preparation can fail while the text itself is sound: a lock not
     /// granted in time (a table being altered), a cached plan invalidated by a changed table, a
-    /// prepared statement missing on the server, a dropped table.
-    static let mayStickToName: Set<String> = ["55P03", "0A000", "26000", "42P01"]
+    /// prepared statement missing on the server, a dropped table, and a transaction already failed
+    /// (writes and workers prepare statements inside their transactions: one prepared after an
+    /// earlier statement of the transaction failed is refused for that reason alone).
+    static let mayStickToName: Set<String> = ["55P03", "0A000", "26000", "42P01", "25P02"]
 }
 
 /// A prepared statement whose name and text are the calling task's: the client library takes both

@@ -310,12 +310,12 @@ struct ZoneWriter {
             return ZoneWriter(context: context, incarnation: nil, sequence: nil, startSequence: nil)
         }
         let database = context.database
-        let rows = try await transaction.connection.query("""
+        let rows = try await transaction.prepared("""
             SELECT incarnation, change_counter, default_time_to_live FROM zones
             WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
               AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND NOT deleted
             FOR UPDATE
-            """, logger: transaction.logger)
+            """)
         for try await (incarnation, counter, defaultTimeToLive) in rows.decode((UUID, Int64, Int64?).self) {
             var writer = ZoneWriter(context: context, incarnation: incarnation, sequence: counter, startSequence: counter)
             writer.defaultTimeToLive = defaultTimeToLive
@@ -559,14 +559,14 @@ struct ZoneWriter {
         if !schema.needed.isEmpty { throw SchemaGrowth(locks: schema.needed) }
         try await flush(in: transaction)
         try await writeShares(in: transaction)
-        try await EventLog.append(events, on: transaction.connection, logger: transaction.logger)
+        try await EventLog.append(events, in: transaction)
         if let sequence, sequence != startSequence {
             let database = context.database
-            try await transaction.connection.query("""
+            for try await _ in try await transaction.prepared("""
                 UPDATE zones SET change_counter = \(sequence), modified_at = now()
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
-                """, logger: transaction.logger)
+                """) {}
         }
         try await checkQuota(in: transaction)
     }

@@ -37,7 +37,8 @@ public struct Applier: Sendable {
                 try await Self.isolated(event, message: message, projection: projection, in: transaction, logger: logger)
                 return .applied(filledGap: 0)
             }
-            let last = try await CheckpointStore.lastSequence(worker: worker, zoneKey: event.zoneKey, in: transaction)
+            // The checkpoint moves first (and says where it was); the effects follow in the transaction.
+            let last = try await CheckpointStore.advance(worker: worker, zoneKey: event.zoneKey, to: sequence, eventID: event.id, in: transaction)
             if sequence <= last { return .duplicate }
             var missing: [EventEnvelope] = []
             if sequence > last + 1 {
@@ -50,7 +51,6 @@ public struct Applier: Sendable {
                 try await Self.isolated(earlier, projection: projection, in: transaction, logger: logger)
             }
             try await Self.isolated(event, message: message, projection: projection, in: transaction, logger: logger)
-            try await CheckpointStore.advance(worker: worker, event: event, sequence: sequence, in: transaction)
             return .applied(filledGap: missing.count)
         }
     }
@@ -91,9 +91,21 @@ public struct Applier: Sendable {
     public func apply(batch events: [EventEnvelope], logger: Logger) async throws -> Int {
         let projection = projection
         let worker = projection.name
+        // Each zone's checkpoint moves to the zone's last event in the batch first, in zone order
+        // (two transactions of the worker never wait for each other's rows in opposite orders); the
+        // statement says where each was, and the effects follow in the same transaction.
+        var newest: [ZoneKey: EventEnvelope] = [:]
+        for event in events {
+            guard let sequence = event.zoneSequence else { continue }
+            if sequence > newest[event.zoneKey]?.zoneSequence ?? 0 { newest[event.zoneKey] = event }
+        }
+        let moves = newest.sorted { $0.key.rawValue < $1.key.rawValue }
         return try await store.serializable(logger: logger) { transaction in
             var positions: [ZoneKey: Int64] = [:]
-            var latest: [ZoneKey: EventEnvelope] = [:]
+            for (zoneKey, event) in moves {
+                positions[zoneKey] = try await CheckpointStore.advance(
+                    worker: worker, zoneKey: zoneKey, to: event.zoneSequence!, eventID: event.id, in: transaction)
+            }
             // What takes effect, in order (gap fills before the event that revealed them), handed to
             // the projection at once.
             var effective: [EventEnvelope] = []
@@ -102,16 +114,8 @@ public struct Applier: Sendable {
                     effective.append(event)
                     continue
                 }
-                var last: Int64
-                if let known = positions[event.zoneKey] {
-                    last = known
-                } else {
-                    last = try await CheckpointStore.lastSequence(worker: worker, zoneKey: event.zoneKey, in: transaction)
-                }
-                if sequence <= last {
-                    positions[event.zoneKey] = last
-                    continue
-                }
+                var last = positions[event.zoneKey] ?? 0
+                if sequence <= last { continue }
                 if sequence > last + 1 {
                     let missing = try await EventLog.events(zoneKey: event.zoneKey, sequences: (last + 1)...(sequence - 1), in: transaction)
                     guard missing.count == Int(sequence - last - 1) else {
@@ -122,12 +126,8 @@ public struct Applier: Sendable {
                 effective.append(event)
                 last = sequence
                 positions[event.zoneKey] = last
-                latest[event.zoneKey] = event
             }
             try await projection.apply(effective, in: transaction, logger: logger)
-            for (_, event) in latest {
-                try await CheckpointStore.advance(worker: worker, event: event, sequence: event.zoneSequence!, in: transaction)
-            }
             return effective.count
         }
     }

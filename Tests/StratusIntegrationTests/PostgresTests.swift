@@ -157,6 +157,90 @@ final class SerializableTransactionTests: XCTestCase {
         }
     }
 
+    /// A worker's apply begins by moving its checkpoint of the zone, in the statement that says
+    /// where the checkpoint was: it never moves back, and says so.
+    func testAdvancingACheckpointSaysWhereItWasAndNeverMovesItBack() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let zoneKey = ZoneKey(rawValue: "iCloud.com.example.notes/development/private/_alice/Notes")
+            func advance(_ worker: String, to sequence: Int64) async throws -> Int64 {
+                try await store.serializable(logger: TestSupport.logger) { transaction in
+                    try await CheckpointStore.advance(worker: worker, zoneKey: zoneKey, to: sequence, eventID: sequence * 10, in: transaction)
+                }
+            }
+            func position(_ worker: String) async throws -> Int64 {
+                try await store.serializable(logger: TestSupport.logger) { transaction in
+                    try await CheckpointStore.lastSequence(worker: worker, zoneKey: zoneKey, in: transaction)
+                }
+            }
+            let first = try await advance("stratus-indexer", to: 3)
+            XCTAssertEqual(first, 0)
+            let back = try await advance("stratus-indexer", to: 2)
+            XCTAssertEqual(back, 3)
+            let stayed = try await position("stratus-indexer")
+            XCTAssertEqual(stayed, 3, "a checkpoint never moves back")
+            let again = try await advance("stratus-indexer", to: 3)
+            XCTAssertEqual(again, 3)
+            let on = try await advance("stratus-indexer", to: 5)
+            XCTAssertEqual(on, 3)
+            let moved = try await position("stratus-indexer")
+            XCTAssertEqual(moved, 5)
+            let other = try await advance("stratus-gc", to: 1)
+            XCTAssertEqual(other, 0, "each worker has its own checkpoint")
+            let lastEventID = try await store.withConnection { connection in
+                var id: Int64 = 0
+                for try await value in try await connection.query(
+                    "SELECT last_event_id FROM worker_checkpoints WHERE worker = 'stratus-indexer' AND zone_key = \(zoneKey.rawValue)",
+                    logger: TestSupport.logger
+                ).decode(Int64.self) { id = value }
+                return id
+            }
+            XCTAssertEqual(lastEventID, 50)
+        }
+    }
+
+    /// Two applies of one zone's event at once (two instances of a worker, a redelivery during a
+    /// rebalance): the second waits for the first's checkpoint row, is retried once the first
+    /// commits, and then sees the checkpoint already there: the event takes effect once.
+    func testTwoAppliesOfOneZonesEventAtOnceTakeEffectOnce() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let zoneKey = ZoneKey(rawValue: "iCloud.com.example.notes/development/private/_alice/Notes")
+            let (advanced, advancedContinuation) = AsyncStream<Void>.makeStream()
+            let release = StartLine(runners: 2)
+            let attempts = AttemptCounter()
+            let first = Task {
+                try await store.serializable(logger: TestSupport.logger) { transaction in
+                    let previous = try await CheckpointStore.advance(worker: "stratus-indexer", zoneKey: zoneKey, to: 1, eventID: 1, in: transaction)
+                    advancedContinuation.yield()
+                    await release.arrive(0)
+                    return previous
+                }
+            }
+            for await _ in advanced { break }
+            let second = Task {
+                try await store.serializable(logger: TestSupport.logger) { transaction in
+                    attempts.increment()
+                    return try await CheckpointStore.advance(worker: "stratus-indexer", zoneKey: zoneKey, to: 1, eventID: 1, in: transaction)
+                }
+            }
+            try await TestSupport.eventually("the second apply waits for the first's checkpoint row") {
+                try await store.withConnection { connection in
+                    var waiting: Int64 = 0
+                    for try await count in try await connection.query(
+                        "SELECT count(*)::bigint FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+                        logger: TestSupport.logger
+                    ).decode(Int64.self) { waiting = count }
+                    return waiting > 0
+                }
+            }
+            await release.arrive(1)
+            let firstSaw = try await first.value
+            let secondSaw = try await second.value
+            XCTAssertEqual(firstSaw, 0)
+            XCTAssertEqual(secondSaw, 1, "the second apply must find the event applied")
+            XCTAssertEqual(attempts.value, 2, "the second apply runs again after the first commits")
+        }
+    }
+
     func testExhaustedRetriesSurfaceAsTryAgainLater() async throws {
         try await TestSupport.withMigratedStore(maxAttempts: 1) { store, _ in
             try await store.withConnection { connection in

@@ -145,4 +145,60 @@ final class PreparedStatementTests: XCTestCase {
             XCTAssertEqual(names, [])
         }
     }
+
+    /// Writes and workers prepare their statements inside their transactions. One first prepared
+    /// after an earlier statement of its transaction failed is refused for that reason alone
+    /// (25P02); the client library would keep that refusal for the name on the connection, so the
+    /// name moves and the next transaction prepares the text afresh.
+    func testAStatementFirstPreparedInAFailedTransactionIsPreparedAgainInTheNext() async throws {
+        try await withOneConnection { store, _ in
+            @Sendable func answer(afterAFailure: Bool) async throws -> Int64 {
+                try await store.serializable(logger: TestSupport.logger) { transaction in
+                    if afterAFailure { _ = try? await transaction.connection.query("SELECT 1 / \(Int64(0))", logger: TestSupport.logger) }
+                    var result: Int64 = 0
+                    for try await value in try await transaction.prepared("SELECT \(Int64(41)) + 1").decode(Int64.self) { result = value }
+                    return result
+                }
+            }
+            do {
+                _ = try await answer(afterAFailure: true)
+                XCTFail("a statement after a failed one in its transaction is refused")
+            } catch {
+                XCTAssertEqual(PostgresErrors.sqlState(error), "25P02", "\(error)")
+            }
+            let first = try await answer(afterAFailure: false)
+            XCTAssertEqual(first, 42)
+            let second = try await answer(afterAFailure: false)
+            XCTAssertEqual(second, 42)
+        }
+    }
+
+    /// The per-call statements of a write (the zone's row read and written, the schema's read, the
+    /// events appended) and of a worker's apply (its checkpoint moved) run prepared.
+    func testAWritesAndAWorkersPerCallStatementsArePrepared() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
+            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: TestSupport.logger)
+            for name in ["a", "b"] {
+                let outcomes = try await RecordStore(store: store).modify(
+                    [RecordStore.Command(type: .create, input: RecordInput(recordName: name, recordType: "Note", fields: ["n": .int64(1)]))],
+                    zone: zone, in: database, atomic: true, causation: Causation(requestID: name), deviceID: nil, logger: TestSupport.logger)
+                guard case .success = outcomes.first else { return XCTFail("the write failed: \(outcomes)") }
+            }
+            let events = try await EventLog(store: store).events(after: 0, limit: 10, logger: TestSupport.logger)
+            guard let last = events.last, let sequence = last.zoneSequence else { return XCTFail("no zone event") }
+            let previous = try await store.serializable(logger: TestSupport.logger) { transaction in
+                try await CheckpointStore.advance(worker: "stratus-indexer", zoneKey: last.zoneKey, to: sequence, eventID: last.id, in: transaction)
+            }
+            XCTAssertEqual(previous, 0)
+            let texts = store.statements.texts
+            for fragment in [
+                "SELECT incarnation, change_counter", "UPDATE zones SET change_counter", "INSERT INTO events",
+                "SELECT e.enforced", "WITH previous AS",
+            ] {
+                XCTAssertTrue(texts.contains { $0.contains(fragment) }, "not prepared: \(fragment)")
+            }
+        }
+    }
 }

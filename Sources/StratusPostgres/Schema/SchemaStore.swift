@@ -32,9 +32,11 @@ public struct SchemaStore: Sendable {
     /// schema lacks).
     public func queryPolicy(container: String, environment: Environment, recordType: String, logger: Logger) async throws -> IndexPolicy? {
         // One statement: whether the environment is enforced, and the type's fields.
-        try await store.withConnection { connection in
+        let statements = store.statements
+        return try await store.withConnection { connection in
             let (enforced, types) = try await Self.fields(
-                container: container, environment: environment, recordTypes: [recordType], on: connection, logger: logger)
+                container: container, environment: environment, recordTypes: [recordType],
+                in: Transaction(connection: connection, logger: logger, statements: statements))
             guard enforced else { return nil }
             return Schema(recordTypes: Array(types.values)).indexPolicy
         }
@@ -191,9 +193,9 @@ public struct SchemaStore: Sendable {
     /// In one statement: whether the environment is enforced, and the fields of the named record
     /// types (a type the schema lacks is absent). A save's one read of the schema.
     static func fields(
-        container: String, environment: Environment, recordTypes: [String], on connection: PostgresConnection, logger: Logger
+        container: String, environment: Environment, recordTypes: [String], in transaction: Transaction
     ) async throws -> (enforced: Bool, types: [String: RecordTypeSchema]) {
-        let rows = try await connection.query("""
+        let rows = try await transaction.prepared("""
             SELECT e.enforced, f.record_type, f.field_name, f.field_type, f.queryable, f.searchable, f.sortable, t.grants::text
             FROM (SELECT EXISTS (SELECT 1 FROM schema_environments
                                  WHERE container = \(container) AND environment = \(environment.rawValue)) AS enforced) AS e
@@ -201,7 +203,7 @@ public struct SchemaStore: Sendable {
               ON f.container = \(container) AND f.environment = \(environment.rawValue) AND f.record_type = ANY(\(recordTypes))
             LEFT JOIN schema_record_types AS t
               ON t.container = f.container AND t.environment = f.environment AND t.record_type = f.record_type
-            """, logger: logger)
+            """)
         var enforced = false
         var types: [String: RecordTypeSchema] = [:]
         for try await (isEnforced, type, name, typeText, queryable, searchable, sortable, grants)
@@ -350,8 +352,7 @@ struct SchemaCheck {
     mutating func load(_ recordType: String, database: DatabaseID, in transaction: Transaction) async throws {
         guard enforced == nil || types[recordType] == nil else { return }
         let (isEnforced, read) = try await SchemaStore.fields(
-            container: database.container, environment: database.environment, recordTypes: [recordType],
-            on: transaction.connection, logger: transaction.logger)
+            container: database.container, environment: database.environment, recordTypes: [recordType], in: transaction)
         enforced = isEnforced
         types[recordType] = .some(read[recordType])
     }

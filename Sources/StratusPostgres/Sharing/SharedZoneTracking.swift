@@ -55,11 +55,16 @@ public enum SharedZoneTracking {
     /// share of the zone is told at `sequence` (the last of a run of the zone's changes) — one
     /// statement however many participants, through the partial index.
     public static func applyZoneChange(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
-        try await told(transaction, """
+        // Every write of a shared zone's owner comes here: prepared (the partial index's predicate names no value).
+        var told: [String] = []
+        for try await name in try await transaction.prepared("""
             UPDATE shared_zone_tracking SET change_sequence = \(sequence)
             WHERE \(zone: zoneName, of: database) AND active AND change_sequence < \(sequence)
             RETURNING user_record_name
-            """)
+            """).decode(String.self) {
+            told.append(name)
+        }
+        return told
     }
 
     /// Applies a deletion of the zone: its shares went with it.

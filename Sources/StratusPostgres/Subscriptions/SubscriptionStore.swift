@@ -128,13 +128,13 @@ public struct SubscriptionStore: Sendable {
     public static func candidates(
         database: DatabaseID, zoneName: String, recordType: String?, in transaction: Transaction
     ) async throws -> [OwnedSubscription] {
-        let rows = try await transaction.connection.query("""
+        let rows = try await transaction.prepared("""
             SELECT subscriber, definition::text, created_at FROM subscriptions
             WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
               AND owner = \(database.owner)
               AND ((record_type = \(recordType) AND (zone_name = \(zoneName) OR zone_name IS NULL))
                    OR (record_type IS NULL AND (zone_name = \(zoneName) OR zone_name IS NULL)))
-            """, logger: transaction.logger)
+            """)
         var owned: [OwnedSubscription] = []
         for try await (subscriber, definition, createdAt) in rows.decode((String, String, Int64).self) {
             // A definition that no longer reads (e.g. stricter rules of a later release) fires nothing.
