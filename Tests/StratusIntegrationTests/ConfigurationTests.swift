@@ -165,6 +165,31 @@ final class ConfigurationTests: XCTestCase {
         }
     }
 
+    func testTasksOnTheEventLoopsAreTheDefaultAndTheSwitchIsRead() throws {
+        XCTAssertTrue(try StratusProcess.tasksOnEventLoops([:]))
+        for value in ["true", "1", "on"] {
+            XCTAssertTrue(try StratusProcess.tasksOnEventLoops(["STRATUS_TASKS_ON_EVENT_LOOPS": value]), value)
+        }
+        for value in ["false", "0", "off"] {
+            XCTAssertFalse(try StratusProcess.tasksOnEventLoops(["STRATUS_TASKS_ON_EVENT_LOOPS": value]), value)
+        }
+        for value in ["", "yes", String(repeating: "x", count: 10_000)] {
+            XCTAssertThrowsError(try StratusProcess.tasksOnEventLoops(["STRATUS_TASKS_ON_EVENT_LOOPS": value])) { error in
+                let text = String(describing: error)
+                XCTAssertTrue(text.contains("STRATUS_TASKS_ON_EVENT_LOOPS"), text)
+                XCTAssertLessThan(text.count, 200, "a hostile value is not echoed whole")
+            }
+        }
+    }
+
+    /// stratus-api reads the switch before anything else runs: a bad value stops it at once with
+    /// exit status 2 and the reason, as every configuration problem does.
+    func testStratusAPIRefusesABadTasksOnEventLoopsSwitch() async throws {
+        let result = try await StratusExecutable.run("stratus-api", [], settings: ["STRATUS_TASKS_ON_EVENT_LOOPS": "maybe"])
+        XCTAssertEqual(result.status, 2, result.output)
+        XCTAssertTrue(result.output.contains("STRATUS_TASKS_ON_EVENT_LOOPS must be true or false, got 'maybe'"), result.output)
+    }
+
     func testTheAuthenticationCacheLifetimeIsReadAndBounded() throws {
         try withDataDirectory { directory in
             let defaults = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).api
