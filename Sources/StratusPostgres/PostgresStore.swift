@@ -353,8 +353,9 @@ public struct Transaction: Sendable {
     /// tables' statistics, i.e. rows found by a primary key or a unique key, and rows inserted.
     /// PostgreSQL then stops planning it after five calls on a connection; planning was most of
     /// such statements' cost (docs/benchmarks.md, "Per-call statements of writes and workers
-    /// prepared"). A statement whose plan could depend on them (`= ANY` over a zone's records, a
-    /// partial index named by values) stays `connection.query`.
+    /// prepared"). A statement whose plan could depend on them stays `connection.query`: a zone's
+    /// records by `record_name = ANY(…)`, which a generic plan made on a young table read through
+    /// the zone's version index instead, or a partial index whose predicate names values.
     func prepared(_ query: PostgresQuery) async throws -> PreparedRows {
         guard let statements else { return try await connection.query(query, logger: logger).map { $0 } }
         return try await connection.query(query, preparedIn: statements, logger: logger)
