@@ -14,16 +14,6 @@ public enum CheckpointStore {
         return 0
     }
 
-    /// Records that a worker applied a zone's event.
-    public static func advance(worker: String, event: EventEnvelope, sequence: Int64, in transaction: Transaction) async throws {
-        for try await _ in try await transaction.prepared("""
-            INSERT INTO worker_checkpoints (worker, zone_key, last_sequence, last_event_id) VALUES
-                (\(worker), \(event.zoneKey.rawValue), \(sequence), \(event.id))
-            ON CONFLICT (worker, zone_key) DO UPDATE SET last_sequence = EXCLUDED.last_sequence,
-                last_event_id = EXCLUDED.last_event_id, updated_at = now()
-            """) {}
-    }
-
     /// Moves a worker's checkpoint of a zone to `sequence` (its event `eventID`) unless it is there
     /// or past it already, and returns where it was (0 when none); the row stays locked for the
     /// transaction. A worker's apply begins with it: one statement where a read and, after the

@@ -14,16 +14,10 @@ public struct EventLog: Sendable {
     /// Creates the event log over a store.
     public init(store: PostgresStore) { self.store = store }
 
-    /// Appends events on the caller's transaction, in one statement whatever their number, queues
+    /// Appends events in the caller's transaction, in one statement whatever their number, queues
     /// them for the relay (`unpublished_events`) and notifies it (delivered at commit): one round
-    /// trip. Ids follow the order of `events`.
-    public static func append(_ events: [NewEvent], on connection: PostgresConnection, logger: Logger) async throws {
-        guard !events.isEmpty else { return }
-        try await connection.execute(appendQuery(events), logger: logger)
-    }
-
-    /// Appends events in a write's transaction, as a prepared statement (`Transaction.prepared`):
-    /// the statement inserts what it is given, so its plan never depends on the tables.
+    /// trip. Ids follow the order of `events`. A prepared statement (`Transaction.prepared`): it
+    /// inserts what it is given, so its plan never depends on the tables.
     public static func append(_ events: [NewEvent], in transaction: Transaction) async throws {
         guard !events.isEmpty else { return }
         for try await _ in try await transaction.prepared(appendQuery(events)) {}

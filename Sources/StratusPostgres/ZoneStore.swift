@@ -79,7 +79,7 @@ public struct ZoneStore: Sendable {
                                 """, binds: Self.zoneBinds(database, zoneID.zoneName)), logger: logger)
                         }
                     }
-                    try await EventLog.append(events, on: connection, logger: logger)
+                    try await EventLog.append(events, in: transaction)
                     if var after {
                         after.changeCounter = sequence
                         outcomes.append(.success(.saved(after)))

@@ -61,9 +61,9 @@ public struct Applier: Sendable {
         let worker = projection.name
         try await store.serializable(logger: logger) { transaction in
             try await DeadLetterStore.record(worker: worker, event: event, message: message, reason: reason, in: transaction)
-            if let sequence = event.zoneSequence,
-               sequence > (try await CheckpointStore.lastSequence(worker: worker, zoneKey: event.zoneKey, in: transaction)) {
-                try await CheckpointStore.advance(worker: worker, event: event, sequence: sequence, in: transaction)
+            // Past it, never back (a checkpoint already further stays).
+            if let sequence = event.zoneSequence {
+                _ = try await CheckpointStore.advance(worker: worker, zoneKey: event.zoneKey, to: sequence, eventID: event.id, in: transaction)
             }
         }
         Self.deadLetters(worker).increment()

@@ -138,10 +138,7 @@ final class SerializableTransactionTests: XCTestCase {
                             let last = try await CheckpointStore.lastSequence(worker: worker, zoneKey: zoneKey, in: transaction)
                             // Each worker's first attempt writes only once all have read.
                             await start.arrive(index)
-                            let event = EventEnvelope(
-                                id: last + 1, zoneKey: zoneKey, zoneSequence: last + 1, type: .zoneCreated, schemaVersion: 1,
-                                payload: Data("{}".utf8), causation: Causation(requestID: "checkpoint-test"), createdAt: 0)
-                            try await CheckpointStore.advance(worker: worker, event: event, sequence: last + 1, in: transaction)
+                            _ = try await CheckpointStore.advance(worker: worker, zoneKey: zoneKey, to: last + 1, eventID: last + 1, in: transaction)
                         }
                     }
                 }

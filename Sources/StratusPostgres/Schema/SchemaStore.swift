@@ -95,7 +95,7 @@ public struct SchemaStore: Sendable {
                 zoneKey: SchemaChanged.key(container: container, environment: environment), zoneSequence: nil,
                 payload: SchemaChanged(container: container, environment: environment, cause: cause, recordTypes: schema.recordTypes.map(\.name)),
                 causation: causation)
-            try await EventLog.append([event], on: transaction.connection, logger: transaction.logger)
+            try await EventLog.append([event], in: transaction)
             return .applied(schema)
         }
     }
