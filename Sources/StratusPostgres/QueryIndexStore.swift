@@ -156,6 +156,16 @@ public enum QueryIndexStore {
         try await mark(customZones, generations: buildingGenerations, in: transaction)
     }
 
+    /// Deletion markers for a run of deletions in one generation (a rebuild's path): what marking
+    /// them one by one leaves, a record named twice taking its latest.
+    static func mark(_ deletions: [(deleted: RecordDeleted, version: Int64)], generation: Int, in transaction: Transaction) async throws {
+        let rows = latestPerRecord(deletions) {
+            (RecordKey(database: $0.deleted.database, zoneName: $0.deleted.zoneID.zoneName, recordName: $0.deleted.recordName), $0.version)
+        }
+        guard !rows.isEmpty else { return }
+        try await mark(rows, generations: "ARRAY[\(generation)]", in: transaction)
+    }
+
     /// Deletion markers for `rows` in the generations `generations` (SQL for an int[]) names.
     private static func mark(_ rows: [(deleted: RecordDeleted, version: Int64)], generations: String, in transaction: Transaction) async throws {
         try await transaction.connection.query("""
@@ -253,15 +263,18 @@ public struct QueryIndexGenerations: Sendable {
         }
     }
 
-    /// A page of the log read for a rebuild: its saves decoded (`RecordSaved.indexed`) before the
-    /// page's transaction, so a rebuild can read the next page while the database writes this one.
+    /// A page of the log read for a rebuild: its saves and deletions decoded (`RecordSaved.indexed`,
+    /// `RecordDeleted.withoutImage`) before the page's transaction, so a rebuild can read the next
+    /// page while the database writes this one.
     public struct Page: Sendable {
         /// What the page's transaction does, in the events' order.
         enum Step: Sendable {
-            /// A run of saves, as one statement.
+            /// Saves, as one statement.
             case saves([(saved: RecordSaved.Indexed, version: Int64)])
-            /// Any other event, or a save that did not decode (it then fails in the transaction,
-            /// and the page is applied event by event).
+            /// Deletions, as one statement of deletion markers.
+            case deletions([(deleted: RecordDeleted, version: Int64)])
+            /// A zone's deletion, or a save or deletion that did not decode (it then fails in the
+            /// transaction, and the page is applied event by event).
             case event(EventEnvelope)
         }
 
@@ -274,21 +287,42 @@ public struct QueryIndexGenerations: Sendable {
         /// stay. Every other write keeps the newer version whatever the order.
         public var dependsOnOrder: Bool { events.contains { $0.type == .zoneDeleted } }
 
-        /// Reads `events` (CPU only; no database).
+        /// Reads `events` (CPU only; no database). Saves and deletions keep the newer version of a
+        /// row whatever order they are written in, so between two zone deletions every save is one
+        /// statement and every deletion another; events the index does not hold (zones created,
+        /// subscriptions, shares) are passed over rather than splitting them.
         public init(_ events: [EventEnvelope]) {
             self.events = events
             var steps: [Step] = []
             var saves: [(saved: RecordSaved.Indexed, version: Int64)] = []
+            var deletions: [(deleted: RecordDeleted, version: Int64)] = []
+            func flush() {
+                if !saves.isEmpty { steps.append(.saves(saves)) }
+                if !deletions.isEmpty { steps.append(.deletions(deletions)) }
+                saves.removeAll()
+                deletions.removeAll()
+            }
             for event in events {
-                if event.type == RecordSaved.eventType, let saved = try? RecordSaved.indexed(event) {
-                    saves.append((saved, event.id))
+                switch event.type {
+                case RecordSaved.eventType:
+                    if let saved = try? RecordSaved.indexed(event) {
+                        saves.append((saved, event.id))
+                        continue
+                    }
+                case RecordDeleted.eventType:
+                    if let deleted = try? RecordDeleted.withoutImage(event) {
+                        deletions.append((deleted, event.id))
+                        continue
+                    }
+                case .zoneDeleted:
+                    break
+                default:
                     continue
                 }
-                if !saves.isEmpty { steps.append(.saves(saves)) }
-                saves.removeAll()
+                flush()
                 steps.append(.event(event))
             }
-            if !saves.isEmpty { steps.append(.saves(saves)) }
+            flush()
             self.steps = steps
         }
     }
@@ -306,6 +340,7 @@ public struct QueryIndexGenerations: Sendable {
                 for step in page.steps {
                     switch step {
                     case .saves(let saves): try await QueryIndexStore.apply(indexed: saves, generations: [generation], in: transaction)
+                    case .deletions(let deletions): try await QueryIndexStore.mark(deletions, generation: generation, in: transaction)
                     case .event(let event): try await Self.apply(event, to: generation, in: transaction)
                     }
                 }

@@ -1,7 +1,7 @@
 import Foundation
 import PostgresNIO
 import StratusCore
-import StratusPostgres
+@testable import StratusPostgres
 import StratusWorkers
 import Synchronization
 import XCTest
@@ -197,10 +197,7 @@ final class IndexerReplayTests: XCTestCase {
     func testAReindexOfPagesAtOnceBuildsWhatTheLiveIndexerBuilt() async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let logger = TestSupport.logger
-            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
-            let kept = ZoneID(zoneName: "Kept", ownerRecordName: "_alice"), dropped = ZoneID(zoneName: "Dropped", ownerRecordName: "_alice")
-            let zones = ZoneStore(store: store), records = RecordStore(store: store)
-            _ = try await zones.modify([.create(kept), .create(dropped)], in: database, causation: Causation(requestID: "z"), logger: logger)
+            let (database, kept, dropped, zones, records) = try await Self.twoZones(store)
             func fields(_ index: Int) -> [String: FieldValue] {
                 ["title": .string("item \(index) Wörter, words: \(index % 3)"), "n": .int64(Int64(index)), "ratio": .double(Double(index) / 8),
                  "when": .timestamp(1_700_000_000_000 + Int64(index)), "tags": .list(.string, [.string("t\(index % 2)"), .string("all")]),
@@ -236,6 +233,83 @@ final class IndexerReplayTests: XCTestCase {
             let live = try await QueryIndexGenerations(store: store).live(logger: logger)
             XCTAssertEqual(live, generation)
             XCTAssertEqual(rebuilt, served, "the rebuilt generation holds the live one's rows, value for value")
+        }
+    }
+
+    /// A rebuild's page writes its saves as one statement and its deletions as another, passing
+    /// over the events the index does not hold, up to a zone's deletion; what it builds, deletion
+    /// markers included, is what a rebuild one event at a time builds, and its served rows are the
+    /// live indexer's.
+    func testARebuildPageWritesItsSavesAndDeletionsAsOneStatementEachAndBuildsWhatOneEventAtATimeBuilds() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let logger = TestSupport.logger
+            let (database, kept, dropped, zones, records) = try await Self.twoZones(store)
+            func modify(_ zone: ZoneID, _ type: RecordOperationType, _ names: [String], value: Int = 0) async throws {
+                let commands = names.map {
+                    RecordStore.Command(type: type, input: RecordInput(recordName: $0, recordType: "Item", fields: type == .forceDelete ? [:] : ["title": .string("\($0) v\(value)")]))
+                }
+                _ = try await records.modify(commands, zone: zone, in: database, atomic: true, causation: Causation(requestID: "m"), deviceID: nil, logger: logger)
+            }
+            try await modify(kept, .create, (0..<10).map { "r\($0)" })
+            try await modify(dropped, .create, ["d0", "d1"])
+            try await modify(kept, .forceDelete, ["r1", "r2"])
+            _ = try await zones.modify([.create(ZoneID(zoneName: "Between", ownerRecordName: "_alice"))], in: database, causation: Causation(requestID: "b"), logger: logger)
+            try await modify(kept, .forceUpdate, ["r3", "r4"], value: 1)
+            try await modify(kept, .forceDelete, ["r3", "r9"])
+            try await modify(kept, .create, ["r1"], value: 2)
+            try await modify(kept, .forceDelete, ["r1"])
+            try await modify(kept, .create, ["r1"], value: 3)
+            _ = try await zones.modify([.delete(dropped)], in: database, causation: Causation(requestID: "d"), logger: logger)
+            _ = try await zones.modify([.create(dropped)], in: database, causation: Causation(requestID: "c"), logger: logger)
+            try await modify(dropped, .create, ["d1"], value: 4)
+            try await modify(kept, .forceDelete, ["r0"])
+
+            let events = try await EventLog(store: store).events(after: 0, limit: 10_000, logger: logger)
+            let kinds = QueryIndexGenerations.Page(events).steps.map { step -> String in
+                switch step {
+                case .saves(let saves): "saves \(saves.count)"
+                case .deletions(let deletions): "deletions \(deletions.count)"
+                case .event(let event): event.type.rawValue
+                }
+            }
+            XCTAssertEqual(kinds, ["saves 16", "deletions 5", EventType.zoneDeleted.rawValue, "saves 1", "deletions 1"],
+                           "one statement of saves and one of deletions on each side of the zone's deletion; the zones created are passed over")
+            _ = try await Applier(projection: IndexerProjection(), store: store).apply(batch: events, logger: logger)
+            let served = try await Self.rows(store)
+            XCTAssertEqual(served.count, 10 - 4 + 1, "r0, r2, r3 and r9 deleted, r1 saved again after its deletions; d1 saved after Dropped was deleted")
+
+            _ = try await Reindex(store: store).run(pageSize: 1, concurrency: 1, logger: logger)
+            let oneAtATime = try await Self.rowsWithMarkers(store)
+            XCTAssertEqual(oneAtATime.filter { $0.hasSuffix("| marker") }.count, 4, "a marker for each record deleted and not saved again")
+            _ = try await Reindex(store: store).run(pageSize: 1000, concurrency: 2, logger: logger)
+            let inOnePage = try await Self.rowsWithMarkers(store)
+            XCTAssertEqual(inOnePage, oneAtATime, "a page's statements build what one event at a time builds, markers included")
+            let rebuilt = try await Self.rows(store)
+            XCTAssertEqual(rebuilt, served)
+        }
+    }
+
+    /// Alice's private database with the zones Kept and Dropped, and the stores that write them.
+    static func twoZones(_ store: PostgresStore) async throws -> (DatabaseID, kept: ZoneID, dropped: ZoneID, ZoneStore, RecordStore) {
+        let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+        let kept = ZoneID(zoneName: "Kept", ownerRecordName: "_alice"), dropped = ZoneID(zoneName: "Dropped", ownerRecordName: "_alice")
+        let zones = ZoneStore(store: store)
+        _ = try await zones.modify([.create(kept), .create(dropped)], in: database, causation: Causation(requestID: "z"), logger: TestSupport.logger)
+        return (database, kept, dropped, zones, RecordStore(store: store))
+    }
+
+    /// Every row of the live generation, deletion markers included, in a fixed order.
+    static func rowsWithMarkers(_ store: PostgresStore) async throws -> [String] {
+        try await store.withConnection { connection in
+            var rows: [String] = []
+            for try await row in try await connection.query("""
+                SELECT concat_ws(' | ', zone_name, record_name, record_type, version, record::text, search::text, CASE WHEN deleted THEN 'marker' ELSE 'row' END)
+                FROM query_index.records WHERE generation = (SELECT generation FROM query_index.generations WHERE state = 'live')
+                ORDER BY zone_name, record_name
+                """, logger: TestSupport.logger).decode(String.self) {
+                rows.append(row)
+            }
+            return rows
         }
     }
 
