@@ -354,11 +354,20 @@ public struct Transaction: Sendable {
     /// PostgreSQL then stops planning it after five calls on a connection; planning was most of
     /// such statements' cost (docs/benchmarks.md, "Per-call statements of writes and workers
     /// prepared"). A statement whose plan could depend on them stays `connection.query`: a zone's
-    /// records by `record_name = ANY(…)`, which a generic plan made on a young table read through
-    /// the zone's version index instead, or a partial index whose predicate names values.
+    /// records by `record_name = ANY(…)`, whose generic plan guesses the list's length and on a
+    /// young table read the whole zone, or a partial index whose predicate names values. One
+    /// record's statements (`\(recordNames:)` with one name) find it by its primary key and run
+    /// prepared (`query(_:prepared:)`).
     func prepared(_ query: PostgresQuery) async throws -> PreparedRows {
         guard let statements else { return try await connection.query(query, logger: logger).map { $0 } }
         return try await connection.query(query, preparedIn: statements, logger: logger)
+    }
+
+    /// Runs a statement prepared (`prepared(_:)`) when `prepare` says its plan is safe to keep
+    /// (`RecordKeys.single`), planned at its call otherwise.
+    func query(_ query: PostgresQuery, prepared prepare: Bool) async throws -> PreparedRows {
+        if prepare { return try await prepared(query) }
+        return try await connection.query(query, logger: logger).map { $0 }
     }
 
     /// Runs `body` under a savepoint. When it fails for good (`PostgresStore.isPermanent`), only its

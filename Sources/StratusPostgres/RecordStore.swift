@@ -160,12 +160,16 @@ public struct RecordStore: Sendable {
     public func lookupStored(_ recordNames: [String], zone: ZoneID, in database: DatabaseID, logger: Logger) async throws -> [ExactName: String]? {
         let statements = store.statements
         return try await store.withConnection { connection in
-            let rows = try await connection.query("""
+            let query: PostgresQuery = """
                 SELECT zone.present, record_name,
                        CASE WHEN record_type <> \(ShareRecord.recordType) THEN \(unescaped: SyncStore.storedText) END
                 FROM (SELECT \(zone.isDefaultZone) OR EXISTS (SELECT 1 FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted)) AS zone (present)
-                LEFT JOIN records ON \(zone: zone.zoneName, of: database) AND record_name = ANY(\(recordNames)) AND \(unescaped: RecordExpirySQL.live)
-                """, preparedIn: statements, logger: logger)
+                LEFT JOIN records ON \(zone: zone.zoneName, of: database) AND \(recordNames: recordNames) AND \(unescaped: RecordExpirySQL.live)
+                """
+            // One name: one row of the primary key, safe to run prepared (`RecordKeys.single`).
+            let rows = RecordKeys.single(recordNames)
+                ? try await connection.query(query, preparedIn: statements, logger: logger)
+                : try await connection.query(query, logger: logger).map { $0 }
             var found: [ExactName: String] = [:]
             for try await (present, name, text) in rows.decode((Bool, String?, String?).self) {
                 guard present else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }
@@ -608,12 +612,11 @@ struct ZoneWriter {
     /// Reads and locks records not yet known, remembering absent ones as nil.
     mutating func lock(_ names: [String], in transaction: Transaction) async throws {
         let database = context.database
-        let rows = try await transaction.connection.query("""
+        let rows = try await transaction.query("""
             SELECT \(unescaped: RecordRow.columns) FROM records
-            WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-              AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(names))
+            WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: names)
             FOR UPDATE
-            """, logger: transaction.logger)
+            """, prepared: RecordKeys.single(names))
         for name in names { known[ExactName(name)] = .some(nil) }
         for record in try await RecordRow.decode(rows) { known[ExactName(record.recordName)] = .some(record) }
     }
@@ -669,16 +672,15 @@ struct ZoneWriter {
         let names = saves.map(\.record.recordName)
         // The statement also counts what the saves changed their users' stored bytes by (new size
         // less the previous row's), and adds it to `storage_usage`.
-        let stored = try await transaction.connection.query("""
+        // One save (a single record's write, the common case) names one row of each table by its
+        // key: the statement then runs prepared, and is no longer planned at every call.
+        let stored = try await transaction.query("""
             WITH buried AS (
-                DELETE FROM record_tombstones WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
-                  AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
-                  AND record_name = ANY(\(created))
+                DELETE FROM record_tombstones WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: created)
                 RETURNING record_name, created_version),
             previous AS (
                 SELECT record_name, \(unescaped: StorageUsage.recordBytes) AS bytes FROM records
-                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-                  AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND record_name = ANY(\(names))),
+                WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: names)),
             stored AS (
             INSERT INTO records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
                 created_at, created_by, created_device, modified_at, modified_by, modified_device, parent, share, short_guid, version, created_version,
@@ -704,7 +706,7 @@ struct ZoneWriter {
                 GROUP BY usage_owner HAVING sum(delta) <> 0
                 ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
             SELECT record_name, created_version, usage_owner, delta FROM changed
-            """, logger: transaction.logger)
+            """, prepared: RecordKeys.single(names))
         var changes: [ExactName: Int64] = [:]
         for try await (name, createdVersion, owner, delta) in stored.decode((String, Int64?, String, Int64).self) {
             usageChange[owner, default: 0] += delta
@@ -810,10 +812,10 @@ enum RecordRow {
     /// Live (unexpired) records of a zone by exact name, share records with their state; absent
     /// names are absent.
     static func live(_ names: [String], zone zoneName: String, of database: DatabaseID, on transaction: Transaction) async throws -> [ExactName: Record] {
-        let rows = try await transaction.connection.query("""
+        let rows = try await transaction.query("""
             SELECT \(unescaped: columns) FROM records
-            WHERE \(zone: zoneName, of: database) AND record_name = ANY(\(names)) AND \(unescaped: RecordExpirySQL.live)
-            """, logger: transaction.logger)
+            WHERE \(zone: zoneName, of: database) AND \(recordNames: names) AND \(unescaped: RecordExpirySQL.live)
+            """, prepared: RecordKeys.single(names))
         let records = try await ShareTables.attachStates(try await decode(rows), zone: zoneName, of: database, on: transaction.connection, logger: transaction.logger)
         return Dictionary(records.map { (ExactName($0.recordName), $0) }, uniquingKeysWith: { first, _ in first })
     }
@@ -823,7 +825,7 @@ enum RecordRow {
         modified_device, parent, share, short_guid, version, created_version, expires_at
         """
 
-    static func decode(_ rows: PostgresRowSequence) async throws -> [Record] {
+    static func decode<Rows: AsyncSequence>(_ rows: Rows) async throws -> [Record] where Rows.Element == PostgresRow {
         var records: [Record] = []
         for try await row in rows {
             let (name, type, fields, tag, createdAt, createdBy, createdDevice, modifiedAt, modifiedBy) =

@@ -17,6 +17,30 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(" AND zone_name = ")
         appendInterpolation(zoneName)
     }
+
+    /// The condition that `column` is one of a zone's record names: `column = $n` for one name (or
+    /// none, bound as NULL, which no row matches), `column = ANY($n)` for several. With one name and
+    /// the zone's key, a statement names one row of a primary key, so its generic plan reads that
+    /// key however young the table's statistics, and it may run prepared (`RecordKeys.single`);
+    /// with `ANY` the generic plan guesses the list's length and may read the zone's version index.
+    mutating func appendInterpolation(recordNames names: [String], column: String = "record_name") {
+        appendLiteral(column)
+        if names.count <= 1 {
+            appendLiteral(" = ")
+            appendInterpolation(names.first)
+        } else {
+            appendLiteral(" = ANY(")
+            appendInterpolation(names)
+            appendLiteral(")")
+        }
+    }
+}
+
+/// Record names in a statement's condition (`\(recordNames:)`).
+enum RecordKeys {
+    /// Whether a statement whose condition names `names` (with the zone's key) is safe to run
+    /// prepared: it then finds at most one row by its primary key.
+    static func single(_ names: [String]) -> Bool { names.count <= 1 }
 }
 
 extension Sequence {

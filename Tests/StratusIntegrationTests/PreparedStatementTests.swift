@@ -201,4 +201,71 @@ final class PreparedStatementTests: XCTestCase {
             }
         }
     }
+
+    /// A write or a lookup of one record names one row by its primary key (`record_name = $n`): its
+    /// statements run prepared, PostgreSQL settles on their generic plans, and the generic plan
+    /// reads the primary key on a table too young to have statistics. Several records' statements
+    /// (`record_name = ANY($n)`, whose generic plan guesses the list's length) are not prepared.
+    func testOneRecordsWriteAndLookupRunPreparedOnGenericPlansThatReadThePrimaryKey() async throws {
+        try await withOneConnection { store, _ in
+            try await Migrator(store: store, migrations: try TestSupport.migrations()).migrate(logger: TestSupport.logger)
+            let logger = TestSupport.logger
+            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
+            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: logger)
+            let records = RecordStore(store: store)
+            func write(_ type: RecordOperationType, _ names: [String]) async throws {
+                let outcomes = try await records.modify(
+                    names.map { RecordStore.Command(type: type, input: RecordInput(recordName: $0, recordType: "Note", fields: ["n": .int64(1)])) },
+                    zone: zone, in: database, atomic: true, causation: Causation(requestID: "w"), deviceID: nil, logger: logger)
+                for outcome in outcomes { guard case .success = outcome else { return XCTFail("the write failed: \(outcomes)") } }
+            }
+            for index in 0..<8 {
+                try await write(.create, ["r\(index)"])
+                try await write(.forceUpdate, ["r\(index)"])
+                let found = try await records.lookupStored(["r\(index)"], zone: zone, in: database, logger: logger)
+                XCTAssertEqual(found?.count, 1)
+            }
+            try await write(.create, ["several-a", "several-b"])
+            try await write(.forceUpdate, ["several-a", "several-b"])
+
+            let prepared: [(name: String, statement: String, generic: Int64)] = try await store.withConnection { connection in
+                var rows: [(String, String, Int64)] = []
+                for try await row in try await connection.query(
+                    "SELECT name, statement, generic_plans FROM pg_prepared_statements", logger: logger).decode((String, String, Int64).self) {
+                    rows.append(row)
+                }
+                return rows
+            }
+            for fragments in [["WITH buried AS"], ["FROM records", "FOR UPDATE"], ["zone.present"]] {
+                let fragment = fragments.joined(separator: " … ")
+                let matching = prepared.filter { row in fragments.allSatisfy { row.statement.contains($0) } }
+                XCTAssertEqual(matching.count, 1, "one prepared text for \(fragment): the one-record form")
+                guard let statement = matching.first else { continue }
+                XCTAssertFalse(statement.statement.contains("ANY("), "\(fragment): \(statement.statement)")
+                XCTAssertGreaterThan(statement.generic, 0, "PostgreSQL settled on the generic plan of \(fragment)")
+            }
+            guard let lock = prepared.first(where: { $0.statement.contains("FROM records") && $0.statement.contains("FOR UPDATE") }) else { return }
+            let plan: String = try await store.withConnection { connection in
+                try await connection.query("SET plan_cache_mode = force_generic_plan", logger: logger)
+                var lines: [String] = []
+                for try await line in try await connection.query(PostgresQuery(unsafeSQL: """
+                    EXPLAIN EXECUTE \(lock.name)('iCloud.test', 'development', 'private', '_alice', 'Notes', 'r1')
+                    """), logger: logger).decode(String.self) {
+                    lines.append(line)
+                }
+                try await connection.query("RESET plan_cache_mode", logger: logger)
+                return lines.joined(separator: "\n")
+            }
+            XCTAssertTrue(plan.contains("records_pkey"), plan)
+            // Reads bounded by version still read the (now partial) version indexes.
+            for (table, column, index) in [("records", "version", "records_zone_version"), ("record_tombstones", "deleted_version", "record_tombstones_zone_version")] {
+                let bounded = try await TestSupport.plan(of: PostgresQuery(unsafeSQL: """
+                    SELECT record_name FROM \(table) WHERE container = 'iCloud.test' AND environment = 'development' AND scope = 'private'
+                      AND owner = '_alice' AND zone_name = 'Notes' AND \(column) > 3 ORDER BY \(column) LIMIT 200
+                    """), in: store)
+                XCTAssertTrue(bounded.contains(index), bounded)
+            }
+        }
+    }
 }
