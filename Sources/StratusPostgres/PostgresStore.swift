@@ -105,7 +105,7 @@ public final class PostgresStore: Service, Sendable {
                 }
             }
             group.addTask {
-                try await Task.sleep(for: timeout)
+                try await LoopTimer.sleep(for: timeout)
                 return nil
             }
             while let outcome = try await group.next() {

@@ -143,6 +143,49 @@ extension NonBlockingRuntimeTests {
         return clock.now - start
     }
 
+    /// A request's wait for a connection is bounded by a timer on an event loop, which a cancelled
+    /// wait takes off the loop at once (docs/benchmarks.md: "A lease's deadline on the event loop").
+    func testALoopTimerRunsOutOnTimeAndACancelledOneEndsAtOnce() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let clock = ContinuousClock()
+        do {
+            let start = clock.now
+            try await LoopTimer.sleep(for: .milliseconds(100), on: loop)
+            XCTAssertGreaterThanOrEqual(clock.now - start, .milliseconds(100), "it waited its time")
+
+            // Cancelled before it began, and while it waits: an hour's timer ends at once, cancelled.
+            for cancelWhileWaiting in [false, true] {
+                let started = clock.now
+                let waiting = Flag()
+                let sleeper = Task {
+                    if cancelWhileWaiting { waiting.set() }
+                    try await LoopTimer.sleep(for: .seconds(3600), on: loop)
+                }
+                if cancelWhileWaiting {
+                    try await TestSupport.eventually(timeout: .seconds(10), "the sleeper to start") { waiting.isSet }
+                }
+                sleeper.cancel()
+                do {
+                    try await sleeper.value
+                    XCTFail("a cancelled timer ran out")
+                } catch is CancellationError {
+                } catch {
+                    XCTFail("a cancelled timer threw \(String(reflecting: error)), not CancellationError")
+                }
+                XCTAssertLessThan(clock.now - started, .seconds(5), "the cancelled timer did not wait its hour")
+            }
+        } catch {
+            try await group.shutdownGracefully()
+            throw error
+        }
+        try await group.shutdownGracefully()
+        // Durations a TimeAmount cannot hold are clamped, never trapped on.
+        XCTAssertEqual(LoopTimer.nanoseconds(.milliseconds(1500)), 1_500_000_000)
+        XCTAssertEqual(LoopTimer.nanoseconds(.seconds(-1)), 0)
+        XCTAssertEqual(LoopTimer.nanoseconds(.seconds(Int64.max)), Int64.max)
+    }
+
     func testAFullPoolOrAnUnreachableDatabaseAnswersTryAgainLaterInsteadOfHanging() async throws {
         // Every connection busy: the next request waits its lease time, then is told to retry.
         try await TestSupport.withMigratedStore { _, url in

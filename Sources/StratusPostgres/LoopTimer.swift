@@ -1,0 +1,35 @@
+import PostgresNIO
+
+/// A sleep on an event loop's timer, for deadlines that are almost always cancelled before they run
+/// out (a request's wait for a pooled connection).
+///
+/// `Task.sleep` arms a timer the process's event loops do not own: cancelling the sleep answers the
+/// task at once but leaves the timer armed, and when it runs out (seconds after the request ended)
+/// it wakes a thread for nothing — one wake per request, thousands a second under load, and still
+/// hundreds a second for as long as the deadline after the load stops. An event loop's scheduled
+/// task is taken off the loop's queue when cancelled: a deadline that never runs out costs nothing.
+enum LoopTimer {
+    /// Returns after `duration`; throws `CancellationError` when the task is cancelled first.
+    static func sleep(for duration: Duration, on loop: any EventLoop = PostgresClient.defaultEventLoopGroup.any()) async throws {
+        let scheduled = loop.scheduleTask(in: TimeAmount.nanoseconds(nanoseconds(duration))) {}
+        try await withTaskCancellationHandler {
+            do {
+                try await scheduled.futureResult.get()
+            } catch EventLoopError.cancelled {
+                throw CancellationError()
+            }
+        } onCancel: {
+            scheduled.cancel()
+        }
+    }
+
+    /// `duration` in nanoseconds, clamped to what a `TimeAmount` holds (negative: none).
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return .max }
+        let (sum, overflowed) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return overflowed ? .max : sum
+    }
+}
