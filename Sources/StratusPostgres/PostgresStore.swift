@@ -61,16 +61,28 @@ public final class PostgresStore: Service, Sendable {
         url: String, maxConnections: Int = 20, maxAttempts: Int = 8, retryAfterSeconds: Int = 1, timeouts: Timeouts = Timeouts(),
         preparedStatements: Int = 256, logger: Logger
     ) throws {
-        var configuration = try PostgresURL.parse(url)
-        configuration.options.maximumConnections = maxConnections
-        configuration.options.minimumConnections = 0
-        configuration.options.additionalStartupParameters += timeouts.startupParameters
-        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = PostgresClient(
+            configuration: try Self.clientConfiguration(url: url, maxConnections: maxConnections, timeouts: timeouts), backgroundLogger: logger)
         self.maxAttempts = max(1, maxAttempts)
         self.retryAfterSeconds = retryAfterSeconds
         self.leaseTimeout = timeouts.lease
         self.watches = ConnectionWatches(grace: timeouts.closeGrace)
         self.statements = PreparedStatements(capacity: preparedStatements)
+    }
+
+    /// The pool's settings: at most `maxConnections`, opened on demand, every one under `timeouts`.
+    static func clientConfiguration(url: String, maxConnections: Int, timeouts: Timeouts) throws -> PostgresClient.Configuration {
+        var configuration = try PostgresURL.parse(url)
+        configuration.options.maximumConnections = maxConnections
+        configuration.options.minimumConnections = 0
+        // No keep-alive statement on idle connections: the pool would arm a timer for it at every
+        // release (a task group and a dispatch timer per request, most of them cancelled by the next
+        // lease). It would not find a dead connection sooner than its next use does: a connection
+        // that closed is seen by its close (ConnectionWatches), and a statement on one that went
+        // silent waits for TCP either way.
+        configuration.options.keepAliveBehavior = nil
+        configuration.options.additionalStartupParameters += timeouts.startupParameters
+        return configuration
     }
 
     /// Runs the pool until the service group shuts down.

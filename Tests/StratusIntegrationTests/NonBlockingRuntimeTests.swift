@@ -144,7 +144,8 @@ extension NonBlockingRuntimeTests {
     }
 
     /// A request's wait for a connection is bounded by a timer on an event loop, which a cancelled
-    /// wait takes off the loop at once (docs/benchmarks.md: "A lease's deadline on the event loop").
+    /// wait takes off the loop at once (docs/benchmarks.md: "A lease's deadline on the event loop, and no
+    /// keep-alive").
     func testALoopTimerRunsOutOnTimeAndACancelledOneEndsAtOnce() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
@@ -154,13 +155,14 @@ extension NonBlockingRuntimeTests {
             try await LoopTimer.sleep(for: .milliseconds(100), on: loop)
             XCTAssertGreaterThanOrEqual(clock.now - start, .milliseconds(100), "it waited its time")
 
-            // Cancelled before it began, and while it waits: an hour's timer ends at once, cancelled.
+            // Cancelled before it began, and while it waits: a 20-second timer ends at once, cancelled
+            // (were the cancellation lost, it would run out, and the assertions below would fail).
             for cancelWhileWaiting in [false, true] {
                 let started = clock.now
                 let waiting = Flag()
                 let sleeper = Task {
                     if cancelWhileWaiting { waiting.set() }
-                    try await LoopTimer.sleep(for: .seconds(3600), on: loop)
+                    try await LoopTimer.sleep(for: .seconds(20), on: loop)
                 }
                 if cancelWhileWaiting {
                     try await TestSupport.eventually(timeout: .seconds(10), "the sleeper to start") { waiting.isSet }
@@ -173,7 +175,7 @@ extension NonBlockingRuntimeTests {
                 } catch {
                     XCTFail("a cancelled timer threw \(String(reflecting: error)), not CancellationError")
                 }
-                XCTAssertLessThan(clock.now - started, .seconds(5), "the cancelled timer did not wait its hour")
+                XCTAssertLessThan(clock.now - started, .seconds(5), "the cancelled timer did not wait its 20 seconds")
             }
         } catch {
             try await group.shutdownGracefully()
@@ -184,6 +186,22 @@ extension NonBlockingRuntimeTests {
         XCTAssertEqual(LoopTimer.nanoseconds(.milliseconds(1500)), 1_500_000_000)
         XCTAssertEqual(LoopTimer.nanoseconds(.seconds(-1)), 0)
         XCTAssertEqual(LoopTimer.nanoseconds(.seconds(Int64.max)), Int64.max)
+    }
+
+    /// A released connection arms no keep-alive timer (docs/benchmarks.md: "A lease's deadline on the
+    /// event loop, and no keep-alive"); the pool's size and the server-side limits are as configured.
+    func testThePoolRunsNoKeepAliveAndOpensConnectionsOnDemandUnderTheConfiguredLimits() throws {
+        var timeouts = PostgresStore.Timeouts()
+        timeouts.statement = .seconds(7)
+        let configuration = try PostgresStore.clientConfiguration(
+            url: "postgres://stratus:secret@127.0.0.1:5432/stratus", maxConnections: 13, timeouts: timeouts)
+        XCTAssertNil(configuration.options.keepAliveBehavior, "no keep-alive statement, so no timer per release")
+        XCTAssertEqual(configuration.options.minimumConnections, 0)
+        XCTAssertEqual(configuration.options.maximumConnections, 13)
+        let parameters = Dictionary(configuration.options.additionalStartupParameters, uniquingKeysWith: { $1 })
+        XCTAssertEqual(parameters["statement_timeout"], "7000")
+        XCTAssertEqual(parameters["lock_timeout"], "10000")
+        XCTAssertEqual(parameters["idle_in_transaction_session_timeout"], "60000")
     }
 
     func testAFullPoolOrAnUnreachableDatabaseAnswersTryAgainLaterInsteadOfHanging() async throws {
