@@ -1,3 +1,4 @@
+import StratusPostgres
 import Synchronization
 
 /// A wake-up flag one task waits on and others fire; a fire with nobody waiting is remembered once.
@@ -19,14 +20,10 @@ final class Signal: Sendable {
 
     /// Returns when fired, or after `timeout` at the latest.
     func wait(timeout: Duration) async {
-        let timer = Task { [self] in
-            // Only a timeout that ran out fires: the cancelled timer of a wait that was woken must
-            // not leave a pending fire behind, or every later wait would return at once.
-            do {
-                try await Task.sleep(for: timeout)
-                fire()
-            } catch {}
-        }
+        // Only a timeout that ran out fires: the cancelled timer of a wait that was woken must not
+        // leave a pending fire behind, or every later wait would return at once. On an event loop's
+        // timer, a cancelled one is gone at once (LoopTimer).
+        let timer = LoopTimer.schedule(after: timeout) { [self] in fire() }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let resumeNow = state.withLock { state -> Bool in
                 if state.pending {
