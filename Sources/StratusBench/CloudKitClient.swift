@@ -18,6 +18,9 @@ public struct BenchTarget: Sendable {
     public var databaseURL: String
     /// The stack's processes whose CPU the report shows, idle and under each scenario's load.
     public var processes: [WatchedProcess]
+    /// The load generator's own process, shown under each scenario's load beside the stack's
+    /// processes (it shares their cores) but left out of the idle measurement, which is the stack's.
+    public var loadGenerator: WatchedProcess?
     /// The API's token-signing key, when the suite may sign in as other users (share.fanout's
     /// participants); without it share.fanout is left out.
     public var secretKey: SecretKey?
@@ -25,8 +28,9 @@ public struct BenchTarget: Sendable {
     /// Creates a target.
     public init(
         apiURL: String, container: String, apiToken: String, webAuthToken: String, databaseURL: String, processes: [WatchedProcess] = [],
-        secretKey: SecretKey? = nil
+        loadGenerator: WatchedProcess? = nil, secretKey: SecretKey? = nil
     ) {
+        self.loadGenerator = loadGenerator
         self.secretKey = secretKey
         self.apiURL = apiURL
         self.container = container

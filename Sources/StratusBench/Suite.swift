@@ -31,14 +31,16 @@ public struct BenchSuite: Sendable {
         let store = try PostgresStore(url: target.databaseURL, maxConnections: settings.concurrency + 4, logger: logger)
         var results: [ScenarioResult] = []
         var idle: IdleMeasurement?
-        let watch = target.processes.isEmpty ? nil : ProcessWatch(processes: target.processes)
+        let idleWatch = target.processes.isEmpty ? nil : ProcessWatch(processes: target.processes)
+        let processes = target.processes + (target.loadGenerator.map { [$0] } ?? [])
+        let watch = processes.isEmpty ? nil : ProcessWatch(processes: processes)
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await store.run() }
                 defer { group.cancelAll() }
                 try await ProcessWatch.$current.withValue(watch) {
-                    if settings.runs("idle"), let watch {
-                        idle = try await measureIdle(client, watch: watch)
+                    if settings.runs("idle"), let idleWatch {
+                        idle = try await measureIdle(client, watch: idleWatch)
                     }
                     results = try await scenarios(client, store)
                 }
@@ -61,7 +63,7 @@ public struct BenchSuite: Sendable {
         }
         return BenchReport(
             startedAt: startedAt, seconds: (clock.now - began).seconds, machine: .current(), settings: settings,
-            processes: target.processes, idle: idle, scenarios: results, ratios: ratios, peakMemory: peakMemory)
+            processes: processes, idle: idle, scenarios: results, ratios: ratios, peakMemory: peakMemory)
     }
 
     /// CPU of each watched process while nothing is sent: after the indexer has caught up and a

@@ -81,7 +81,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let target = BenchTarget(
             apiURL: apiURL, container: container, apiToken: try Self.secret(apiTokenFile), webAuthToken: try Self.secret(webAuthTokenFile),
-            databaseURL: databaseURL, processes: processes, secretKey: try secretKeyFile.map { try SecretKey(text: Self.secret($0)) })
+            databaseURL: databaseURL, processes: processes,
+            // With the stack's processes watched, the load generator's own CPU is shown beside them.
+            loadGenerator: processes.isEmpty ? nil : WatchedProcess(name: "stratus-bench", pid: getpid()),
+            secretKey: try secretKeyFile.map { try SecretKey(text: Self.secret($0)) })
         var settings = BenchSettings()
         settings.seconds = seconds
         settings.concurrency = concurrency

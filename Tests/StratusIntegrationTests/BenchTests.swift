@@ -18,6 +18,7 @@ final class BenchTests: XCTestCase {
     /// indexer beside it; `processes` picks what it watches from the test's PostgreSQL.
     func runSuite(
         _ settings: BenchSettings, processes: @escaping @Sendable (PostgresStore) async throws -> [WatchedProcess] = { _ in [] },
+        loadGenerator: WatchedProcess? = nil,
         _ check: @Sendable (BenchReport, PostgresStore) async throws -> Void
     ) async throws {
         let brokers = try TestSupport.kafkaBrokers()
@@ -56,7 +57,7 @@ final class BenchTests: XCTestCase {
                     let port = try XCTUnwrap(client.port)
                     let target = BenchTarget(
                         apiURL: "http://127.0.0.1:\(port)", container: container, apiToken: apiToken, webAuthToken: webAuthToken, databaseURL: url,
-                        processes: watched, secretKey: configuration.secretKey)
+                        processes: watched, loadGenerator: loadGenerator, secretKey: configuration.secretKey)
                     return try await BenchSuite(target: target, settings: settings, logger: TestSupport.logger).run()
                 }
             }
@@ -248,7 +249,9 @@ final class BenchTests: XCTestCase {
             let postmaster = try XCTUnwrap(Int32(fields[1]))
             return [WatchedProcess(name: "tests", pid: getpid()), WatchedProcess(name: "postgres", pid: postmaster)]
         }
-        try await runSuite(settings, processes: processes) { report, _ in
+        // The tests' process stands in for the load generator too: under load it is shown as both,
+        // and the idle measurement, the stack's, leaves the load generator out.
+        try await runSuite(settings, processes: processes, loadGenerator: WatchedProcess(name: "load generator", pid: getpid())) { report, _ in
             let idle = try XCTUnwrap(report.idle, "the idle group ran")
             XCTAssertEqual(idle.processes.map(\.name), ["tests", "postgres"])
             XCTAssertEqual(idle.seconds, 2, accuracy: 1)
@@ -263,13 +266,18 @@ final class BenchTests: XCTestCase {
             XCTAssertNotNil(idle.processes.first?.kafkaClientPercent, "the tests' relay and indexer run librdkafka threads")
             XCTAssertEqual(idle.totalPercentOfCore, idle.processes.map(\.percentOfCore).reduce(0, +), accuracy: 0.001)
             XCTAssertEqual(report.scenarios.map(\.name), ["lag.commit-to-query"])
-            XCTAssertEqual(report.scenario("lag.commit-to-query")?.cpu?.map(\.name), ["tests", "postgres"])
+            let lag = try XCTUnwrap(report.scenario("lag.commit-to-query")?.cpu)
+            XCTAssertEqual(lag.map(\.name), ["tests", "postgres", "load generator"])
+            XCTAssertEqual(lag[2].cpuSeconds, lag[0].cpuSeconds, accuracy: 0.05, "the same process read at the same instants")
+            XCTAssertGreaterThan(lag[2].cpuSeconds, 0)
+            XCTAssertEqual(report.processes.map(\.name), ["tests", "postgres", "load generator"])
 
             let decoded = try JSONDecoder().decode(BenchReport.self, from: report.json())
             XCTAssertEqual(decoded.idle?.processes.map(\.name), ["tests", "postgres"])
             let table = report.table()
             XCTAssertTrue(table.contains("Idle CPU"), table)
             XCTAssertTrue(table.contains("postgres"), table)
+            XCTAssertTrue(table.contains("load generator"), table)
         }
     }
 }
