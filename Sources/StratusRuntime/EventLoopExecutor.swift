@@ -12,9 +12,12 @@ extension StratusProcess {
     ///
     /// Call it first in `main`, before any task starts. `STRATUS_TASKS_ON_EVENT_LOOPS=false` keeps
     /// Swift's own pool; any value but true or false stops the process with exit status 2, as every
-    /// configuration problem does.
+    /// configuration problem does. `STRATUS_EVENT_LOOPS` sets how many event loops there are (one
+    /// per core when unset), for the tasks and the connections alike.
     public static func runTasksOnEventLoops(label: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
         do {
+            // Before anything uses the shared loops: their number is fixed when they are made.
+            if let count = try eventLoops(environment) { NIOSingletons.groupLoopCountSuggestion = count }
             guard try tasksOnEventLoops(environment) else { return }
         } catch {
             FileHandle.standardError.write(Data("\(label): \(error)\n".utf8))
@@ -22,6 +25,21 @@ extension StratusProcess {
         }
         _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
     }
+
+    /// How many event loops `STRATUS_EVENT_LOOPS` asks for: nil when unset (one per core). A request
+    /// whose HTTP connection and leased PostgreSQL connection sit on different loops crosses
+    /// between their threads twice; on a machine whose cores PostgreSQL shares, fewer loops than
+    /// cores can cost less per request (docs/benchmarks.md, "Fewer event loops than cores").
+    public static func eventLoops(_ environment: [String: String]) throws -> Int? {
+        guard let text = environment["STRATUS_EVENT_LOOPS"] else { return nil }
+        guard let count = Int(text), (1...maxEventLoops).contains(count) else {
+            throw ConfigurationProblem("STRATUS_EVENT_LOOPS must be a whole number from 1 to \(maxEventLoops), got '\(text.prefix(64))'")
+        }
+        return count
+    }
+
+    /// The most event loops `STRATUS_EVENT_LOOPS` may ask for.
+    public static let maxEventLoops = 256
 
     /// Whether `STRATUS_TASKS_ON_EVENT_LOOPS` asks for tasks on the event loops (the default).
     public static func tasksOnEventLoops(_ environment: [String: String]) throws -> Bool {

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import StratusCore
 import StratusRuntime
@@ -188,6 +189,56 @@ final class ConfigurationTests: XCTestCase {
         let result = try await StratusExecutable.run("stratus-api", [], settings: ["STRATUS_TASKS_ON_EVENT_LOOPS": "maybe"])
         XCTAssertEqual(result.status, 2, result.output)
         XCTAssertTrue(result.output.contains("STRATUS_TASKS_ON_EVENT_LOOPS must be true or false, got 'maybe'"), result.output)
+    }
+
+    func testTheNumberOfEventLoopsIsReadAndBounded() throws {
+        XCTAssertNil(try StratusProcess.eventLoops([:]))
+        for (value, count) in [("1", 1), ("2", 2), ("256", 256)] {
+            XCTAssertEqual(try StratusProcess.eventLoops(["STRATUS_EVENT_LOOPS": value]), count, value)
+        }
+        for value in ["", "0", "-1", "257", "1.5", "two", String(repeating: "9", count: 10_000)] {
+            XCTAssertThrowsError(try StratusProcess.eventLoops(["STRATUS_EVENT_LOOPS": value])) { error in
+                let text = String(describing: error)
+                XCTAssertTrue(text.contains("STRATUS_EVENT_LOOPS must be a whole number from 1 to 256"), text)
+                XCTAssertLessThan(text.count, 200, "a hostile value is not echoed whole")
+            }
+        }
+    }
+
+    func testStratusAPIRefusesABadNumberOfEventLoops() async throws {
+        let result = try await StratusExecutable.run("stratus-api", [], settings: ["STRATUS_EVENT_LOOPS": "0"])
+        XCTAssertEqual(result.status, 2, result.output)
+        XCTAssertTrue(result.output.contains("STRATUS_EVENT_LOOPS must be a whole number from 1 to 256, got '0'"), result.output)
+    }
+
+    /// A live stratus-api runs as many event loops as STRATUS_EVENT_LOOPS asks for (SwiftNIO names
+    /// each shared loop's thread NIO-SGLTN-…), and serves on them.
+    func testStratusAPIRunsTheEventLoopsItIsToldTo() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        try await TestSupport.withMigratedStore { _, url in
+            for loops in [1, 3] {
+                let port = try Broker.freePort()
+                let topic = "loops-\(UUID().uuidString.prefix(8))"
+                let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-loops-\(UUID().uuidString)").path
+                defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+                let settings = [
+                    "STRATUS_DATABASE_URL": url, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_CONSUMER_GROUP_SUFFIX": topic,
+                    "STRATUS_HTTP_PORT": "\(port)", "STRATUS_SECRET_KEY": SecretKey.generate().hex, "STRATUS_DATA_DIR": dataDirectory,
+                    "STRATUS_EVENT_LOOPS": "\(loops)",
+                ]
+                try await StratusExecutable.with("stratus-api", settings: settings) { api in
+                    try await TestSupport.eventually(timeout: .seconds(60), "stratus-api answers /health") {
+                        try api.requireRunning()
+                        return (try? await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/health"), timeout: .seconds(2)).status == .ok) ?? false
+                    }
+                    let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(api.processIdentifier)/task")
+                    let names = tasks.compactMap { try? String(contentsOfFile: "/proc/\(api.processIdentifier)/task/\($0)/comm", encoding: .utf8) }
+                    // Each loop's thread has a name of its own (…-#1, …-#2); a thread another one started
+                    // carries its starter's name until it names itself, so names are counted, not threads.
+                    XCTAssertEqual(Set(names.filter { $0.hasPrefix("NIO-SGLTN-") }).count, loops, "\(names.sorted())")
+                }
+            }
+        }
     }
 
     func testTheAuthenticationCacheLifetimeIsReadAndBounded() throws {
