@@ -414,10 +414,7 @@ extension AssetTests {
             try await StratusExecutable.with("stratus-api", settings: settings) { api in
                 let base = "http://127.0.0.1:\(port)"
                 let client = HTTPClient.shared
-                try await TestSupport.eventually(timeout: .seconds(60), "stratus-api answers /health") {
-                    try api.requireRunning()
-                    return (try? await client.execute(HTTPClientRequest(url: base + "/health"), timeout: .seconds(2)).status == .ok) ?? false
-                }
+                try await api.answersHealth(at: base)
                 let user = WebAuthToken(userRecordName: "_alice", container: "iCloud.com.example.notes", expiresAt: Int64(Date().timeIntervalSince1970) + 3600)
                 let query = "ckAPIToken=\(token)&ckWebAuthToken=\(user.signed(with: key))"
                 func post(_ operation: String, _ json: Any) async throws -> Body {

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import Foundation
 import StratusCore
 import StratusRuntime
@@ -227,10 +226,7 @@ final class ConfigurationTests: XCTestCase {
                     "STRATUS_EVENT_LOOPS": "\(loops)",
                 ]
                 try await StratusExecutable.with("stratus-api", settings: settings) { api in
-                    try await TestSupport.eventually(timeout: .seconds(60), "stratus-api answers /health") {
-                        try api.requireRunning()
-                        return (try? await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/health"), timeout: .seconds(2)).status == .ok) ?? false
-                    }
+                    try await api.answersHealth(at: "http://127.0.0.1:\(port)")
                     let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(api.processIdentifier)/task")
                     let names = tasks.compactMap { try? String(contentsOfFile: "/proc/\(api.processIdentifier)/task/\($0)/comm", encoding: .utf8) }
                     // Each loop's thread has a name of its own (…-#1, …-#2); a thread another one started

@@ -31,10 +31,7 @@ final class ConsoleBrowserTests: XCTestCase {
             ]
             let base = "http://127.0.0.1:\(port)"
             try await StratusExecutable.with("stratus-api", settings: settings) { api in
-                try await TestSupport.eventually(timeout: .seconds(60), "stratus-api answers /health") {
-                    try api.requireRunning()
-                    return (try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/health"), timeout: .seconds(2)).status == .ok) ?? false
-                }
+                try await api.answersHealth(at: base)
                 try await StratusExecutable.with("stratus-indexer", settings: settings) { indexer in
                     let deadLetter = try await Self.deadLetter(store: store, indexer: indexer)
                     let webAuth = WebAuthToken(userRecordName: Self.user, container: Self.container, expiresAt: Int64(Date().timeIntervalSince1970) + 3600)

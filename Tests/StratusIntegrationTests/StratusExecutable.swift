@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import StratusCore
 import Synchronization
@@ -113,6 +114,15 @@ final class StratusExecutable: @unchecked Sendable {
     func requireRunning() throws {
         guard let status = exit.withLock({ $0.status }) else { return }
         throw TestSupport.MissingServer(description: "\(name) exited with status \(status)")
+    }
+
+    /// Waits until the server at `base` (`http://127.0.0.1:<port>`) answers `/health` with 200, at
+    /// most a minute; throws if the process ends first.
+    func answersHealth(at base: String) async throws {
+        try await TestSupport.eventually(timeout: .seconds(60), "\(name) answers /health") {
+            try requireRunning()
+            return (try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/health"), timeout: .seconds(2)).status == .ok) ?? false
+        }
     }
 
     /// Waits for the process to end (without holding a thread); returns its status.
