@@ -1,17 +1,19 @@
 import Foundation
 import Logging
 import Metrics
+import NIOCore
 import PostgresNIO
 import ServiceLifecycle
 import StratusCore
 import Synchronization
 
-/// The one connection pool of a process, and the serializable transaction helper every write goes through.
+/// The connection pools of a process (one per event loop, `LoopPools`), and the serializable
+/// transaction helper every write goes through.
 ///
 /// It is a `Service`: run it in the process's service group before anything that queries.
 public final class PostgresStore: Service, Sendable {
-    /// The underlying pool. Other adapter types borrow it; nothing above the adapter layer sees it.
-    let client: PostgresClient
+    /// The underlying pools, one per event loop. Nothing above the adapter layer sees them.
+    let pools: LoopPools
     /// How often a transaction that lost a serialization race is tried in all.
     public let maxAttempts: Int
     /// The retryAfter (seconds) a client is told when attempts run out.
@@ -56,13 +58,15 @@ public final class PostgresStore: Service, Sendable {
         }
     }
 
-    /// Creates the store from a `postgres://user:password@host:port/database` URL.
+    /// Creates the store from a `postgres://user:password@host:port/database` URL, with at most
+    /// `maxConnections` connections shared out between the pools of `eventLoopGroup`'s loops.
     public init(
         url: String, maxConnections: Int = 20, maxAttempts: Int = 8, retryAfterSeconds: Int = 1, timeouts: Timeouts = Timeouts(),
-        preparedStatements: Int = 256, logger: Logger
+        preparedStatements: Int = 256, eventLoopGroup: any EventLoopGroup = PostgresClient.defaultEventLoopGroup, logger: Logger
     ) throws {
-        self.client = PostgresClient(
-            configuration: try Self.clientConfiguration(url: url, maxConnections: maxConnections, timeouts: timeouts), backgroundLogger: logger)
+        self.pools = LoopPools(
+            configuration: try Self.clientConfiguration(url: url, maxConnections: maxConnections, timeouts: timeouts),
+            maxConnections: maxConnections, group: eventLoopGroup, logger: logger)
         self.maxAttempts = max(1, maxAttempts)
         self.retryAfterSeconds = retryAfterSeconds
         self.leaseTimeout = timeouts.lease
@@ -85,9 +89,9 @@ public final class PostgresStore: Service, Sendable {
         return configuration
     }
 
-    /// Runs the pool until the service group shuts down.
+    /// Runs the pools until the service group shuts down.
     public func run() async throws {
-        await client.run()
+        await pools.run()
     }
 
     /// Runs `body` on one connection outside of any explicit transaction.
@@ -103,8 +107,11 @@ public final class PostgresStore: Service, Sendable {
     /// `TRY_AGAIN_LATER`. Once `work` has its connection it runs to its end, however long, unless the
     /// connection closes under it (`ConnectionWatches`).
     func leased<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await pools.withPool { client in try await leased(from: client, work) }
+    }
+
+    private func leased<T: Sendable>(from client: PostgresClient, _ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let lease = LeaseState()
-        let client = client
         let timeout = leaseTimeout
         let watches = watches
         let retryAfter = retryAfterSeconds
@@ -423,8 +430,8 @@ extension PostgresStore {
 extension PostgresStore {
     /// Throws unless the database answers: the readiness check.
     public func ping(logger: Logger) async throws {
-        _ = try await client.withConnection { connection in
-            try await connection.execute("SELECT 1", logger: logger)
+        _ = try await pools.withPool { client in
+            try await client.withConnection { connection in try await connection.execute("SELECT 1", logger: logger) }
         }
     }
 }

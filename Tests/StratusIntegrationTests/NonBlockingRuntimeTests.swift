@@ -127,6 +127,20 @@ extension NonBlockingRuntimeTests {
         }
     }
 
+    /// How many `SELECT pg_sleep(3)` statements the database at `url` is running, seen from a
+    /// store of its own.
+    static func sleepingStatements(url: String) async throws -> Int64 {
+        try await TestSupport.withStore(url: url) { other in
+            try await other.withConnection { connection in
+                var count: Int64 = 0
+                for try await value in try await connection.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3)' AND state = 'active'", logger: TestSupport.logger
+                ).decode(Int64.self) { count = value }
+                return count
+            }
+        }
+    }
+
     /// Runs `body`, expecting TRY_AGAIN_LATER with retryAfter; returns how long it took.
     static func expectTryAgainLater(_ what: String, _ body: () async throws -> Void) async -> Duration {
         let clock = ContinuousClock()
@@ -215,18 +229,7 @@ extension NonBlockingRuntimeTests {
                 }
                 // The holder has the only connection once the database shows its statement running.
                 try await TestSupport.eventually(timeout: .seconds(10), "the only connection to be busy") {
-                    let busy = Task {
-                        try await TestSupport.withStore(url: url) { other in
-                            try await other.withConnection { connection in
-                                var count: Int64 = 0
-                                for try await value in try await connection.query(
-                                    "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3)' AND state = 'active'", logger: TestSupport.logger
-                                ).decode(Int64.self) { count = value }
-                                return count == 1
-                            }
-                        }
-                    }
-                    return try await busy.value
+                    try await Self.sleepingStatements(url: url) == 1
                 }
                 let waited = await Self.expectTryAgainLater("a request with the pool full") {
                     try await store.withConnection { connection in _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect() }
