@@ -14,7 +14,10 @@ import Synchronization
 /// one thread (docs/benchmarks.md, "A pool per event loop").
 ///
 /// The connection limit is shared out between the pools, so the process never opens more than it:
-/// with 20 and two loops, ten each. A request still waits only when every connection of the process
+/// with 20 and two loops, ten each; so are the connections kept open (`minConnections`), which the
+/// pool opens at its start and never closes for being idle, and whose release arms no idle timer
+/// (the client library arms one, a task group and a timer, at every release of any other
+/// connection). A request still waits only when every connection of the process
 /// is taken: when its own loop's pool has none to spare (a connection held for long, such as the
 /// relay's lock or a listener, counts), it leases from the pool with the most to spare. With fewer
 /// connections than loops only as many pools are made as there are connections; a task on no
@@ -32,15 +35,17 @@ final class LoopPools: Sendable {
     /// Where the search for the pool with most to spare starts, for a task on no pooled loop.
     private let turn = Atomic<Int>(0)
 
-    init(configuration: PostgresClient.Configuration, maxConnections: Int, group: any EventLoopGroup, logger: Logger) {
+    init(configuration: PostgresClient.Configuration, maxConnections: Int, minConnections: Int = 0, group: any EventLoopGroup, logger: Logger) {
         let loops = Array(group.makeIterator())
         let limits = Self.limits(maxConnections: maxConnections, loops: loops.count)
+        let kept = Self.shares(of: min(max(0, minConnections), limits.reduce(0, +)), pools: limits.count)
         guard limits.count > 1 else {
             // One pool: its connections open on whichever of the group's loops asks first.
             var one = configuration
-            one.options.maximumConnections = max(1, maxConnections)
+            one.options.maximumConnections = limits[0]
+            one.options.minimumConnections = kept[0]
             self.clients = [PostgresClient(configuration: one, eventLoopGroup: group, backgroundLogger: logger)]
-            self.limits = [max(1, maxConnections)]
+            self.limits = limits
             self.indexByLoop = [:]
             self.leases = Mutex([0])
             return
@@ -50,6 +55,7 @@ final class LoopPools: Sendable {
         for (index, limit) in limits.enumerated() {
             var own = configuration
             own.options.maximumConnections = limit
+            own.options.minimumConnections = kept[index]
             clients.append(PostgresClient(configuration: own, eventLoopGroup: loops[index], backgroundLogger: logger))
             indexByLoop[ObjectIdentifier(loops[index])] = index
         }
@@ -64,8 +70,14 @@ final class LoopPools: Sendable {
     /// remainder; never a pool without a connection.
     static func limits(maxConnections: Int, loops: Int) -> [Int] {
         let total = max(1, maxConnections)
-        let pools = max(1, min(loops, total))
-        return (0..<pools).map { total / pools + ($0 < total % pools ? 1 : 0) }
+        return shares(of: total, pools: max(1, min(loops, total)))
+    }
+
+    /// `total` shared out between `pools` as evenly as it goes, the first taking one more each for
+    /// the remainder: the maximum's and the minimum's shares alike, so a pool's minimum never
+    /// passes its maximum.
+    static func shares(of total: Int, pools: Int) -> [Int] {
+        (0..<pools).map { total / pools + ($0 < total % pools ? 1 : 0) }
     }
 
     /// Runs `work` with the pool to lease from: the calling task's loop's when it has a connection

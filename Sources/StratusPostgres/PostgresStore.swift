@@ -59,14 +59,16 @@ public final class PostgresStore: Service, Sendable {
     }
 
     /// Creates the store from a `postgres://user:password@host:port/database` URL, with at most
-    /// `maxConnections` connections shared out between the pools of `eventLoopGroup`'s loops.
+    /// `maxConnections` connections, of which `minConnections` are kept open, shared out between the
+    /// pools of `eventLoopGroup`'s loops.
     public init(
-        url: String, maxConnections: Int = 20, maxAttempts: Int = 8, retryAfterSeconds: Int = 1, timeouts: Timeouts = Timeouts(),
-        preparedStatements: Int = 256, eventLoopGroup: any EventLoopGroup = PostgresClient.defaultEventLoopGroup, logger: Logger
+        url: String, maxConnections: Int = 20, minConnections: Int = 0, maxAttempts: Int = 8, retryAfterSeconds: Int = 1,
+        timeouts: Timeouts = Timeouts(), preparedStatements: Int = 256, eventLoopGroup: any EventLoopGroup = PostgresClient.defaultEventLoopGroup,
+        logger: Logger
     ) throws {
         self.pools = LoopPools(
             configuration: try Self.clientConfiguration(url: url, maxConnections: maxConnections, timeouts: timeouts),
-            maxConnections: maxConnections, group: eventLoopGroup, logger: logger)
+            maxConnections: maxConnections, minConnections: minConnections, group: eventLoopGroup, logger: logger)
         self.maxAttempts = max(1, maxAttempts)
         self.retryAfterSeconds = retryAfterSeconds
         self.leaseTimeout = timeouts.lease

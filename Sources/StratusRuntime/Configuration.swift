@@ -48,6 +48,12 @@ public struct StratusConfiguration: Sendable {
     public var databaseTimeouts = PostgresStore.Timeouts()
     /// `STRATUS_PREPARED_STATEMENTS`: how many statement texts a process prepares (0: none).
     public var preparedStatements = 256
+    /// `STRATUS_DATABASE_MIN_CONNECTIONS`: connections a process keeps open (0 to
+    /// `databaseMaxConnections`); the rest open on demand and close when idle. Unset (nil):
+    /// `stratus-api` keeps all of them open, every other process none.
+    public var databaseMinConnections: Int?
+    /// The most `STRATUS_DATABASE_MAX_CONNECTIONS` may ask for.
+    public static let maxDatabaseConnections = 10_000
     /// `STRATUS_DEPLOYMENT`: `development` (one machine) or `production`.
     public var deployment: Deployment
     /// Where the token-signing key (`api.secretKey`) came from.
@@ -165,6 +171,18 @@ public struct StratusConfiguration: Sendable {
         configuration.databaseTimeouts.idleInTransaction = try milliseconds(
             "STRATUS_IDLE_IN_TRANSACTION_TIMEOUT_MS", configuration.databaseTimeouts.idleInTransaction)
         configuration.databaseTimeouts.lease = try milliseconds("STRATUS_DATABASE_LEASE_TIMEOUT_MS", configuration.databaseTimeouts.lease)
+        guard (1...Self.maxDatabaseConnections).contains(configuration.databaseMaxConnections) else {
+            throw ConfigurationProblem(
+                "STRATUS_DATABASE_MAX_CONNECTIONS must be 1 to \(Self.maxDatabaseConnections), got \(configuration.databaseMaxConnections)")
+        }
+        if environment["STRATUS_DATABASE_MIN_CONNECTIONS"] != nil {
+            let kept = try int("STRATUS_DATABASE_MIN_CONNECTIONS", 0)
+            guard (0...configuration.databaseMaxConnections).contains(kept) else {
+                throw ConfigurationProblem(
+                    "STRATUS_DATABASE_MIN_CONNECTIONS must be 0 to STRATUS_DATABASE_MAX_CONNECTIONS (\(configuration.databaseMaxConnections)), got \(kept)")
+            }
+            configuration.databaseMinConnections = kept
+        }
         configuration.preparedStatements = try int("STRATUS_PREPARED_STATEMENTS", configuration.preparedStatements)
         guard (0...10_000).contains(configuration.preparedStatements) else {
             throw ConfigurationProblem("STRATUS_PREPARED_STATEMENTS must be 0 (none) to 10000, got \(configuration.preparedStatements)")

@@ -29,10 +29,14 @@ public enum StratusProcess {
     /// The worker names `stratus replay` accepts.
     public static let workerNames = MaintenanceJob.workers
 
-    /// Makes the store, refusing to go on against an unmigrated database.
-    public static func openStore(_ configuration: StratusConfiguration, logger: Logger) throws -> PostgresStore {
+    /// Makes the store. Unless `STRATUS_DATABASE_MIN_CONNECTIONS` says otherwise, it keeps every
+    /// connection open when `keepsConnectionsOpen` (`stratus-api`, whose requests lease one each and
+    /// would otherwise arm the pool's idle timer at every release: docs/benchmarks.md, "Connections
+    /// kept open") and none otherwise.
+    public static func openStore(_ configuration: StratusConfiguration, keepsConnectionsOpen: Bool = false, logger: Logger) throws -> PostgresStore {
         try PostgresStore(
             url: configuration.databaseURL, maxConnections: configuration.databaseMaxConnections,
+            minConnections: configuration.databaseMinConnections ?? (keepsConnectionsOpen ? configuration.databaseMaxConnections : 0),
             maxAttempts: configuration.serializableAttempts, timeouts: configuration.databaseTimeouts,
             preparedStatements: configuration.preparedStatements, logger: logger)
     }
@@ -69,7 +73,7 @@ public enum StratusProcess {
     /// `stratus-api`: the HTTP API with the relay embedded (unless `STRATUS_RELAY=off`).
     public static func runAPI(_ configuration: StratusConfiguration, logger: Logger) async throws {
         try await verifyMigrated(configuration, logger: logger)
-        let store = try openStore(configuration, logger: logger)
+        let store = try openStore(configuration, keepsConnectionsOpen: true, logger: logger)
         var services: [any Service] = [store]
         if configuration.embeddedRelay {
             try verifyKafkaLibrary()

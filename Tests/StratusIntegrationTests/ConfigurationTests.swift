@@ -151,6 +151,28 @@ final class ConfigurationTests: XCTestCase {
         }
     }
 
+    func testTheDatabaseConnectionsAreReadAndBounded() throws {
+        try withDataDirectory { directory in
+            let defaults = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory])
+            XCTAssertEqual(defaults.databaseMaxConnections, 20)
+            XCTAssertNil(defaults.databaseMinConnections, "unset: stratus-api keeps every connection open, other processes none")
+            let kept = try StratusConfiguration.fromEnvironment([
+                "STRATUS_DATA_DIR": directory, "STRATUS_DATABASE_MAX_CONNECTIONS": "8", "STRATUS_DATABASE_MIN_CONNECTIONS": "8",
+            ])
+            XCTAssertEqual(kept.databaseMaxConnections, 8)
+            XCTAssertEqual(kept.databaseMinConnections, 8)
+            for (name, value) in [
+                ("STRATUS_DATABASE_MAX_CONNECTIONS", "0"), ("STRATUS_DATABASE_MAX_CONNECTIONS", "10001"),
+                ("STRATUS_DATABASE_MAX_CONNECTIONS", "-3"), ("STRATUS_DATABASE_MAX_CONNECTIONS", "99999999999999999999"),
+                ("STRATUS_DATABASE_MIN_CONNECTIONS", "-1"), ("STRATUS_DATABASE_MIN_CONNECTIONS", "21"), ("STRATUS_DATABASE_MIN_CONNECTIONS", "all"),
+            ] {
+                XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, name: value]), "\(name)=\(value)") { error in
+                    XCTAssertTrue(String(describing: error).contains(name), "\(error)")
+                }
+            }
+        }
+    }
+
     func testPreparedStatementsAreReadAndBounded() throws {
         try withDataDirectory { directory in
             XCTAssertEqual(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).preparedStatements, 256)
@@ -216,17 +238,7 @@ final class ConfigurationTests: XCTestCase {
         let brokers = try TestSupport.kafkaBrokers()
         try await TestSupport.withMigratedStore { _, url in
             for loops in [1, 3] {
-                let port = try Broker.freePort()
-                let topic = "loops-\(UUID().uuidString.prefix(8))"
-                let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-loops-\(UUID().uuidString)").path
-                defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
-                let settings = [
-                    "STRATUS_DATABASE_URL": url, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_CONSUMER_GROUP_SUFFIX": topic,
-                    "STRATUS_HTTP_PORT": "\(port)", "STRATUS_SECRET_KEY": SecretKey.generate().hex, "STRATUS_DATA_DIR": dataDirectory,
-                    "STRATUS_EVENT_LOOPS": "\(loops)",
-                ]
-                try await StratusExecutable.with("stratus-api", settings: settings) { api in
-                    try await api.answersHealth(at: "http://127.0.0.1:\(port)")
+                try await Self.withAPI(url: url, brokers: brokers, settings: ["STRATUS_EVENT_LOOPS": "\(loops)"]) { api in
                     let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(api.processIdentifier)/task")
                     let names = tasks.compactMap { try? String(contentsOfFile: "/proc/\(api.processIdentifier)/task/\($0)/comm", encoding: .utf8) }
                     // Each loop's thread has a name of its own (…-#1, …-#2); a thread another one started
@@ -234,6 +246,49 @@ final class ConfigurationTests: XCTestCase {
                     XCTAssertEqual(Set(names.filter { $0.hasPrefix("NIO-SGLTN-") }).count, loops, "\(names.sorted())")
                 }
             }
+        }
+    }
+
+    /// `stratus-api` keeps every connection of its pools open unless told otherwise.
+    func testStratusAPIKeepsItsConnectionsOpenUnlessToldOtherwise() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        try await TestSupport.withMigratedStore { _, url in
+            for (kept, expected) in [(nil, 12), ("0", nil)] as [(String?, Int64?)] {
+                let before = try await LoopPoolsTests.otherConnections(url: url)
+                var settings = ["STRATUS_DATABASE_MAX_CONNECTIONS": "12"]
+                settings["STRATUS_DATABASE_MIN_CONNECTIONS"] = kept
+                try await Self.withAPI(url: url, brokers: brokers, settings: settings) { _ in
+                    if let expected {
+                        try await TestSupport.eventually(timeout: .seconds(10), "\(expected) connections of stratus-api to be open") {
+                            try await LoopPoolsTests.otherConnections(url: url) - before == expected
+                        }
+                    } else {
+                        // Only what it has used: the relay's lock, the listeners and a few statements at its start.
+                        let open = try await LoopPoolsTests.otherConnections(url: url) - before
+                        XCTAssertLessThan(open, 12, "STRATUS_DATABASE_MIN_CONNECTIONS=0 kept every connection open")
+                    }
+                }
+                try await TestSupport.eventually(timeout: .seconds(10), "stratus-api's connections to close") {
+                    try await LoopPoolsTests.otherConnections(url: url) == before
+                }
+            }
+        }
+    }
+
+    /// Runs `body` with a live `stratus-api` on `url`, a topic, a free port and a data directory of
+    /// its own and `settings` besides, once it answers its health check.
+    static func withAPI(url: String, brokers: String, settings: [String: String], _ body: (StratusExecutable) async throws -> Void) async throws {
+        let port = try Broker.freePort()
+        let topic = "configuration-\(UUID().uuidString.prefix(8))"
+        let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-configuration-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let base = [
+            "STRATUS_DATABASE_URL": url, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_CONSUMER_GROUP_SUFFIX": topic,
+            "STRATUS_HTTP_PORT": "\(port)", "STRATUS_SECRET_KEY": SecretKey.generate().hex, "STRATUS_DATA_DIR": dataDirectory,
+        ]
+        try await StratusExecutable.with("stratus-api", settings: base.merging(settings) { $1 }) { api in
+            try await api.answersHealth(at: "http://127.0.0.1:\(port)")
+            try await body(api)
         }
     }
 

@@ -22,6 +22,57 @@ final class LoopPoolsTests: XCTestCase {
                 let limits = LoopPools.limits(maxConnections: total, loops: loops)
                 XCTAssertEqual(limits.reduce(0, +), total, "\(total) connections over \(loops) loops")
                 XCTAssertLessThanOrEqual(limits.max()! - limits.min()!, 1)
+                for kept in 0...total {
+                    let shares = LoopPools.shares(of: kept, pools: limits.count)
+                    XCTAssertEqual(shares.reduce(0, +), kept)
+                    XCTAssertTrue(zip(shares, limits).allSatisfy { $0 <= $1 }, "\(kept) kept of \(total) over \(loops) loops: \(shares) within \(limits)")
+                }
+            }
+        }
+    }
+
+    /// The connections to keep open are opened at the store's start, shared out between the loops,
+    /// and no more are opened while they suffice.
+    func testTheConnectionsToKeepOpenAreOpenedAtTheStartOnEveryLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let loops = Array(group.makeIterator())
+        do {
+            let url = try await TestSupport.createDatabase()
+            let store = try PostgresStore(url: url, maxConnections: 6, minConnections: 4, eventLoopGroup: group, logger: TestSupport.logger)
+            try await withThrowingTaskGroup(of: Void.self) { services in
+                services.addTask { try await store.run() }
+                defer { services.cancelAll() }
+                try await TestSupport.eventually(timeout: .seconds(10), "the four connections to be open") {
+                    try await Self.otherConnections(url: url) == 4
+                }
+                for loop in loops {
+                    let connectionLoop = try await withTaskExecutorPreference(LoopTaskExecutor(loop)) {
+                        try await store.withConnection { connection in
+                            _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect()
+                            return ObjectIdentifier(connection.eventLoop)
+                        }
+                    }
+                    XCTAssertEqual(connectionLoop, ObjectIdentifier(loop), "each loop keeps connections of its own")
+                }
+                let open = try await Self.otherConnections(url: url)
+                XCTAssertEqual(open, 4, "one request at a time needs no connection beyond those kept open")
+            }
+        } catch {
+            try await group.shutdownGracefully()
+            throw error
+        }
+        try await group.shutdownGracefully()
+    }
+
+    /// How many sessions the database at `url` has, not counting the one asking.
+    static func otherConnections(url: String) async throws -> Int64 {
+        try await TestSupport.withStore(url: url) { observer in
+            try await observer.withConnection { connection in
+                var count: Int64 = 0
+                for try await value in try await connection.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()", logger: TestSupport.logger
+                ).decode(Int64.self) { count = value }
+                return count
             }
         }
     }
