@@ -39,25 +39,19 @@ final class LoopPools: Sendable {
         let loops = Array(group.makeIterator())
         let limits = Self.limits(maxConnections: maxConnections, loops: loops.count)
         let kept = Self.shares(of: min(max(0, minConnections), limits.reduce(0, +)), pools: limits.count)
-        guard limits.count > 1 else {
-            // One pool: its connections open on whichever of the group's loops asks first.
-            var one = configuration
-            one.options.maximumConnections = limits[0]
-            one.options.minimumConnections = kept[0]
-            self.clients = [PostgresClient(configuration: one, eventLoopGroup: group, backgroundLogger: logger)]
-            self.limits = limits
-            self.indexByLoop = [:]
-            self.leases = Mutex([0])
-            return
-        }
         var clients: [PostgresClient] = []
         var indexByLoop: [ObjectIdentifier: Int] = [:]
         for (index, limit) in limits.enumerated() {
             var own = configuration
             own.options.maximumConnections = limit
             own.options.minimumConnections = kept[index]
-            clients.append(PostgresClient(configuration: own, eventLoopGroup: loops[index], backgroundLogger: logger))
-            indexByLoop[ObjectIdentifier(loops[index])] = index
+            if limits.count == 1 {
+                // One pool: its connections open on whichever of the group's loops asks first.
+                clients.append(PostgresClient(configuration: own, eventLoopGroup: group, backgroundLogger: logger))
+            } else {
+                clients.append(PostgresClient(configuration: own, eventLoopGroup: loops[index], backgroundLogger: logger))
+                indexByLoop[ObjectIdentifier(loops[index])] = index
+            }
         }
         self.clients = clients
         self.limits = limits

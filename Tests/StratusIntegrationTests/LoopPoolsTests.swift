@@ -34,9 +34,7 @@ final class LoopPoolsTests: XCTestCase {
     /// The connections to keep open are opened at the store's start, shared out between the loops,
     /// and no more are opened while they suffice.
     func testTheConnectionsToKeepOpenAreOpenedAtTheStartOnEveryLoop() async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let loops = Array(group.makeIterator())
-        do {
+        try await Self.withLoops(2) { group, loops in
             let url = try await TestSupport.createDatabase()
             let store = try PostgresStore(url: url, maxConnections: 6, minConnections: 4, eventLoopGroup: group, logger: TestSupport.logger)
             try await withThrowingTaskGroup(of: Void.self) { services in
@@ -46,54 +44,27 @@ final class LoopPoolsTests: XCTestCase {
                     try await Self.otherConnections(url: url) == 4
                 }
                 for loop in loops {
-                    let connectionLoop = try await withTaskExecutorPreference(LoopTaskExecutor(loop)) {
-                        try await store.withConnection { connection in
-                            _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect()
-                            return ObjectIdentifier(connection.eventLoop)
-                        }
-                    }
+                    let connectionLoop = try await Self.connectionLoop(of: store, on: LoopTaskExecutor(loop))
                     XCTAssertEqual(connectionLoop, ObjectIdentifier(loop), "each loop keeps connections of its own")
                 }
                 let open = try await Self.otherConnections(url: url)
                 XCTAssertEqual(open, 4, "one request at a time needs no connection beyond those kept open")
             }
-        } catch {
-            try await group.shutdownGracefully()
-            throw error
         }
-        try await group.shutdownGracefully()
     }
 
     /// How many sessions the database at `url` has, not counting the one asking.
     static func otherConnections(url: String) async throws -> Int64 {
-        try await TestSupport.withStore(url: url) { observer in
-            try await observer.withConnection { connection in
-                var count: Int64 = 0
-                for try await value in try await connection.query(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()", logger: TestSupport.logger
-                ).decode(Int64.self) { count = value }
-                return count
-            }
-        }
+        try await TestSupport.count(url: url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
     }
 
     func testATaskOnAnEventLoopLeasesAConnectionOfThatLoop() async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 3)
-        let loops = Array(group.makeIterator())
-        do {
+        try await Self.withLoops(3) { group, loops in
             try await TestSupport.withMigratedStore { _, url in
-                try await Self.withStore(url: url, maxConnections: 6, lease: .seconds(10), group: group) { store in
+                try await NonBlockingRuntimeTests.withStore(url: url, maxConnections: 6, lease: .seconds(10), group: group) { store in
                     for loop in loops {
                         for _ in 0..<3 {
-                            let (onLoop, connectionLoop) = try await withTaskExecutorPreference(LoopTaskExecutor(loop)) {
-                                let onLoop = MultiThreadedEventLoopGroup.currentEventLoop === loop
-                                let connectionLoop = try await store.withConnection { connection in
-                                    _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect()
-                                    return ObjectIdentifier(connection.eventLoop)
-                                }
-                                return (onLoop, connectionLoop)
-                            }
-                            XCTAssertTrue(onLoop, "the task runs on its loop")
+                            let connectionLoop = try await Self.connectionLoop(of: store, on: LoopTaskExecutor(loop))
                             XCTAssertEqual(connectionLoop, ObjectIdentifier(loop), "the connection is the task's loop's")
                         }
                     }
@@ -105,11 +76,7 @@ final class LoopPoolsTests: XCTestCase {
                     XCTAssertEqual(seen, Set(loops.map { ObjectIdentifier($0) }))
                 }
             }
-        } catch {
-            try await group.shutdownGracefully()
-            throw error
         }
-        try await group.shutdownGracefully()
     }
 
     /// A loop's pool opens at most its share of the connections, and a request waits only when
@@ -117,11 +84,9 @@ final class LoopPoolsTests: XCTestCase {
     /// two connections are busy borrows one of the other loop's; with all four busy, it waits its
     /// lease time and is told to try again.
     func testARequestBorrowsFromAnotherLoopAndWaitsOnlyWhenEveryConnectionIsTaken() async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let loops = Array(group.makeIterator())
-        do {
+        try await Self.withLoops(2) { group, loops in
             try await TestSupport.withMigratedStore { _, url in
-                try await Self.withStore(url: url, maxConnections: 4, lease: .milliseconds(500), group: group) { store in
+                try await NonBlockingRuntimeTests.withStore(url: url, maxConnections: 4, lease: .milliseconds(500), group: group) { store in
                     let onLoop = loops.map { LoopTaskExecutor($0) }
                     func hold(_ count: Int, on executor: LoopTaskExecutor) -> [Task<Void, any Error>] {
                         (0..<count).map { _ in
@@ -138,12 +103,7 @@ final class LoopPoolsTests: XCTestCase {
                         }
                     }
                     func lease(on executor: LoopTaskExecutor) async throws -> ObjectIdentifier {
-                        try await withTaskExecutorPreference(executor) {
-                            try await store.withConnection { connection in
-                                _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect()
-                                return ObjectIdentifier(connection.eventLoop)
-                            }
-                        }
+                        try await Self.connectionLoop(of: store, on: executor)
                     }
                     var holders = hold(2, on: onLoop[0])
                     try await sleeping(2)
@@ -164,6 +124,14 @@ final class LoopPoolsTests: XCTestCase {
                     XCTAssertEqual(own, ObjectIdentifier(loops[0]), "once free, a loop's own connections serve it again")
                 }
             }
+        }
+    }
+
+    /// Runs `body` with an event loop group of `count` loops, shut down afterwards, also on failure.
+    static func withLoops(_ count: Int, _ body: (MultiThreadedEventLoopGroup, [any EventLoop]) async throws -> Void) async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: count)
+        do {
+            try await body(group, Array(group.makeIterator()))
         } catch {
             try await group.shutdownGracefully()
             throw error
@@ -171,17 +139,14 @@ final class LoopPoolsTests: XCTestCase {
         try await group.shutdownGracefully()
     }
 
-    /// Runs `body` with a running store on `group`'s loops.
-    static func withStore(
-        url: String, maxConnections: Int, lease: Duration, group: any EventLoopGroup, _ body: @Sendable (PostgresStore) async throws -> Void
-    ) async throws {
-        var timeouts = PostgresStore.Timeouts()
-        timeouts.lease = lease
-        let store = try PostgresStore(url: url, maxConnections: maxConnections, timeouts: timeouts, eventLoopGroup: group, logger: TestSupport.logger)
-        try await withThrowingTaskGroup(of: Void.self) { services in
-            services.addTask { try await store.run() }
-            defer { services.cancelAll() }
-            try await body(store)
+    /// Runs one statement on `store` from a task on `executor`'s loop; the loop of the connection it ran on.
+    static func connectionLoop(of store: PostgresStore, on executor: LoopTaskExecutor) async throws -> ObjectIdentifier {
+        try await withTaskExecutorPreference(executor) {
+            XCTAssertTrue(MultiThreadedEventLoopGroup.currentEventLoop === executor.loop, "the task runs on its loop")
+            return try await store.withConnection { connection in
+                _ = try await connection.query("SELECT 1", logger: TestSupport.logger).collect()
+                return ObjectIdentifier(connection.eventLoop)
+            }
         }
     }
 }

@@ -115,11 +115,15 @@ final class NonBlockingRuntimeTests: XCTestCase {
 }
 
 extension NonBlockingRuntimeTests {
-    /// Runs `body` with a running store whose requests wait at most `lease` for a connection.
-    static func withStore(url: String, maxConnections: Int, lease: Duration, _ body: @Sendable (PostgresStore) async throws -> Void) async throws {
+    /// Runs `body` with a running store on `group`'s loops whose requests wait at most `lease` for a
+    /// connection.
+    static func withStore(
+        url: String, maxConnections: Int, lease: Duration, group: any EventLoopGroup = PostgresClient.defaultEventLoopGroup,
+        _ body: @Sendable (PostgresStore) async throws -> Void
+    ) async throws {
         var timeouts = PostgresStore.Timeouts()
         timeouts.lease = lease
-        let store = try PostgresStore(url: url, maxConnections: maxConnections, timeouts: timeouts, logger: TestSupport.logger)
+        let store = try PostgresStore(url: url, maxConnections: maxConnections, timeouts: timeouts, eventLoopGroup: group, logger: TestSupport.logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await store.run() }
             defer { group.cancelAll() }
@@ -130,15 +134,7 @@ extension NonBlockingRuntimeTests {
     /// How many `SELECT pg_sleep(3)` statements the database at `url` is running, seen from a
     /// store of its own.
     static func sleepingStatements(url: String) async throws -> Int64 {
-        try await TestSupport.withStore(url: url) { other in
-            try await other.withConnection { connection in
-                var count: Int64 = 0
-                for try await value in try await connection.query(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3)' AND state = 'active'", logger: TestSupport.logger
-                ).decode(Int64.self) { count = value }
-                return count
-            }
-        }
+        try await TestSupport.count(url: url, "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3)' AND state = 'active'")
     }
 
     /// Runs `body`, expecting TRY_AGAIN_LATER with retryAfter; returns how long it took.
