@@ -7,12 +7,12 @@ import Synchronization
 /// The bytes each user stores, per container and environment (`storage_usage`, migration 0012),
 /// kept by the writes themselves in their own transactions.
 ///
-/// A record counts the length of its fields as stored (`octet_length(fields::text)`, the
-/// `recordBytes` expression) against its owner, in the public database against its creator
-/// (`usageOwner`). Each transaction adds what it changed to one of `shards` rows of the user: the
-/// shard its process leased it for its whole run (`UsageShards`), so no two transactions of one
-/// process in flight together update the same row (under REPEATABLE READ two that did, one would
-/// retry). The total is the sum of the rows.
+/// A record counts the length of its fields as stored (`octet_length(fields::text)`, which the
+/// row keeps in `fields_bytes`, migration 0031: the `recordBytes` expression) against its owner,
+/// in the public database against its creator (`usageOwner`). Each transaction adds what it
+/// changed to one of `shards` rows of the user: the shard its process leased it for its whole run
+/// (`UsageShards`), so no two transactions of one process in flight together update the same row
+/// (under REPEATABLE READ two that did, one would retry). The total is the sum of the rows.
 ///
 /// Assets count too (`assets.usage_owner`, migration 0024): the transaction that completes an
 /// upload adds its bytes (`AssetStore.finishUpload`), the one that forgets the last asset holding
@@ -22,8 +22,9 @@ public enum StorageUsage {
     /// 20 by default), so each can have its own.
     static let shards: Int16 = 64
 
-    /// The SQL expression of a record row's counted bytes.
-    static let recordBytes = "octet_length(fields::text)::int8"
+    /// The SQL expression of a record row's counted bytes: the size written with the row, so a
+    /// write no longer prints the fields of the row it replaces, and of its own, to count them.
+    static let recordBytes = "fields_bytes"
 
     /// The SQL expression of whom a record row counts against: its creator in the public database,
     /// the database's owner elsewhere.

@@ -32,28 +32,13 @@ extension PostgresQuery.StringInterpolation {
 extension PostgresQuery.StringInterpolation {
     /// A `records` row as CloudKit's record dictionary — byte for byte what
     /// `RecordWire.write(stored:…)` copies from the row's stored text (`SyncStore.storedText`):
-    /// members in sorted order, a stamp without a device naming the Web Services' one — with
-    /// `fieldsText` for the row's `fields::text` and `zoneID` (a bound value) for the zone id
-    /// dictionary's text. For a record the copy serves (no share state, no asset field).
-    fileprivate mutating func appendInterpolation(wireOf fieldsText: String, zoneID: String?) {
-        func stamp(_ prefix: String) -> String {
-            #"'{"deviceID":' || coalesce(to_json(\#(prefix)_device)::text, '"\#(RecordStamp.webServiceDeviceID)"') || ',"timestamp":' || \#(prefix)_at::text"#
-                + #" || ',"userRecordName":' || to_json(\#(prefix)_by)::text || '}'"#
-        }
-        appendLiteral("""
-            ('{"created":' || \(stamp("created")) || ',"deleted":false,'
-             || coalesce('"expirationDate":' || expires_at::text || ',', '') || '"fields":' || \(fieldsText)
-             || ',"modified":' || \(stamp("modified")) || ','
-             || coalesce('"parent":{"recordName":' || to_json(parent)::text || '},', '')
-             || '"recordChangeTag":' || to_json(change_tag)::text || ',"recordName":' || to_json(record_name)::text
-             || ',"recordType":' || to_json(record_type)::text || ','
-             || coalesce('"share":{"recordName":' || to_json(share)::text || ',"zoneID":' ||
-            """)
+    /// the row's `wire_head` (migration 0031: every member up to `recordType`, written when the row
+    /// was), then `share`, `shortGUID` and `zoneID`, with `zoneID` (a bound value) for the zone id
+    /// dictionary's text. For a row without an asset field.
+    fileprivate mutating func appendInterpolation(wireOf zoneID: String?) {
+        appendLiteral("(wire_head || coalesce('\"share\":{\"recordName\":' || json_string(share) || ',\"zoneID\":' || ")
         appendInterpolation(zoneID)
-        appendLiteral("""
-            ::text || '},', '')
-             || coalesce('"shortGUID":' || to_json(short_guid)::text || ',', '') || '"zoneID":' ||
-            """)
+        appendLiteral("::text || '},', '') || coalesce('\"shortGUID\":' || json_string(short_guid) || ',', '') || '\"zoneID\":' || ")
         appendInterpolation(zoneID)
         appendLiteral("::text || '}')")
     }
@@ -74,19 +59,18 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(" AND NOT deleted), page AS (SELECT version, record_name, record_type, deleted, bytes, text, wired,")
         appendLiteral(" sum(bytes) OVER (ORDER BY version \(c.order) ROWS UNBOUNDED PRECEDING) AS running,")
         appendLiteral(" row_number() OVER (ORDER BY version \(c.order)) AS position FROM (")
-        // The records' part: the fields' text once a row (the fence keeps the planner from writing
-        // the expression out at every use).
+        // The records' part: the size and wire form written with the row (migration 0031). An
+        // asset field's type can stand only in the fields' own members: in any string it is escaped.
         appendLiteral("(SELECT version, record_name, record_type, NOT \(live) AS deleted,")
-        appendLiteral(" (CASE WHEN \(live) THEN octet_length(f.fields_text) ELSE 0 END)::int8 AS bytes,")
+        appendLiteral(" (CASE WHEN \(live) THEN fields_bytes ELSE 0 END) AS bytes,")
         appendLiteral(" (CASE WHEN NOT \(live) OR record_type = ")
         appendInterpolation(ShareRecord.recordType)
         appendLiteral(" THEN NULL WHEN w.wired THEN ")
-        appendInterpolation(wireOf: "f.fields_text", zoneID: c.wire)
-        appendLiteral(" ELSE \(SyncStore.storedText(fields: "f.fields_text")) END) AS text, w.wired")
-        appendLiteral(" FROM records CROSS JOIN LATERAL (SELECT fields::text AS fields_text OFFSET 0) AS f")
-        appendLiteral(" CROSS JOIN LATERAL (SELECT ")
+        appendInterpolation(wireOf: c.wire)
+        appendLiteral(" ELSE \(SyncStore.storedText) END) AS text, w.wired")
+        appendLiteral(" FROM records CROSS JOIN LATERAL (SELECT ")
         appendInterpolation(c.wire)
-        appendLiteral(#"::text IS NOT NULL AND strpos(f.fields_text, '"type": "ASSETID') = 0 AS wired) AS w WHERE "#)
+        appendLiteral(#"::text IS NOT NULL AND strpos(wire_head, '"type": "ASSETID') = 0 AS wired) AS w WHERE "#)
         appendInterpolation(zone: c.zone.zoneName, of: c.database)
         appendLiteral(" AND version > ")
         appendInterpolation(c.version)
@@ -239,7 +223,7 @@ public struct SyncStore: Sendable {
             let order = descending ? "DESC" : "ASC"
             let rows = try await connection.query("""
                 (SELECT version, record_name, record_type, NOT \(unescaped: RecordExpirySQL.live),
-                        (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN octet_length(fields::text) ELSE 0 END)::int8 FROM records
+                        (CASE WHEN \(unescaped: RecordExpirySQL.live) THEN fields_bytes ELSE 0 END) FROM records
                  WHERE \(zone: zone.zoneName, of: database) AND version > \(version) AND version <= \(upper) AND version < \(below)
                    AND (\(types)::text[] IS NULL OR record_type = ANY(\(types)::text[]))
                    AND (\(unescaped: RecordExpirySQL.live) OR created_version <= \(version))
@@ -309,12 +293,9 @@ public struct SyncStore: Sendable {
     /// cuts and `EventCoding.decodeRecord` reads. Written out member by member: building a `jsonb`
     /// object per record and printing it took 1.8 of a 200-record page's 2.4 ms; `fields` is
     /// printed as stored and every text column through `to_json`, which escapes as `jsonb` does.
-    static let storedText = storedText(fields: "fields::text")
-
-    /// `storedText` with `fieldsText` for the row's `fields::text` (a page computes it once a row).
-    static func storedText(fields fieldsText: String) -> String { """
+    static let storedText = """
         ('{"recordName": ' || to_json(record_name)::text || ', "recordType": ' || to_json(record_type)::text
-         || ', "fields": ' || \(fieldsText) || ', "changeTag": ' || to_json(change_tag)::text
+         || ', "fields": ' || fields::text || ', "changeTag": ' || to_json(change_tag)::text
          || ', "created": {"timestamp": ' || created_at::text || ', "userRecordName": ' || to_json(created_by)::text
          || ', "deviceID": ' || coalesce(to_json(created_device)::text, 'null')
          || '}, "modified": {"timestamp": ' || modified_at::text || ', "userRecordName": ' || to_json(modified_by)::text
@@ -324,7 +305,6 @@ public struct SyncStore: Sendable {
          || ', "createdVersion": ' || coalesce(created_version::text, 'null')
          || ', "expirationDate": ' || coalesce(expires_at::text, 'null') || '}')
         """
-    }
 
     /// What a one-statement page reads (`appendInterpolation(pageOf:)`).
     struct PageCandidates {

@@ -111,14 +111,15 @@ extension SyncTests {
     }
 
     /// A page asked for in wire form gets each record written by PostgreSQL byte for byte as the
-    /// API writes it from the record's stored text, every column set (device, share, short GUID,
-    /// expiration, parent); a record with an asset field, whose download link is signed per
-    /// answer, comes as stored text, and so does every record when the wire form is not asked for.
+    /// API writes it from the record's stored text — with the columns a plain save leaves empty
+    /// (no device: the Web Services' one, which migration 0031's `wire_head` writes too), then with
+    /// every column set (device, share, short GUID, expiration, parent); a record with an asset
+    /// field, whose download link is signed per answer, comes as stored text, and so does every
+    /// record when the wire form is not asked for.
     func testAWirePageWritesEachRecordAsTheAPIWritesItsStoredText() async throws {
         try await withFixture { fixture, client in
             try await Self.saveWireRecords(client, fixture, zone: "Wired")
             var names = Self.wireRecords().map { $0["recordName"] as! String }
-            try await Self.setEveryColumn(fixture.store, zone: "Wired")
             try await fixture.store.withConnection { connection in
                 // An asset field, as the stored form writes one (what `records/modify` binds after an upload).
                 try await connection.query("""
@@ -135,33 +136,45 @@ extension SyncTests {
             let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
             let zoneID = String(decoding: zone.json.serialized(), as: UTF8.self)
             let sync = SyncStore(store: fixture.store)
-            let wired = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, wire: zoneID, logger: TestSupport.logger)
-            let plain = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, logger: TestSupport.logger)
-            guard let texts = try await RecordStore(store: fixture.store).lookupStored(names, zone: zone, in: database, logger: TestSupport.logger) else {
-                return XCTFail("every record has its stored text")
-            }
             let links = AssetLinks(key: fixture.configuration.secretKey, base: "http://h", expiresAt: 0)
-            var written: Set<String> = []
-            for change in wired.changes {
-                switch change {
-                case .wire(let name, let text):
-                    var expected: [UInt8] = []
-                    try RecordWire.write(
-                        stored: try XCTUnwrap(texts[ExactName(name)]), zone: zone, zoneID: Array(zoneID.utf8), desiredKeys: nil, numbersAsStrings: false,
-                        links: links, into: &expected)
-                    XCTAssertEqual(text, String(decoding: expected, as: UTF8.self), name)
-                    XCTAssertNoThrow(try JSONParser.parse(text), name)
-                    written.insert(name)
-                case .stored(let name, _):
-                    XCTAssertEqual(name, "asset", "only the asset record is left to the API")
-                default:
-                    XCTFail("\(change.recordName): every change of the page is a saved record")
+            for columns in ["as saved", "every column set"] {
+                if columns == "every column set" { try await Self.setEveryColumn(fixture.store, zone: "Wired") }
+                // The size a page's byte budget counts is the stored fields' length, kept with every write.
+                let sizes = try await fixture.store.withConnection { connection in
+                    var count = 0
+                    for try await value in try await connection.query("""
+                        SELECT count(*)::int8 FROM records WHERE zone_name = 'Wired' AND fields_bytes = octet_length(fields::text)
+                        """, logger: TestSupport.logger).decode(Int64.self) { count = Int(value) }
+                    return count
                 }
-            }
-            XCTAssertEqual(written, Set(names).subtracting(["asset"]))
-            XCTAssertEqual(plain.changes.count, names.count)
-            for change in plain.changes {
-                guard case .stored = change else { return XCTFail("\(change.recordName): without the wire form, records come as stored text") }
+                XCTAssertEqual(sizes, names.count, columns)
+                let wired = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, wire: zoneID, logger: TestSupport.logger)
+                let plain = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, logger: TestSupport.logger)
+                guard let texts = try await RecordStore(store: fixture.store).lookupStored(names, zone: zone, in: database, logger: TestSupport.logger) else {
+                    return XCTFail("every record has its stored text")
+                }
+                var written: Set<String> = []
+                for change in wired.changes {
+                    switch change {
+                    case .wire(let name, let text):
+                        var expected: [UInt8] = []
+                        try RecordWire.write(
+                            stored: try XCTUnwrap(texts[ExactName(name)]), zone: zone, zoneID: Array(zoneID.utf8), desiredKeys: nil, numbersAsStrings: false,
+                            links: links, into: &expected)
+                        XCTAssertEqual(text, String(decoding: expected, as: UTF8.self), "\(name), \(columns)")
+                        XCTAssertNoThrow(try JSONParser.parse(text), "\(name), \(columns)")
+                        written.insert(name)
+                    case .stored(let name, _):
+                        XCTAssertEqual(name, "asset", "only the asset record is left to the API (\(columns))")
+                    default:
+                        XCTFail("\(change.recordName): every change of the page is a saved record (\(columns))")
+                    }
+                }
+                XCTAssertEqual(written, Set(names).subtracting(["asset"]), columns)
+                XCTAssertEqual(plain.changes.count, names.count, columns)
+                for change in plain.changes {
+                    guard case .stored = change else { return XCTFail("\(change.recordName): without the wire form, records come as stored text (\(columns))") }
+                }
             }
         }
     }
