@@ -140,14 +140,10 @@ extension SyncTests {
             for columns in ["as saved", "every column set"] {
                 if columns == "every column set" { try await Self.setEveryColumn(fixture.store, zone: "Wired") }
                 // The size a page's byte budget counts is the stored fields' length, kept with every write.
-                let sizes = try await fixture.store.withConnection { connection in
-                    var count = 0
-                    for try await value in try await connection.query("""
-                        SELECT count(*)::int8 FROM records WHERE zone_name = 'Wired' AND fields_bytes = octet_length(fields::text)
-                        """, logger: TestSupport.logger).decode(Int64.self) { count = Int(value) }
-                    return count
-                }
-                XCTAssertEqual(sizes, names.count, columns)
+                let sizes = try await TestSupport.count(fixture.store, """
+                    SELECT count(*)::int8 FROM records WHERE zone_name = 'Wired' AND fields_bytes = octet_length(fields::text)
+                    """)
+                XCTAssertEqual(sizes, Int64(names.count), columns)
                 let wired = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, wire: zoneID, logger: TestSupport.logger)
                 let plain = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, logger: TestSupport.logger)
                 guard let texts = try await RecordStore(store: fixture.store).lookupStored(names, zone: zone, in: database, logger: TestSupport.logger) else {

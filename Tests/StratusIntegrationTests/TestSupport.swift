@@ -59,12 +59,15 @@ enum TestSupport {
 
     /// The one number `query` answers on the database at `url`, asked from a store of its own.
     static func count(url: String, _ query: PostgresQuery) async throws -> Int64 {
-        try await withStore(url: url) { store in
-            try await store.withConnection { connection in
-                var count: Int64 = 0
-                for try await value in try await connection.query(query, logger: logger).decode(Int64.self) { count = value }
-                return count
-            }
+        try await withStore(url: url) { store in try await count(store, query) }
+    }
+
+    /// The one number `query` answers, asked through `store`.
+    static func count(_ store: PostgresStore, _ query: PostgresQuery) async throws -> Int64 {
+        try await store.withConnection { connection in
+            var count: Int64 = 0
+            for try await value in try await connection.query(query, logger: logger).decode(Int64.self) { count = value }
+            return count
         }
     }
 
