@@ -58,6 +58,56 @@ final class JSONParserTests: XCTestCase {
         XCTAssertNoThrow(try JSONParser.parse(deepest))
     }
 
+    /// Strings are scanned eight bytes at a time: a quote, an escape, a control character or a
+    /// byte of a multi-byte character at any place of any word, and at the text's end, reads as a
+    /// byte-by-byte reader reads it (the string's end, its escapes, its refusal with its offset).
+    func testEveryStopOfAStringIsFoundWhereverItFallsInAWord() throws {
+        let specials: [(bytes: [UInt8], means: String?)] = [
+            ([0x5C, 0x22], "\""), ([0x5C, 0x5C], "\\"), ([0x5C, 0x6E], "\n"), ([0x5C, 0x75, 0x30, 0x30, 0x34, 0x31], "A"),
+            ([0xC3, 0xA9], "é"), ([0xF0, 0x9F, 0x8C, 0x8D], "🌍"), ([0x7F], "\u{7F}"), ([0x20], " "), ([0x7E], "~"),
+            ([0x01], nil), ([0x1F], nil), ([0x0A], nil), ([0xFF], nil), ([0xC3], nil), ([0x80], nil),
+        ]
+        for length in 0..<20 {
+            for special in specials {
+                for place in 0...length {
+                    var body = Array(repeating: UInt8(ascii: "a"), count: length)
+                    body.insert(contentsOf: special.bytes, at: place)
+                    let text = [0x22] + body + [0x22]
+                    if let means = special.means {
+                        let expected = String(repeating: "a", count: place) + means + String(repeating: "a", count: length - place)
+                        XCTAssertEqual(try JSONParser.parse(text), .string(expected), "\(text)")
+                        XCTAssertEqual(try JSONParser.parse([0x5B] + text + [0x2C] + text + [0x5D]), .array([.string(expected), .string(expected)]))
+                    } else {
+                        XCTAssertThrowsError(try JSONParser.parse(text), "\(text)") { error in
+                            let offset = (error as? JSONParser.Failure)?.offset ?? -1
+                            // A control character is refused where it is, bytes that are not UTF-8 at the string's start.
+                            XCTAssertEqual(offset, special.bytes[0] < 0x20 ? 1 + place : 1, "\(text): \(error)")
+                        }
+                    }
+                    // Without its closing quote the text ends inside the string (or at the bad byte).
+                    XCTAssertThrowsError(try JSONParser.parse([0x22] + body))
+                }
+            }
+        }
+    }
+
+    /// Integers are read from their digits, up to 64 bits; past them, and with a fraction or an
+    /// exponent, they are doubles.
+    func testIntegersOfEveryLengthReadExactly() throws {
+        var digits = ""
+        for count in 1...19 {
+            digits += "\(count % 10)"
+            let value = Int64(digits)!
+            XCTAssertEqual(try JSONParser.parse(digits), .int(value), digits)
+            XCTAssertEqual(try JSONParser.parse("-" + digits), .int(-value), digits)
+        }
+        XCTAssertEqual(try JSONParser.parse("-0"), .int(0))
+        XCTAssertEqual(try JSONParser.parse("999999999999999999"), .int(999_999_999_999_999_999))
+        XCTAssertEqual(try JSONParser.parse("9999999999999999999"), .double(9_999_999_999_999_999_999))
+        XCTAssertEqual(try JSONParser.parse("-9223372036854775809"), .double(-9_223_372_036_854_775_809))
+        XCTAssertEqual(try JSONParser.parse("[12,-3,4.5]"), .array([.int(12), .int(-3), .double(4.5)]))
+    }
+
     func testRecordsReadAsCodableReadsThem() throws {
         var generator = SplitMixGenerator(seed: 11)
         for index in 0..<400 {
