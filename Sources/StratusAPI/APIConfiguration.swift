@@ -66,6 +66,10 @@ public struct APIConfiguration: Sendable {
     /// to (`AccessCache`); a change ends it at once when its notification is heard, in any case
     /// after this long. Zero: every call reads the database.
     public var authCacheTTL: Duration = .seconds(1)
+    /// `STRATUS_SYNC_READ_AHEAD_PAGES`: how many next pages of forward syncs the application reads
+    /// ahead at once (`SyncReadAhead`: a page is served only if the zone has not changed since).
+    /// Zero: none.
+    public var syncReadAheadPages = 64
     /// Asset limits and URL lifetimes.
     public var assets = AssetSettings()
     /// The web console under `/console`.

@@ -87,7 +87,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         secretKey: configuration.secretKey
     ).register(on: router)
     SyncRoutes<APIRequestContext>(
-        sync: SyncStore(store: dependencies.store), shares: shares, authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
+        sync: SyncStore(store: dependencies.store, readAhead: configuration.syncReadAheadPages > 0 ? SyncReadAhead(capacity: configuration.syncReadAheadPages) : nil),
+        shares: shares, authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
         assetSettings: configuration.assets, shareURL: configuration.shareURL
     ).register(on: router)
     QueryRoutes<APIRequestContext>(

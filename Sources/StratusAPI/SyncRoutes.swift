@@ -123,6 +123,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         var incarnation: UUID?
         var version: Int64 = 0
         var reverseBounds: (upTo: Int64?, below: Int64?) = (nil, nil)
+        var horizon: Int64 = 0
         if let text = zoneRequest.syncToken, !text.isEmpty {
             guard let token = SignedToken.open(text, as: ZoneSyncToken.self, kind: .zoneSync, key: secretKey) else {
                 throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
@@ -133,6 +134,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             incarnation = token.incarnation
             version = token.version
             reverseBounds = (token.reverseUpTo, token.reverseBelow)
+            horizon = token.horizon ?? 0
         }
         if zoneRequest.reverse == true, zoneRequest.snapshot == true {
             throw StratusError(.badRequest, "reverse and snapshot cannot be combined")
@@ -153,7 +155,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             // Every field with numbers as numbers: PostgreSQL writes each record as the answer's
             // dictionary (`SyncStore.Change.wire`), and the page is copied into the answer.
             page = try await sync.changes(
-                zone: zone, in: database, incarnation: incarnation, since: version, limit: limit,
+                zone: zone, in: database, incarnation: incarnation, since: version, horizon: horizon, limit: limit,
                 recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, maxBytes: budget,
                 firstAlwaysFits: budget == limits.maxResponseBytes, sharedWith: reader,
                 wire: zoneRequest.desiredKeys == nil && !numbersAsStrings ? String(decoding: zoneID, as: UTF8.self) : nil, logger: context.logger)
@@ -167,7 +169,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             throw StratusError(.changeTokenExpired, "The zone is no longer shared with the caller; discard the local copy of it and sync the database again")
         }
         let token = ZoneSyncToken.signed(
-            zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below, key: secretKey)
+            zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below,
+            horizon: page.horizon, key: secretKey)
         // Written as bytes, members in the order `JSONValue` writes them; a stored record is copied
         // from its text where it can be (`RecordWire.write(stored:…)`).
         out.reserveCapacity(out.count + 256 + (page.wire?.utf8.count ?? page.bytes + page.changes.count * 200))

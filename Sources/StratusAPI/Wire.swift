@@ -89,9 +89,11 @@ struct WireZone: Encodable {
 
 extension ZoneSyncToken {
     /// The signed text of a zone sync token.
-    static func signed(zoneKey: String, incarnation: UUID, version: Int64, reverseUpTo: Int64? = nil, reverseBelow: Int64? = nil, key: SecretKey) -> String {
+    static func signed(
+        zoneKey: String, incarnation: UUID, version: Int64, reverseUpTo: Int64? = nil, reverseBelow: Int64? = nil, horizon: Int64? = nil, key: SecretKey
+    ) -> String {
         SignedToken.sign(
-            ZoneSyncToken(zoneKey: zoneKey, incarnation: incarnation, version: version, reverseUpTo: reverseUpTo, reverseBelow: reverseBelow),
+            ZoneSyncToken(zoneKey: zoneKey, incarnation: incarnation, version: version, reverseUpTo: reverseUpTo, reverseBelow: reverseBelow, horizon: horizon),
             kind: .zoneSync, key: key)
     }
 }

@@ -114,18 +114,24 @@ public struct ZoneSyncToken: Sendable, Hashable, Codable {
     public var reverseUpTo: Int64?
     /// During a reverse sync: the next page holds versions below this.
     public var reverseBelow: Int64?
+    /// The zone's tombstone horizon when the token was issued (nil in tokens issued before it was
+    /// carried: 0). A token below the horizon continues only while the horizon has not moved
+    /// since: the page that issued it was read after those tombstones were gone, so the client
+    /// cannot hold a record whose deletion they recorded.
+    public var horizon: Int64?
 
     enum CodingKeys: String, CodingKey {
-        case zoneKey = "z", incarnation = "i", version = "v", reverseUpTo = "u", reverseBelow = "b"
+        case zoneKey = "z", incarnation = "i", version = "v", reverseUpTo = "u", reverseBelow = "b", horizon = "h"
     }
 
     /// Creates a token value.
-    public init(zoneKey: String, incarnation: UUID, version: Int64, reverseUpTo: Int64? = nil, reverseBelow: Int64? = nil) {
+    public init(zoneKey: String, incarnation: UUID, version: Int64, reverseUpTo: Int64? = nil, reverseBelow: Int64? = nil, horizon: Int64? = nil) {
         self.zoneKey = zoneKey
         self.incarnation = incarnation
         self.version = version
         self.reverseUpTo = reverseUpTo
         self.reverseBelow = reverseBelow
+        self.horizon = horizon
     }
 }
 

@@ -98,9 +98,15 @@ extension PostgresQuery.StringInterpolation {
 /// Change tracking: what changed in a zone since a version, and which zones of a database changed.
 public struct SyncStore: Sendable {
     let store: PostgresStore
+    /// The next page of a forward sync, read while the client reads the last one; nil: none.
+    public let readAhead: SyncReadAhead?
 
-    /// Creates the sync store.
-    public init(store: PostgresStore) { self.store = store }
+    /// Creates the sync store; with `readAhead`, forward syncs of the owner's zones are read a page
+    /// ahead.
+    public init(store: PostgresStore, readAhead: SyncReadAhead? = nil) {
+        self.store = store
+        self.readAhead = readAhead
+    }
 
     /// One change: a record as it is now, or a deleted record's name.
     public enum Change: Sendable, Hashable {
@@ -150,10 +156,15 @@ public struct SyncStore: Sendable {
         public var reverse: (upTo: Int64, below: Int64)?
         /// Bytes of the fields of the page's records, as stored JSON.
         public var bytes: Int = 0
+        /// The zone's tombstone horizon the page was read at, for its token (`ZoneSyncToken.horizon`).
+        public var horizon: Int64 = 0
         /// The page's entries written by PostgreSQL as the answer's `records` members, joined
         /// with commas (`changes` is then empty): for a page asked for with a `wire` zone id whose
         /// records all have their wire form.
         public var wire: String?
+        /// The zone's row as the page's one statement read it (nil: read in a transaction of
+        /// several): what has to be unchanged for a page read ahead to be served.
+        var observed: SyncReadAhead.ZoneState?
     }
 
     /// The changes of a custom zone after `version` (0 = from the start), at most `limit`, in version
@@ -171,7 +182,7 @@ public struct SyncStore: Sendable {
     /// as CloudKit's record dictionaries written by PostgreSQL (`Change.wire`) where they can be:
     /// for an answer with every field and numbers as numbers.
     public func changes(
-        zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
+        zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, horizon known: Int64 = 0, limit: Int,
         recordTypes: Set<String>? = nil, mode: Mode = .forward, maxBytes: Int = .max, firstAlwaysFits: Bool = true, sharedWith user: String? = nil,
         wire: String? = nil, logger: Logger
     ) async throws -> ZoneChanges {
@@ -182,9 +193,24 @@ public struct SyncStore: Sendable {
         // snapshot, one round trip) answering each record as its stored text; the shared database,
         // snapshot mode and a page holding a share (whose state lives in other tables) take the
         // transaction below.
+        if user == nil, mode == .forward, let readAhead, let expected {
+            let question = SyncReadAhead.Question(
+                database: database, zoneName: zone.zoneName, incarnation: expected, since: version, known: known, limit: limit, recordTypes: recordTypes,
+                maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire)
+            if let read = await readAhead.take(question), readAhead.serves(read, current: try await zoneState(zone, in: database, logger: logger)) {
+                readAhead.readNext(after: read.page, of: question, read: nextPage(zone: zone, logger: logger))
+                return read.page
+            }
+        }
         if user == nil, mode != .snapshot, let page = try await storedPage(
-            zone: zone, in: database, incarnation: expected, since: version, limit: limit, recordTypes: recordTypes, mode: mode,
+            zone: zone, in: database, incarnation: expected, since: version, known: known, limit: limit, recordTypes: recordTypes, mode: mode,
             maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire, logger: logger) {
+            if mode == .forward, let readAhead {
+                let question = SyncReadAhead.Question(
+                    database: database, zoneName: zone.zoneName, incarnation: page.incarnation, since: version, known: known, limit: limit, recordTypes: recordTypes,
+                    maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire)
+                readAhead.readNext(after: page, of: question, read: nextPage(zone: zone, logger: logger))
+            }
             return page
         }
         return try await store.snapshot(logger: logger) { transaction in
@@ -203,12 +229,14 @@ public struct SyncStore: Sendable {
                 """, logger: logger)
             var state: (UUID, Int64, Int64)?
             for try await row in zoneRows.decode((UUID, Int64, Int64).self) { state = row }
-            let (incarnation, counter, _) = try Self.check(zone: zone, state: state, expected: expected, version: version)
+            let (incarnation, counter, horizon) = try Self.check(zone: zone, state: state, expected: expected, version: version, known: known)
             let types = recordTypes.map { Array($0) }
             switch mode {
             case .snapshot:
-                return try await Self.history(zone: zone, database: database, incarnation: incarnation, since: version, counter: counter,
-                                              limit: limit, types: types, in: transaction)
+                var page = try await Self.history(zone: zone, database: database, incarnation: incarnation, since: version, counter: counter,
+                                                  limit: limit, types: types, in: transaction)
+                page.horizon = horizon
+                return page
             case .forward, .reverse:
                 break
             }
@@ -239,7 +267,7 @@ public struct SyncStore: Sendable {
             let fit = Self.fit(entries.map(\.bytes), limit: limit, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits)
             entries.removeLast(entries.count - fit.count)
             let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (upper, below) : nil,
-                                moreComing: fit.moreComing, lastVersion: entries.last?.version, bytes: fit.bytes)
+                                moreComing: fit.moreComing, lastVersion: entries.last?.version, bytes: fit.bytes, horizon: horizon)
             if entries.isEmpty { return ending.page([]) }
             let savedNames = entries.filter { !$0.deleted }.map(\.name)
             // By exact name: canonically equivalent names are distinct records.
@@ -270,16 +298,45 @@ public struct SyncStore: Sendable {
         }
     }
 
+    /// The zone's row now (nil: no zone, or a deleted one): what a page read ahead is checked against.
+    private func zoneState(_ zone: ZoneID, in database: DatabaseID, logger: Logger) async throws -> SyncReadAhead.ZoneState? {
+        let statements = store.statements
+        return try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted
+                """, preparedIn: statements, logger: logger)
+            for try await (incarnation, counter, horizon) in rows.decode((UUID, Int64, Int64).self) {
+                return SyncReadAhead.ZoneState(incarnation: incarnation, counter: counter, horizon: horizon)
+            }
+            return nil
+        }
+    }
+
+    /// How a page is read ahead: as `storedPage` reads the question's page, nil when it cannot
+    /// (an error, a share on the page: the question is then answered when it is asked).
+    private func nextPage(zone: ZoneID, logger: Logger) -> @Sendable (SyncReadAhead.Question) async -> (ZoneChanges, SyncReadAhead.ZoneState)? {
+        { question in
+            guard let page = try? await storedPage(
+                zone: zone, in: question.database, incarnation: question.incarnation, since: question.since, known: question.known, limit: question.limit,
+                recordTypes: question.recordTypes, mode: .forward, maxBytes: question.maxBytes, firstAlwaysFits: question.firstAlwaysFits,
+                wire: question.wire, logger: logger), let observed = page.observed
+            else { return nil }
+            return (page, observed)
+        }
+    }
+
     /// Whether a token at `version` of incarnation `expected` (nil: no token) may continue in the
     /// zone whose row says `state` (incarnation, change counter, tombstone horizon; nil: no zone).
-    private static func check(zone: ZoneID, state: (UUID, Int64, Int64)?, expected: UUID?, version: Int64) throws -> (UUID, Int64, Int64) {
+    /// `known` is the horizon the token was issued at: a token below the horizon continues while
+    /// the horizon is still that (its page was read after those tombstones were collected).
+    private static func check(zone: ZoneID, state: (UUID, Int64, Int64)?, expected: UUID?, version: Int64, known: Int64) throws -> (UUID, Int64, Int64) {
         guard let (incarnation, counter, horizon) = state else {
             throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist")
         }
         if let expected, expected != incarnation {
             throw StratusError(.changeTokenExpired, "The zone was deleted and created again since this sync token; discard the local copy and sync from the start")
         }
-        if version > 0, version < horizon {
+        if version > 0, version < horizon, known < horizon {
             throw StratusError(.changeTokenExpired, "This sync token is older than the zone's retained history; discard the local copy and sync from the start")
         }
         guard version <= counter else {
@@ -330,7 +387,7 @@ public struct SyncStore: Sendable {
     /// have their wire form (no share, no asset field) comes as one row: the page's entries
     /// written and joined by PostgreSQL (`ZoneChanges.wire`).
     private func storedPage(
-        zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, limit: Int,
+        zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, known: Int64, limit: Int,
         recordTypes: Set<String>?, mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, wire: String?, logger: Logger
     ) async throws -> ZoneChanges? {
         var upTo: Int64?
@@ -346,11 +403,12 @@ public struct SyncStore: Sendable {
             order: descending ? "DESC" : "ASC", limit: limit, wire: wire)
         let statements = store.statements
         if wire != nil, let joined = try await joinedPage(candidates, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, logger: logger) {
-            let (incarnation, counter, _) = try Self.check(zone: zone, state: joined.state, expected: expected, version: version)
+            let (incarnation, counter, horizon) = try Self.check(zone: zone, state: joined.state, expected: expected, version: version, known: known)
             let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (min(upTo ?? counter, counter), below) : nil,
-                                moreComing: joined.moreComing, lastVersion: joined.lastVersion, bytes: joined.bytes)
+                                moreComing: joined.moreComing, lastVersion: joined.lastVersion, bytes: joined.bytes, horizon: horizon)
             var page = ending.page([])
             page.wire = joined.text
+            page.observed = joined.state.map { SyncReadAhead.ZoneState(incarnation: $0.0, counter: $0.1, horizon: $0.2) }
             return page
         }
         let rows: [PageRow] = try await store.withConnection { connection in
@@ -376,7 +434,7 @@ public struct SyncStore: Sendable {
             return decoded
         }
         let state = rows.first.map { ($0.incarnation, $0.counter, $0.horizon) }
-        let (incarnation, counter, _) = try Self.check(zone: zone, state: state, expected: expected, version: version)
+        let (incarnation, counter, horizon) = try Self.check(zone: zone, state: state, expected: expected, version: version, known: known)
         let reverseUpper = min(upTo ?? counter, counter)
         var entries: [(version: Int64, name: String, type: String, deleted: Bool, bytes: Int64, text: String?, wired: Bool)] = []
         entries.reserveCapacity(rows.count)
@@ -387,7 +445,7 @@ public struct SyncStore: Sendable {
         let fit = Self.fit(entries.map(\.bytes), limit: limit, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits)
         entries.removeLast(entries.count - fit.count)
         let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (reverseUpper, below) : nil,
-                            moreComing: fit.moreComing, lastVersion: entries.last?.version, bytes: fit.bytes)
+                            moreComing: fit.moreComing, lastVersion: entries.last?.version, bytes: fit.bytes, horizon: horizon)
         var changes: [Change] = []
         changes.reserveCapacity(entries.count)
         for entry in entries {
@@ -400,7 +458,9 @@ public struct SyncStore: Sendable {
                 return nil
             }
         }
-        return ending.page(changes)
+        var page = ending.page(changes)
+        page.observed = state.map { SyncReadAhead.ZoneState(incarnation: $0.0, counter: $0.1, horizon: $0.2) }
+        return page
     }
 
     /// A page as one row (`storedPage` with `wire`): the zone's row (nil: no zone), what the page
@@ -486,8 +546,16 @@ public struct SyncStore: Sendable {
         /// The version of the page's last entry; nil when it holds none.
         var lastVersion: Int64?
         var bytes: Int
+        /// The zone's tombstone horizon the page was read at.
+        var horizon: Int64 = 0
 
         func page(_ changes: [Change]) -> ZoneChanges {
+            var page = cut(changes)
+            page.horizon = horizon
+            return page
+        }
+
+        private func cut(_ changes: [Change]) -> ZoneChanges {
             guard let lastVersion else {
                 if moreComing {
                     // Nothing fits: the client keeps its position and asks again.

@@ -145,6 +145,10 @@ public struct StratusConfiguration: Sendable {
             throw ConfigurationProblem("STRATUS_AUTH_CACHE_MS must be 0 (no cache) to 60000 milliseconds, got \(authCacheMilliseconds)")
         }
         api.authCacheTTL = .milliseconds(authCacheMilliseconds)
+        api.syncReadAheadPages = try int("STRATUS_SYNC_READ_AHEAD_PAGES", api.syncReadAheadPages)
+        guard (0...10_000).contains(api.syncReadAheadPages) else {
+            throw ConfigurationProblem("STRATUS_SYNC_READ_AHEAD_PAGES must be 0 (none) to 10000, got \(api.syncReadAheadPages)")
+        }
         try readLimits(environment, into: &api, int: int)
         let levelText = environment["STRATUS_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelText) else {

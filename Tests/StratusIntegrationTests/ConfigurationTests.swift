@@ -307,4 +307,18 @@ final class ConfigurationTests: XCTestCase {
             }
         }
     }
+    func testTheSyncReadAheadIsReadAndBounded() throws {
+        try withDataDirectory { directory in
+            XCTAssertEqual(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).api.syncReadAheadPages, 64)
+            for value in [0, 1, 10_000] {
+                let set = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_SYNC_READ_AHEAD_PAGES": "\(value)"]).api
+                XCTAssertEqual(set.syncReadAheadPages, value)
+            }
+            for value in ["-1", "10001", "99999999999999999999", "many"] {
+                XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_SYNC_READ_AHEAD_PAGES": value])) { error in
+                    XCTAssertTrue(String(describing: error).contains("STRATUS_SYNC_READ_AHEAD_PAGES"), "\(error)")
+                }
+            }
+        }
+    }
 }

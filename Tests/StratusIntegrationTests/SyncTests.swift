@@ -223,6 +223,47 @@ final class SyncTests: XCTestCase {
         }
     }
 
+    /// A sync that starts after tombstones were collected passes through tokens below the
+    /// horizon: it finishes (its tokens carry the horizon they were issued at), while a token
+    /// issued before a later collection still resets.
+    func testAFreshSyncOfAZoneWhoseTombstonesWereCollectedFinishes() async throws {
+        try await withFixture { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Z")
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Z", (0..<6).map {
+                ["operationType": "create", "record": RecordAPITests.note("r\($0)", ["v": ["value": "\($0)"]])]
+            })
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Z", [["operationType": "forceDelete", "record": ["recordName": "r5"]]])
+            let sync = SyncStore(store: fixture.store)
+            let zone = ZoneID(zoneName: "Z", ownerRecordName: "_alice")
+            let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")
+            let collected = try await sync.collectTombstones(zone: zone, in: database, olderThan: Date().addingTimeInterval(60), logger: TestSupport.logger)
+            XCTAssertEqual(collected, 1)
+            // Pages of one record: every token but the last is below the horizon (r5's deletion).
+            var token: String?
+            var names: [String] = []
+            for _ in 0..<20 {
+                var body: Body = ["zoneID": ["zoneName": "Z"], "resultsLimit": 1]
+                if let token { body["syncToken"] = token }
+                let (status, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), body)
+                XCTAssertEqual(status, 200, "\(reply)")
+                guard status == 200 else { return }
+                names += (reply["records"] as? [Body] ?? []).compactMap { $0["recordName"] as? String }
+                token = reply["syncToken"] as? String
+                if reply["moreComing"] as? Bool != true { break }
+            }
+            XCTAssertEqual(names, ["r0", "r1", "r2", "r3", "r4"], "the sync finished with every live record")
+            // A sync under way when tombstones are collected past its token resets.
+            let (_, first) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "Z"], "resultsLimit": 1])
+            let midway = try XCTUnwrap(first["syncToken"] as? String)
+            _ = try await RecordAPITests.modify(client, fixture, zone: "Z", [["operationType": "forceDelete", "record": ["recordName": "r3"]]])
+            let again = try await sync.collectTombstones(zone: zone, in: database, olderThan: Date().addingTimeInterval(60), logger: TestSupport.logger)
+            XCTAssertEqual(again, 1)
+            let (status, reply) = try await RecordAPITests.post(client, fixture.path("records/changes"), ["zoneID": ["zoneName": "Z"], "syncToken": midway, "resultsLimit": 1])
+            XCTAssertEqual(status, 410, "\(reply)")
+            XCTAssertEqual(reply["serverErrorCode"] as? String, "CHANGE_TOKEN_EXPIRED")
+        }
+    }
+
     func testChangesZoneAndDatabaseChanges() async throws {
         try await withFixture { fixture, client in
             for zone in ["A", "B", "C"] { try await RecordAPITests.createZone(client, fixture, zone) }
