@@ -193,10 +193,13 @@ public struct SyncStore: Sendable {
         // snapshot, one round trip) answering each record as its stored text; the shared database,
         // snapshot mode and a page holding a share (whose state lives in other tables) take the
         // transaction below.
-        if user == nil, mode == .forward, let readAhead, let expected {
-            let question = SyncReadAhead.Question(
-                database: database, zoneName: zone.zoneName, incarnation: expected, since: version, known: known, limit: limit, recordTypes: recordTypes,
+        func question(_ incarnation: UUID) -> SyncReadAhead.Question {
+            SyncReadAhead.Question(
+                database: database, zoneName: zone.zoneName, incarnation: incarnation, since: version, known: known, limit: limit, recordTypes: recordTypes,
                 maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire)
+        }
+        if user == nil, mode == .forward, let readAhead, let expected {
+            let question = question(expected)
             if let read = await readAhead.take(question), readAhead.serves(read, current: try await zoneState(zone, in: database, logger: logger)) {
                 readAhead.readNext(after: read.page, of: question, read: nextPage(zone: zone, logger: logger))
                 return read.page
@@ -206,10 +209,7 @@ public struct SyncStore: Sendable {
             zone: zone, in: database, incarnation: expected, since: version, known: known, limit: limit, recordTypes: recordTypes, mode: mode,
             maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire, logger: logger) {
             if mode == .forward, let readAhead {
-                let question = SyncReadAhead.Question(
-                    database: database, zoneName: zone.zoneName, incarnation: page.incarnation, since: version, known: known, limit: limit, recordTypes: recordTypes,
-                    maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire)
-                readAhead.readNext(after: page, of: question, read: nextPage(zone: zone, logger: logger))
+                readAhead.readNext(after: page, of: question(page.incarnation), read: nextPage(zone: zone, logger: logger))
             }
             return page
         }
