@@ -46,6 +46,12 @@ public final class SyncReadAhead: Sendable {
         var incarnation: UUID
         var counter: Int64
         var horizon: Int64
+
+        /// The state of a zone's row as the sync statements read it: incarnation, change counter,
+        /// tombstone horizon.
+        init(_ row: (UUID, Int64, Int64)) {
+            (incarnation, counter, horizon) = row
+        }
     }
 
     /// A page read ahead, with the zone's state it was read at and when its reading began.

@@ -305,9 +305,7 @@ public struct SyncStore: Sendable {
             let rows = try await connection.query("""
                 SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE \(zone: zone.zoneName, of: database) AND NOT deleted
                 """, preparedIn: statements, logger: logger)
-            for try await (incarnation, counter, horizon) in rows.decode((UUID, Int64, Int64).self) {
-                return SyncReadAhead.ZoneState(incarnation: incarnation, counter: counter, horizon: horizon)
-            }
+            for try await row in rows.decode((UUID, Int64, Int64).self) { return SyncReadAhead.ZoneState(row) }
             return nil
         }
     }
@@ -408,7 +406,7 @@ public struct SyncStore: Sendable {
                                 moreComing: joined.moreComing, lastVersion: joined.lastVersion, bytes: joined.bytes, horizon: horizon)
             var page = ending.page([])
             page.wire = joined.text
-            page.observed = joined.state.map { SyncReadAhead.ZoneState(incarnation: $0.0, counter: $0.1, horizon: $0.2) }
+            page.observed = joined.state.map(SyncReadAhead.ZoneState.init)
             return page
         }
         let rows: [PageRow] = try await store.withConnection { connection in
@@ -459,7 +457,7 @@ public struct SyncStore: Sendable {
             }
         }
         var page = ending.page(changes)
-        page.observed = state.map { SyncReadAhead.ZoneState(incarnation: $0.0, counter: $0.1, horizon: $0.2) }
+        page.observed = state.map(SyncReadAhead.ZoneState.init)
         return page
     }
 
