@@ -49,6 +49,9 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The connection pool's rules: a pure state machine (no I/O, no clock) that the
+        // PostgreSQL adapter drives.
+        .target(name: "StratusConnections"),
         // Layer 2: adapters.
         .systemLibrary(name: "CRdkafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
         .target(
@@ -63,7 +66,7 @@ let package = Package(
         .target(
             name: "StratusPostgres",
             dependencies: [
-                "StratusCore",
+                "StratusCore", "StratusConnections",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -185,6 +188,7 @@ let package = Package(
             name: "StratusCoreTests",
             dependencies: ["StratusCore", .product(name: "Crypto", package: "swift-crypto")]
         ),
+        .testTarget(name: "StratusConnectionsTests", dependencies: ["StratusConnections"]),
         // Real loopback servers the push tests send to: an HTTP/1.1 webhook receiver and an
         // HTTP/2-over-TLS server that checks requests as APNs would, with a certificate made at test
         // time. Test code only; knows nothing of Stratus.

@@ -121,6 +121,10 @@ class Stack:
         except (OSError, urllib.error.URLError):
             return False
 
+    def running(self, name):
+        process = self.processes.get(name)
+        return process is not None and process.poll() is None
+
     def kill(self, name, sig=signal.SIGKILL):
         process = self.processes.pop(name, None)
         if process and process.poll() is None:
@@ -407,12 +411,18 @@ def drill_pg_restart(stack, client, failures):
                    check=True, capture_output=True)
     restarted = time.monotonic()
     acknowledged_before = tally.acknowledged
-    wait_until("a write to succeed after the restart", lambda: tally.acknowledged > acknowledged_before, 120, 0.05)
+    wait_until("a write to succeed after the restart", lambda: tally.acknowledged > acknowledged_before or not stack.running("stratus-api"), 60, 0.05)
     recovered = time.monotonic() - restarted
     time.sleep(1)
     finish(load)
+    # The restart must cost retryable errors for a moment, never the process.
+    survived = stack.running("stratus-api")
+    if not survived:
+        failures.append("pg-restart: stratus-api exited when PostgreSQL restarted (see stratus-api.log)")
+        stack.start("stratus-api")
     lost, partial = check_batches(client, batches)
-    return report("pg-restart", tally, {"lost": lost, "partial": partial, "recovery s": round(recovered, 1)}, failures)
+    return report("pg-restart", tally, {"lost": lost, "partial": partial, "recovery s": round(recovered, 1),
+                                        "api survived": "yes" if survived else "NO"}, failures)
 
 
 def drill_pool_exhausted(stack, client, failures):
@@ -428,6 +438,9 @@ def drill_pool_exhausted(stack, client, failures):
     lost, partial = check_batches(client, batches)
     if tally.retryable == 0:
         log("pool-exhausted: the pool never ran out (no TRY_AGAIN_LATER); the drill proves only that nothing hung")
+    # A small pool still serves: the listeners and the relay's lock hold connections of their own.
+    if tally.acknowledged < tally.sent // 4:
+        failures.append(f"pool-exhausted: only {tally.acknowledged} of {tally.sent} requests succeeded with two pooled connections")
     return report("pool-exhausted", tally, {"lost": lost, "partial": partial}, failures)
 
 

@@ -7,7 +7,8 @@
 #   scripts/drills.sh                 every drill
 #   scripts/drills.sh api-kill pg-restart   some of them (names: see scripts/drills.py --list)
 #
-# Settings: STRATUS_BUILD (debug, the default, or release); STRATUS_DRILL_LOG_LEVEL, the log level of
+# Settings: STRATUS_BUILD (debug, the default, or release); STRATUS_DRILL_BIN, a folder of binaries
+# to drill instead of building (e.g. an earlier commit's); STRATUS_DRILL_LOG_LEVEL, the log level of
 # every process (default warning). A failed run keeps the processes' logs and says where.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -21,9 +22,15 @@ case "$BUILD" in
     release | debug) ;;
     *) die "STRATUS_BUILD must be release or debug, not '$BUILD'" ;;
 esac
-log "building ($BUILD)"
-swift build -c "$BUILD" >/dev/null
-BIN="$(swift build -c "$BUILD" --show-bin-path)"
+if [[ -n "${STRATUS_DRILL_BIN:-}" ]]; then
+    # Binaries built elsewhere (e.g. an earlier commit's, for an A/B): no build.
+    BIN="$STRATUS_DRILL_BIN"
+    [[ -x "$BIN/stratus-api" ]] || die "STRATUS_DRILL_BIN=$BIN has no stratus-api"
+else
+    log "building ($BUILD)"
+    swift build -c "$BUILD" >/dev/null
+    BIN="$(swift build -c "$BUILD" --show-bin-path)"
+fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/stratus-drills.XXXXXX")"
 chmod 755 "$work"

@@ -6,7 +6,7 @@ import ServiceLifecycle
 /// when a token, a container's anonymous reads or a user's credential epoch changes) and empties
 /// the cache on every notification. The cache serves only while the listening is in effect; after
 /// a lost connection it listens again, backing off while the database stays away. Idle, it is one
-/// pooled connection waiting for a notification.
+/// connection of its own (never one of the requests' pool) waiting for a notification.
 public struct AccessChangeListener: Service {
     /// The channel every change to what an API token gives access to is notified on.
     public static let channel = "stratus_access"
@@ -31,7 +31,7 @@ public struct AccessChangeListener: Service {
             var delay = backoff.lowerBound
             while !Task.isCancelled {
                 do {
-                    try await store.withConnection { [cache] connection in
+                    try await store.withDedicatedConnection { [cache] connection in
                         try await connection.listen(on: Self.channel) { notifications in
                             // The LISTEN is in effect: anything changed from now on is heard.
                             cache.startServing()

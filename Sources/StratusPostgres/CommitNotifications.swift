@@ -2,8 +2,8 @@ import Logging
 import PostgresNIO
 
 /// Waiting for the next commit that appends events (the notification on `EventLog.channel`), for a
-/// process with nothing to do until then. It listens only while it waits: a listener that stayed
-/// would be woken by every commit of a busy database.
+/// process with nothing to do until then. It listens only while it waits, on a connection of its own
+/// (never one of the pool's): a listener that stayed would be woken by every commit of a busy database.
 public struct CommitNotifications: Sendable {
     let store: PostgresStore
 
@@ -27,7 +27,7 @@ public struct CommitNotifications: Sendable {
     public func wait(
         unlessLastIDIsNot lastID: Int64?, timeout: Duration, logger: Logger, waiting: @escaping @Sendable () -> Void = {}
     ) async throws -> Outcome {
-        try await store.withConnection { connection in
+        try await store.withDedicatedConnection { connection in
             try await connection.listen(on: EventLog.channel) { notifications in
                 let rows = try await connection.query("SELECT coalesce(max(id), 0)::bigint FROM events", logger: logger)
                 var current: Int64 = 0

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import PostgresNIO
+import StratusConnections
 import Synchronization
 
 /// A process's PostgreSQL connections as one pool per SwiftNIO event loop.
@@ -15,45 +16,43 @@ import Synchronization
 ///
 /// The connection limit is shared out between the pools, so the process never opens more than it:
 /// with 20 and two loops, ten each; so are the connections kept open (`minConnections`), which the
-/// pool opens at its start and never closes for being idle, and whose release arms no idle timer
-/// (the client library arms one, a task group and a timer, at every release of any other
-/// connection). A request still waits only when every connection of the process
-/// is taken: when its own loop's pool has none to spare (a connection held for long, such as the
-/// relay's lock or a listener, counts), it leases from the pool with the most to spare. With fewer
+/// pool opens at its start and never closes for being idle (`ConnectionPool`, whose release arms no
+/// timer of any kind). A request still waits only when every connection of the process
+/// is taken: when its own loop's pool has none to spare, it leases from the pool with the most to
+/// spare. Long-lived connections (listeners, the relay's lock) are never leased from these pools:
+/// they are opened apart (`PostgresStore.withDedicatedConnection`), so they cannot starve requests. With fewer
 /// connections than loops only as many pools are made as there are connections; a task on no
 /// event loop, or on a loop without a pool of its own, leases from the pool with the most to spare,
 /// the pools taking turns when they tie.
 final class LoopPools: Sendable {
     /// The pools, the i-th on the i-th loop.
-    let clients: [PostgresClient]
+    let pools: [ConnectionPool]
     /// How many connections each pool may open.
     let limits: [Int]
-    /// Each pooled loop's index into `clients`.
+    /// Each pooled loop's index into `pools`.
     private let indexByLoop: [ObjectIdentifier: Int]
     /// How many leases each pool has running or waiting.
     private let leases: Mutex<[Int]>
     /// Where the search for the pool with most to spare starts, for a task on no pooled loop.
     private let turn = Atomic<Int>(0)
 
-    init(configuration: PostgresClient.Configuration, maxConnections: Int, minConnections: Int = 0, group: any EventLoopGroup, logger: Logger) {
+    init(
+        configuration: PostgresConnection.Configuration, maxConnections: Int, minConnections: Int = 0, group: any EventLoopGroup,
+        retryAfterSeconds: Int = 1, logger: Logger
+    ) {
         let loops = Array(group.makeIterator())
         let limits = Self.limits(maxConnections: maxConnections, loops: loops.count)
         let kept = Self.shares(of: min(max(0, minConnections), limits.reduce(0, +)), pools: limits.count)
-        var clients: [PostgresClient] = []
+        var pools: [ConnectionPool] = []
         var indexByLoop: [ObjectIdentifier: Int] = [:]
         for (index, limit) in limits.enumerated() {
-            var own = configuration
-            own.options.maximumConnections = limit
-            own.options.minimumConnections = kept[index]
-            if limits.count == 1 {
-                // One pool: its connections open on whichever of the group's loops asks first.
-                clients.append(PostgresClient(configuration: own, eventLoopGroup: group, backgroundLogger: logger))
-            } else {
-                clients.append(PostgresClient(configuration: own, eventLoopGroup: loops[index], backgroundLogger: logger))
-                indexByLoop[ObjectIdentifier(loops[index])] = index
-            }
+            let loop = loops.isEmpty ? group.next() : loops[index]
+            pools.append(ConnectionPool(
+                settings: PoolState.Settings(maxConnections: limit, minConnections: kept[index]), configuration: configuration, loop: loop,
+                retryAfterSeconds: retryAfterSeconds, logger: logger))
+            indexByLoop[ObjectIdentifier(loop)] = index
         }
-        self.clients = clients
+        self.pools = pools
         self.limits = limits
         self.indexByLoop = indexByLoop
         self.leases = Mutex(Array(repeating: 0, count: limits.count))
@@ -76,17 +75,17 @@ final class LoopPools: Sendable {
 
     /// Runs `work` with the pool to lease from: the calling task's loop's when it has a connection
     /// to spare, else the one with the most to spare (see the type's notes).
-    func withPool<T>(_ work: (PostgresClient) async throws -> T) async rethrows -> T {
-        if clients.count == 1 { return try await work(clients[0]) }
+    func withPool<T>(_ work: (ConnectionPool) async throws -> T) async rethrows -> T {
+        if pools.count == 1 { return try await work(pools[0]) }
         let own = MultiThreadedEventLoopGroup.currentEventLoop.flatMap { indexByLoop[ObjectIdentifier($0)] }
         let index = reserve(own: own)
         defer { leases.withLock { $0[index] -= 1 } }
-        return try await work(clients[index])
+        return try await work(pools[index])
     }
 
     /// Picks the pool for one lease and counts the lease against it.
     func reserve(own: Int?) -> Int {
-        let start = own ?? Int(UInt(bitPattern: turn.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(clients.count))
+        let start = own ?? Int(UInt(bitPattern: turn.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(pools.count))
         return leases.withLock { leases in
             var chosen = start
             if own == nil || leases[start] >= limits[start] {
@@ -103,8 +102,8 @@ final class LoopPools: Sendable {
     /// Runs every pool until the task is cancelled.
     func run() async {
         await withDiscardingTaskGroup { group in
-            for client in clients {
-                group.addTask { await client.run() }
+            for pool in pools {
+                group.addTask { await pool.run() }
             }
         }
     }

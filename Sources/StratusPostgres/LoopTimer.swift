@@ -19,13 +19,13 @@ public enum LoopTimer {
 
     /// Calls `body` on an event loop after `duration`, unless cancelled first.
     public static func schedule(
-        after duration: Duration, on loop: any EventLoop = PostgresClient.defaultEventLoopGroup.any(), _ body: @escaping @Sendable () -> Void
+        after duration: Duration, on loop: any EventLoop = PostgresConnection.defaultEventLoopGroup.any(), _ body: @escaping @Sendable () -> Void
     ) -> Handle {
         Handle(scheduled: loop.scheduleTask(in: TimeAmount.nanoseconds(nanoseconds(duration)), body))
     }
 
     /// Returns after `duration`; throws `CancellationError` when the task is cancelled first.
-    static func sleep(for duration: Duration, on loop: any EventLoop = PostgresClient.defaultEventLoopGroup.any()) async throws {
+    static func sleep(for duration: Duration, on loop: any EventLoop = PostgresConnection.defaultEventLoopGroup.any()) async throws {
         let scheduled = loop.scheduleTask(in: TimeAmount.nanoseconds(nanoseconds(duration))) {}
         try await withTaskCancellationHandler {
             do {

@@ -4,6 +4,7 @@ import Metrics
 import NIOCore
 import PostgresNIO
 import ServiceLifecycle
+import StratusConnections
 import StratusCore
 import Synchronization
 
@@ -22,6 +23,11 @@ public final class PostgresStore: Service, Sendable {
     let locks = KeyedLock()
     /// How long a request waits for a pooled connection.
     let leaseTimeout: Duration
+    /// Every connection's settings, for the dedicated ones.
+    let configuration: PostgresConnection.Configuration
+    /// Where dedicated connections live.
+    let eventLoopGroup: any EventLoopGroup
+    let logger: Logger
     /// The work running on each connection, ended when the connection closes.
     let watches: ConnectionWatches
     /// The hot read statements, prepared once per connection.
@@ -63,12 +69,16 @@ public final class PostgresStore: Service, Sendable {
     /// pools of `eventLoopGroup`'s loops.
     public init(
         url: String, maxConnections: Int = 20, minConnections: Int = 0, maxAttempts: Int = 8, retryAfterSeconds: Int = 1,
-        timeouts: Timeouts = Timeouts(), preparedStatements: Int = 256, eventLoopGroup: any EventLoopGroup = PostgresClient.defaultEventLoopGroup,
+        timeouts: Timeouts = Timeouts(), preparedStatements: Int = 256, eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
         logger: Logger
     ) throws {
+        let configuration = try Self.connectionConfiguration(url: url, timeouts: timeouts)
         self.pools = LoopPools(
-            configuration: try Self.clientConfiguration(url: url, maxConnections: maxConnections, timeouts: timeouts),
-            maxConnections: maxConnections, minConnections: minConnections, group: eventLoopGroup, logger: logger)
+            configuration: configuration, maxConnections: maxConnections, minConnections: minConnections, group: eventLoopGroup,
+            retryAfterSeconds: retryAfterSeconds, logger: logger)
+        self.configuration = configuration
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
         self.maxAttempts = max(1, maxAttempts)
         self.retryAfterSeconds = retryAfterSeconds
         self.leaseTimeout = timeouts.lease
@@ -76,17 +86,12 @@ public final class PostgresStore: Service, Sendable {
         self.statements = PreparedStatements(capacity: preparedStatements)
     }
 
-    /// The pool's settings: at most `maxConnections`, opened on demand, every one under `timeouts`.
-    static func clientConfiguration(url: String, maxConnections: Int, timeouts: Timeouts) throws -> PostgresClient.Configuration {
+    /// Every connection's settings: the URL's server and credentials, under `timeouts`. No
+    /// keep-alive statement runs on idle connections: a connection that closed is seen by its close
+    /// (`ConnectionWatches`, `ConnectionPool`), and a statement on one that went silent waits for TCP
+    /// either way.
+    static func connectionConfiguration(url: String, timeouts: Timeouts) throws -> PostgresConnection.Configuration {
         var configuration = try PostgresURL.parse(url)
-        configuration.options.maximumConnections = maxConnections
-        configuration.options.minimumConnections = 0
-        // No keep-alive statement on idle connections: the pool would arm a timer for it at every
-        // release (a task group and a dispatch timer per request, most of them cancelled by the next
-        // lease). It would not find a dead connection sooner than its next use does: a connection
-        // that closed is seen by its close (ConnectionWatches), and a statement on one that went
-        // silent waits for TCP either way.
-        configuration.options.keepAliveBehavior = nil
         configuration.options.additionalStartupParameters += timeouts.startupParameters
         return configuration
     }
@@ -95,6 +100,9 @@ public final class PostgresStore: Service, Sendable {
     public func run() async throws {
         await pools.run()
     }
+
+    /// The pools' settings, for tests and the configuration check.
+    var poolSettings: [PoolState.Settings] { pools.pools.map(\.settings) }
 
     /// Runs `body` on one connection outside of any explicit transaction.
     public func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
@@ -105,44 +113,38 @@ public final class PostgresStore: Service, Sendable {
         }
     }
 
+    /// Runs `body` on a connection of its own, opened for it outside the pools and closed after it:
+    /// for work that holds a connection for as long as it runs (a LISTEN, the relay's lock), which
+    /// must never take a connection requests need. Fails with `TRY_AGAIN_LATER` when the database
+    /// cannot be reached; ends when the connection closes (`ConnectionWatches`).
+    public func withDedicatedConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            let connection = try await PostgresConnection.connect(
+                on: eventLoopGroup.next(), configuration: configuration, id: ConnectionPool.nextConnectionID(), logger: logger)
+            do {
+                let value = try await watches.run(on: connection, retryAfter: retryAfterSeconds, body)
+                try? await connection.close()
+                return value
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+        } catch {
+            throw PostgresErrors.limit(error, retryAfter: retryAfterSeconds) ?? error
+        }
+    }
+
     /// Runs `work` on a pooled connection, waiting at most `leaseTimeout` for one; then
     /// `TRY_AGAIN_LATER`. Once `work` has its connection it runs to its end, however long, unless the
     /// connection closes under it (`ConnectionWatches`).
     func leased<T: Sendable>(_ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        try await pools.withPool { client in try await leased(from: client, work) }
-    }
-
-    private func leased<T: Sendable>(from client: PostgresClient, _ work: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let lease = LeaseState()
         let timeout = leaseTimeout
         let watches = watches
         let retryAfter = retryAfterSeconds
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await client.withConnection { connection in
-                    // The timer may have given up just now: then the work is not started.
-                    guard lease.begin() else { throw CancellationError() }
-                    return try await watches.run(on: connection, retryAfter: retryAfter, work)
-                }
+        return try await pools.withPool { pool in
+            try await pool.withConnection(timeout: timeout) { connection in
+                try await watches.run(on: connection, retryAfter: retryAfter, work)
             }
-            group.addTask {
-                try await LoopTimer.sleep(for: timeout)
-                return nil
-            }
-            while let outcome = try await group.next() {
-                if let value = outcome {
-                    group.cancelAll()
-                    return value
-                }
-                // The timer: give up only if no connection was leased in time.
-                if lease.giveUp() {
-                    group.cancelAll()
-                    StoreMetrics.leaseTimeouts.increment()
-                    throw StratusError(.tryAgainLater, "The server is busy: no database connection came free in time; retry the request", retryAfter: retryAfterSeconds)
-                }
-            }
-            // Both children ended without a value: only a cancelled lease does that.
-            throw CancellationError()
         }
     }
 
@@ -294,6 +296,18 @@ enum PostgresErrors {
         }
     }
 
+    /// Whether an error says the connection's session is over or in doubt: the server ends it
+    /// (shutdown, `pg_terminate_backend`, SQLSTATE 57P01–57P03), the connection failed (class 08), or
+    /// it closed. Such a connection is not used again, even before its close is seen.
+    static func isSessionEnding(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError, [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown].contains(error.code) {
+            return true
+        }
+        if let error = error as? StratusError, error.code == .tryAgainLater, error.reason == ConnectionWatches.unavailableReason { return true }
+        guard let state = sqlState(error) else { return false }
+        return ["57P01", "57P02", "57P03"].contains(state) || state.hasPrefix("08")
+    }
+
     /// The client's view of a server-side limit that stopped a statement: a statement that ran past
     /// `statement_timeout`, or a lock (a zone's, held by another process) not granted within
     /// `lock_timeout`. Both are passing conditions: the client may try again.
@@ -325,30 +339,6 @@ enum StoreMetrics {
     static let serializationRetries = Counter(label: "stratus_serialization_retries_total")
     static let leaseTimeouts = Counter(label: "stratus_database_lease_timeouts_total")
     static let abandonedStatements = Counter(label: "stratus_database_abandoned_statements_total")
-}
-
-/// Whether a lease began in time or the wait for it was given up: exactly one of the two wins.
-final class LeaseState: Sendable {
-    private enum Phase { case waiting, leased, gaveUp }
-    private let phase = Mutex(Phase.waiting)
-
-    /// The connection arrived: true when the wait was not given up first.
-    func begin() -> Bool {
-        phase.withLock { phase in
-            guard phase == .waiting else { return false }
-            phase = .leased
-            return true
-        }
-    }
-
-    /// The wait ran out: true when no connection arrived first.
-    func giveUp() -> Bool {
-        phase.withLock { phase in
-            guard phase == .waiting else { return false }
-            phase = .gaveUp
-            return true
-        }
-    }
 }
 
 /// An open serializable transaction. Layers above the adapter hand it back to adapter functions;
@@ -425,6 +415,10 @@ extension PostgresStore {
         if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] {
             return "SQLSTATE \(state): \(error.serverInfo?[.message] ?? "")"
         }
+        if let error = error as? PSQLError {
+            // No statement is involved (a connection that failed or closed): the code and its cause.
+            return "\(error.code)" + (error.underlying.map { ": \($0)" } ?? "")
+        }
         return "\(error)"
     }
 }
@@ -432,9 +426,7 @@ extension PostgresStore {
 extension PostgresStore {
     /// Throws unless the database answers: the readiness check.
     public func ping(logger: Logger) async throws {
-        _ = try await pools.withPool { client in
-            try await client.withConnection { connection in try await connection.execute("SELECT 1", logger: logger) }
-        }
+        _ = try await withConnection { connection in try await connection.execute("SELECT 1", logger: logger) }
     }
 }
 

@@ -1,9 +1,9 @@
 import Foundation
 import PostgresNIO
 
-/// Parses `postgres://user:password@host:port/database?sslmode=disable|prefer|require` into a client configuration.
+/// Parses `postgres://user:password@host:port/database?sslmode=disable|prefer|require` into a connection's configuration.
 enum PostgresURL {
-    static func parse(_ text: String) throws -> PostgresClient.Configuration {
+    static func parse(_ text: String) throws -> PostgresConnection.Configuration {
         guard let components = URLComponents(string: text),
               let scheme = components.scheme, ["postgres", "postgresql"].contains(scheme),
               let host = components.host, !host.isEmpty
@@ -14,14 +14,20 @@ enum PostgresURL {
         let password = components.password.map { $0.removingPercentEncoding ?? $0 }
         let database = components.path.isEmpty ? nil : String(components.path.dropFirst())
         let sslmode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "disable"
-        let tls: PostgresClient.Configuration.TLS
-        switch sslmode {
-        case "disable": tls = .disable
-        case "prefer": tls = .prefer(.makeClientConfiguration())
-        case "require": tls = .require(.makeClientConfiguration())
-        default: throw ConfigurationError("database URL sslmode must be disable, prefer or require")
+        let tls: PostgresConnection.Configuration.TLS
+        do {
+            switch sslmode {
+            case "disable": tls = .disable
+            case "prefer": tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            default: throw ConfigurationError("database URL sslmode must be disable, prefer or require")
+            }
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError("database URL sslmode=\(sslmode): the TLS context could not be made")
         }
-        return PostgresClient.Configuration(
+        return PostgresConnection.Configuration(
             host: host, port: components.port ?? 5432, username: username, password: password, database: database, tls: tls
         )
     }

@@ -13,7 +13,7 @@ public struct RelayStore: Sendable {
     /// Holds the relay's advisory lock on one dedicated connection while `body` runs, so exactly one
     /// relay publishes across processes. Returns nil without running `body` when another relay holds it.
     public func whileLeader<T: Sendable>(logger: Logger, _ body: @escaping @Sendable () async throws -> T) async throws -> T? {
-        try await store.withConnection { connection in
+        try await store.withDedicatedConnection { connection in
             let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: logger)
             var acquired = false
             for try await value in rows.decode(Bool.self) { acquired = value }
@@ -31,7 +31,7 @@ public struct RelayStore: Sendable {
 
     /// Calls `onNotification` for every commit that appended events, until cancelled.
     public func listen(logger: Logger, _ onNotification: @escaping @Sendable () -> Void) async throws {
-        try await store.withConnection { connection in
+        try await store.withDedicatedConnection { connection in
             try await connection.listen(on: EventLog.channel) { notifications in
                 for try await _ in notifications { onNotification() }
             }

@@ -118,7 +118,7 @@ extension NonBlockingRuntimeTests {
     /// Runs `body` with a running store on `group`'s loops whose requests wait at most `lease` for a
     /// connection.
     static func withStore(
-        url: String, maxConnections: Int, lease: Duration, group: any EventLoopGroup = PostgresClient.defaultEventLoopGroup,
+        url: String, maxConnections: Int, lease: Duration, group: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
         _ body: @Sendable (PostgresStore) async throws -> Void
     ) async throws {
         var timeouts = PostgresStore.Timeouts()
@@ -198,20 +198,23 @@ extension NonBlockingRuntimeTests {
         XCTAssertEqual(LoopTimer.nanoseconds(.seconds(Int64.max)), Int64.max)
     }
 
-    /// A released connection arms no keep-alive timer (docs/benchmarks.md: "A lease's deadline on the
-    /// event loop, and no keep-alive"); the pool's size and the server-side limits are as configured.
+    /// A released connection arms no timer (docs/benchmarks-history.md: "A lease's deadline on the
+    /// event loop, and no keep-alive"); the pools' sizes and the server-side limits are as configured.
     func testThePoolRunsNoKeepAliveAndOpensConnectionsOnDemandUnderTheConfiguredLimits() throws {
         var timeouts = PostgresStore.Timeouts()
         timeouts.statement = .seconds(7)
-        let configuration = try PostgresStore.clientConfiguration(
-            url: "postgres://stratus:secret@127.0.0.1:5432/stratus", maxConnections: 13, timeouts: timeouts)
-        XCTAssertNil(configuration.options.keepAliveBehavior, "no keep-alive statement, so no timer per release")
-        XCTAssertEqual(configuration.options.minimumConnections, 0)
-        XCTAssertEqual(configuration.options.maximumConnections, 13)
+        let configuration = try PostgresStore.connectionConfiguration(url: "postgres://stratus:secret@127.0.0.1:5432/stratus", timeouts: timeouts)
         let parameters = Dictionary(configuration.options.additionalStartupParameters, uniquingKeysWith: { $1 })
         XCTAssertEqual(parameters["statement_timeout"], "7000")
         XCTAssertEqual(parameters["lock_timeout"], "10000")
         XCTAssertEqual(parameters["idle_in_transaction_session_timeout"], "60000")
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        defer { try? group.syncShutdownGracefully() }
+        let store = try PostgresStore(
+            url: "postgres://stratus:secret@127.0.0.1:5432/stratus", maxConnections: 13, minConnections: 3, timeouts: timeouts, eventLoopGroup: group,
+            logger: TestSupport.logger)
+        XCTAssertEqual(store.poolSettings.map(\.maxConnections), [7, 6])
+        XCTAssertEqual(store.poolSettings.map(\.minConnections), [2, 1], "the kept connections shared out; the rest opened on demand")
     }
 
     func testAFullPoolOrAnUnreachableDatabaseAnswersTryAgainLaterInsteadOfHanging() async throws {

@@ -221,7 +221,7 @@ public struct DeliveryStore: Sendable {
     /// looks for the earliest due one, so a delivery added in between is not missed. Returns at
     /// once when one is due, else after a notification, the earliest due time or `timeout`.
     public func waitForDeliveries(upTo timeout: Duration, logger: Logger) async throws {
-        try await store.withConnection { connection in
+        try await store.withDedicatedConnection { connection in
             try await connection.listen(on: NotificationStore.deliveryChannel) { notifications in
                 let rows = try await connection.query("""
                     SELECT (extract(epoch FROM min(next_attempt_at) - now()) * 1000)::float8 FROM notification_deliveries WHERE state = 'pending'

@@ -316,10 +316,10 @@ public struct NotificationStore: Sendable {
 
 extension NotificationStore {
     /// Listens for logged notifications until cancelled, calling `onNotify` with each payload
-    /// (`container/environment/subscriber`); holds one pooled connection while it listens. Returns
-    /// when the connection ends (the caller listens again).
+    /// (`container/environment/subscriber`); holds one connection of its own (never one of the
+    /// requests' pool) while it listens. Returns when the connection ends (the caller listens again).
     public func listen(logger: Logger, _ onNotify: @escaping @Sendable (String) -> Void) async throws {
-        try await store.withConnection { connection in
+        try await store.withDedicatedConnection { connection in
             try await connection.listen(on: Self.channel) { notifications in
                 onNotify("")
                 for try await notification in notifications { onNotify(notification.payload) }

@@ -170,7 +170,7 @@ public struct RecordExpirationIndex: Sendable {
     /// polling. It listens before it reads the earliest expiration, so an expiration committed in
     /// between still wakes it.
     public func waitForWork(maxWait: Duration, logger: Logger) async throws {
-        try await store.withConnection { connection in
+        try await store.withDedicatedConnection { connection in
             try await connection.listen(on: Self.channel) { notifications in
                 let rows = try await connection.query(
                     "SELECT (min(expires_at) - \(unescaped: RecordExpirySQL.now))::bigint FROM record_expirations", logger: logger)
