@@ -22,6 +22,8 @@
 #   STRATUS_BENCH_HOLD     1: after the suite, keep the stack running for inspection (the database
 #                          URL is printed) until the file named in the log is removed
 #   STRATUS_BUILD          release (default) or debug
+#   STRATUS_BENCH_BIN      a folder with the stack's binaries to measure instead of this build's
+#                          (stratus, stratus-api, the workers; e.g. an earlier commit's, for an A/B)
 #   STRATUS_LOG_LEVEL      of every process (default: warning for the API, whose request logs cost
 #                          CPU, and info, a deployment's default, for the workers)
 set -euo pipefail
@@ -45,10 +47,17 @@ log "building ($BUILD)"
 swift build -c "$BUILD" --product stratus-bench
 swift build -c "$BUILD"
 BIN="$(swift build -c "$BUILD" --show-bin-path)"
+BENCH_BIN="$BIN"
+if [[ -n "${STRATUS_BENCH_BIN:-}" ]]; then
+    # The stack's binaries from elsewhere (e.g. an earlier commit's, for an A/B); the load
+    # generator stays this build's.
+    BIN="$STRATUS_BENCH_BIN"
+fi
 WORKERS=(stratus-indexer stratus-subscriptions stratus-gc stratus-shares)
-for executable in stratus stratus-api stratus-bench "${WORKERS[@]}"; do
-    [[ -x "$BIN/$executable" ]] || die "the build did not produce $BIN/$executable"
+for executable in stratus stratus-api "${WORKERS[@]}"; do
+    [[ -x "$BIN/$executable" ]] || die "no $BIN/$executable"
 done
+[[ -x "$BENCH_BIN/stratus-bench" ]] || die "the build did not produce $BENCH_BIN/stratus-bench"
 
 work=""
 pg_dir=""
@@ -160,7 +169,7 @@ if [[ "$PROFILE" == 1 ]]; then
 fi
 
 log "running the suite (report: $OUT/report.json)"
-"$BIN/stratus-bench" --api-url "http://127.0.0.1:$http_port" --container "$CONTAINER" \
+"$BENCH_BIN/stratus-bench" --api-url "http://127.0.0.1:$http_port" --container "$CONTAINER" \
     --api-token-file "$work/api-token" --web-auth-token-file "$work/web-auth-token" --secret-key-file "$STRATUS_DATA_DIR/dev-secret-key" \
     --database-url "$STRATUS_DATABASE_URL" --item-fields "${STRATUS_BENCH_ITEM_FIELDS:-3}" --output "$OUT/report.json" "${watched[@]}" "$@" | tee "$OUT/report.txt"
 

@@ -2,8 +2,11 @@
 # Runs the test suite: installs what is missing, starts a throwaway PostgreSQL and a throwaway
 # broker on free ports, runs `swift test` (arguments pass through, e.g. --filter ZoneAPITests),
 # then — when no arguments were given — the fuzz pass (scripts/fuzz.sh: schemathesis against a
-# live stratus-api with docs/openapi.json), and always stops both servers, exiting non-zero when
-# either failed. STRATUS_FUZZ=0 leaves the fuzz pass out.
+# live stratus-api with docs/openapi.json) and the fault drills (scripts/drills.sh: the drills in
+# STRATUS_TEST_DRILLS, by default pg-restart, pool-exhausted, api-kill, worker-kill, broker-restart
+# and relay-takeover, on the debug build the tests used), and always stops the servers, exiting
+# non-zero when any part failed. STRATUS_FUZZ=0 leaves the fuzz pass out, STRATUS_DRILLS=0 the
+# drills. Each part's time is printed at the end.
 #
 # `scripts/test.sh --servers-only` starts the servers, prints the variables the tests read, and
 # keeps the servers until Ctrl-C (for running tests from an editor). `scripts/test.sh --fuzz-only`
@@ -31,6 +34,21 @@ run_fuzz=0
 if ((fuzz_only)) || { (($# == 0)) && [[ "${STRATUS_FUZZ:-1}" != 0 ]]; }; then
     run_fuzz=1
 fi
+run_drills=0
+if ((!fuzz_only)) && (($# == 0)) && [[ "${STRATUS_DRILLS:-1}" != 0 ]]; then
+    run_drills=1
+fi
+# The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
+read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"
+# Each part's time, printed at the end.
+timings=()
+timed() {
+    local name="$1" started=$SECONDS part_status=0
+    shift
+    "$@" || part_status=$?
+    timings+=("$name: $((SECONDS - started)) s (status $part_status)")
+    return "$part_status"
+}
 
 "$STRATUS_ROOT/scripts/install-deps.sh"
 ensure_swift_on_path || die "swift is not on PATH"
@@ -144,23 +162,36 @@ fi
 if ((!fuzz_only)); then
     log "swift test $*"
     set +e
-    swift test "$@"
+    timed "swift test" swift test "$@"
     status=$?
     set -e
     if ((status != 0)); then
         log "swift test failed with status $status"
     fi
 fi
-if ((run_fuzz)); then
+# Runs one more part after the tests; its failure fails the run (the first failure's status is kept).
+part() {
+    local name="$1" part_status
+    shift
     set +e
-    "$STRATUS_ROOT/scripts/fuzz.sh" </dev/null
-    fuzz_status=$?
+    timed "$name" "$@" </dev/null
+    part_status=$?
     set -e
-    if ((fuzz_status != 0)); then
-        log "the fuzz pass failed with status $fuzz_status"
+    if ((part_status != 0)); then
+        log "$name failed with status $part_status"
         if ((status == 0)); then
-            status=$fuzz_status
+            status=$part_status
         fi
     fi
+}
+if ((run_fuzz)); then
+    part "fuzz pass" "$STRATUS_ROOT/scripts/fuzz.sh"
 fi
+if ((run_drills)); then
+    log "fault drills: ${drills[*]}"
+    part "fault drills" env STRATUS_BUILD=debug "$STRATUS_ROOT/scripts/drills.sh" "${drills[@]}"
+fi
+for timing in "${timings[@]}"; do
+    log "time: $timing"
+done
 exit "$status"

@@ -35,7 +35,7 @@ public struct PoolState: Sendable {
 
         /// Settings clamped to what can serve: at least one connection, at most `maxConnections` kept.
         public init(
-            maxConnections: Int, minConnections: Int = 0, backoff: Duration = .milliseconds(100), maxBackoff: Duration = .seconds(5),
+            maxConnections: Int, minConnections: Int = 0, backoff: Duration = .milliseconds(50), maxBackoff: Duration = .seconds(1),
             idleTimeout: Duration = .seconds(60)
         ) {
             self.maxConnections = max(1, maxConnections)

@@ -92,9 +92,14 @@ public final class PostgresStore: Service, Sendable {
     /// either way.
     static func connectionConfiguration(url: String, timeouts: Timeouts) throws -> PostgresConnection.Configuration {
         var configuration = try PostgresURL.parse(url)
-        configuration.options.additionalStartupParameters += timeouts.startupParameters
+        configuration.options.additionalStartupParameters += timeouts.startupParameters + [("application_name", Self.pooledApplicationName)]
         return configuration
     }
+
+    /// The `application_name` of pooled connections and of dedicated ones, so `pg_stat_activity`
+    /// tells them apart.
+    static let pooledApplicationName = "stratus"
+    static let dedicatedApplicationName = "stratus-dedicated"
 
     /// Runs the pools until the service group shuts down.
     public func run() async throws {
@@ -118,6 +123,10 @@ public final class PostgresStore: Service, Sendable {
     /// must never take a connection requests need. Fails with `TRY_AGAIN_LATER` when the database
     /// cannot be reached; ends when the connection closes (`ConnectionWatches`).
     public func withDedicatedConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        var configuration = configuration
+        configuration.options.additionalStartupParameters = configuration.options.additionalStartupParameters.map { name, value in
+            (name, name == "application_name" ? Self.dedicatedApplicationName : value)
+        }
         do {
             let connection = try await PostgresConnection.connect(
                 on: eventLoopGroup.next(), configuration: configuration, id: ConnectionPool.nextConnectionID(), logger: logger)

@@ -30,9 +30,8 @@ public enum StratusProcess {
     public static let workerNames = MaintenanceJob.workers
 
     /// Makes the store. Unless `STRATUS_DATABASE_MIN_CONNECTIONS` says otherwise, it keeps every
-    /// connection open when `keepsConnectionsOpen` (`stratus-api`, whose requests lease one each and
-    /// would otherwise arm the pool's idle timer at every release: docs/benchmarks.md, "Connections
-    /// kept open") and none otherwise.
+    /// connection open when `keepsConnectionsOpen` (`stratus-api`, whose requests then never wait for
+    /// a connection to open: docs/benchmarks-history.md, "Connections kept open") and none otherwise.
     public static func openStore(_ configuration: StratusConfiguration, keepsConnectionsOpen: Bool = false, logger: Logger) throws -> PostgresStore {
         try PostgresStore(
             url: configuration.databaseURL, maxConnections: configuration.databaseMaxConnections,

@@ -55,7 +55,7 @@ final class PoolStateTests: XCTestCase {
         XCTAssertEqual(pool.closed(2).connect, [4])
         // The server refuses while it restarts: the pool backs off and opens nothing more.
         let failed = pool.connectFailed(3)
-        XCTAssertEqual(failed.retryAfter, .milliseconds(100))
+        XCTAssertEqual(failed.retryAfter, pool.settings.backoff)
         XCTAssertTrue(failed.connect.isEmpty)
         XCTAssertEqual(pool.connectFailed(4).retryAfter, nil, "one retry scheduled at a time")
         XCTAssertEqual(pool.count, 0)
@@ -98,6 +98,9 @@ final class PoolStateTests: XCTestCase {
     }
 
     func testBackoffDoublesUpToItsBound() {
+        // The defaults: a restart of a few seconds is noticed within a second of its end.
+        XCTAssertEqual(PoolState.Settings(maxConnections: 1).backoff, .milliseconds(50))
+        XCTAssertEqual(PoolState.Settings(maxConnections: 1).maxBackoff, .seconds(1))
         let pool = PoolState(settings: .init(maxConnections: 1, backoff: .milliseconds(100), maxBackoff: .seconds(1)))
         XCTAssertEqual((1...6).map(pool.delay(afterFailures:)), [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .seconds(1), .seconds(1)])
         XCTAssertEqual(pool.delay(afterFailures: Int.max), .seconds(1))

@@ -1,5 +1,6 @@
 import Foundation
 import StratusCore
+@testable import StratusPostgres
 import StratusRuntime
 import XCTest
 
@@ -249,27 +250,33 @@ final class ConfigurationTests: XCTestCase {
         }
     }
 
-    /// `stratus-api` keeps every connection of its pools open unless told otherwise.
+    /// `stratus-api` keeps every connection of its pools open unless told otherwise (its listeners
+    /// and the relay's lock hold connections of their own besides, named apart).
     func testStratusAPIKeepsItsConnectionsOpenUnlessToldOtherwise() async throws {
         let brokers = try TestSupport.kafkaBrokers()
         try await TestSupport.withMigratedStore { _, url in
             for (kept, expected) in [(nil, 12), ("0", nil)] as [(String?, Int64?)] {
-                let before = try await LoopPoolsTests.otherConnections(url: url)
+                let before = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName)
                 var settings = ["STRATUS_DATABASE_MAX_CONNECTIONS": "12"]
                 settings["STRATUS_DATABASE_MIN_CONNECTIONS"] = kept
                 try await Self.withAPI(url: url, brokers: brokers, settings: settings) { _ in
                     if let expected {
-                        try await TestSupport.eventually(timeout: .seconds(10), "\(expected) connections of stratus-api to be open") {
-                            try await LoopPoolsTests.otherConnections(url: url) - before == expected
+                        try await TestSupport.eventually(timeout: .seconds(10), "\(expected) pooled connections of stratus-api to be open") {
+                            try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName) - before == expected
                         }
+                        let dedicated = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.dedicatedApplicationName)
+                        XCTAssertGreaterThan(dedicated, 0, "the listeners' connections are not the pool's")
+                        XCTAssertLessThanOrEqual(dedicated, 4)
                     } else {
                         // Only what it has used: the relay's lock, the listeners and a few statements at its start.
-                        let open = try await LoopPoolsTests.otherConnections(url: url) - before
+                        let open = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName) - before
                         XCTAssertLessThan(open, 12, "STRATUS_DATABASE_MIN_CONNECTIONS=0 kept every connection open")
                     }
                 }
                 try await TestSupport.eventually(timeout: .seconds(10), "stratus-api's connections to close") {
-                    try await LoopPoolsTests.otherConnections(url: url) == before
+                    let pooled = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName)
+                    let dedicated = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.dedicatedApplicationName)
+                    return pooled == before && dedicated == 0
                 }
             }
         }

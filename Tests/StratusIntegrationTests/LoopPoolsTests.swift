@@ -58,6 +58,11 @@ final class LoopPoolsTests: XCTestCase {
         try await TestSupport.count(url: url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
     }
 
+    /// How many of them carry `application_name` `name`.
+    static func otherConnections(url: String, named name: String) async throws -> Int64 {
+        try await TestSupport.count(url: url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = \(name)")
+    }
+
     func testATaskOnAnEventLoopLeasesAConnectionOfThatLoop() async throws {
         try await Self.withLoops(3) { group, loops in
             try await TestSupport.withMigratedStore { _, url in
