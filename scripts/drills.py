@@ -574,8 +574,11 @@ DRILLS = {
     "pg-restart": drill_pg_restart,
     "pool-exhausted": drill_pool_exhausted,
     "relay-takeover": drill_relay_takeover,
-    "worker-group": drill_worker_group,
+    # Before worker-group, which ends with consumer groups rebalancing: the broker may hold a
+    # group's rebalance for minutes (docs/reliability.md), during which a later drill's worker
+    # receives nothing.
     "subscriptions-kill": drill_subscriptions_kill,
+    "worker-group": drill_worker_group,
 }
 
 

@@ -101,9 +101,10 @@ public final class PostgresStore: Service, Sendable {
     static let pooledApplicationName = "stratus"
     static let dedicatedApplicationName = "stratus-dedicated"
 
-    /// Runs the pools until the service group shuts down.
+    /// Runs the pools until the service group shuts down (gracefully or by cancellation); then
+    /// closes every connection. In a service group the store comes first, so it stops last.
     public func run() async throws {
-        await pools.run()
+        await cancelWhenGracefulShutdown { [pools] in await pools.run() }
     }
 
     /// The pools' settings, for tests and the configuration check.

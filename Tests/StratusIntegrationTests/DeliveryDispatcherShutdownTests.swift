@@ -30,6 +30,30 @@ final class DeliveryDispatcherShutdownTests: XCTestCase {
         }
     }
 
+    /// The store itself ends on graceful shutdown and closes its connections: a process stopped with
+    /// SIGTERM exits instead of waiting for ever for its pools.
+    func testGracefulShutdownEndsTheStoreAndClosesItsConnections() async throws {
+        let url = try await TestSupport.createDatabase()
+        let store = try PostgresStore(url: url, maxConnections: 3, minConnections: 2, logger: TestSupport.logger)
+        let group = ServiceGroup(configuration: .init(services: [store], logger: TestSupport.logger))
+        let ended = OneShot<Bool>()
+        Task {
+            do { try await group.run() } catch { XCTFail("the store threw on graceful shutdown: \(error)") }
+            ended.resume(with: .success(true))
+        }
+        try await TestSupport.eventually(timeout: .seconds(10), "the kept connections to open") {
+            try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName) == 2
+        }
+        await group.triggerGracefulShutdown()
+        let limit = LoopTimer.schedule(after: .seconds(20)) { ended.resume(with: .success(false)) }
+        let stopped = try await withCheckedThrowingContinuation { ended.start($0) }
+        limit.cancel()
+        XCTAssertTrue(stopped, "the store ended within 20 s of a graceful shutdown")
+        try await TestSupport.eventually(timeout: .seconds(10), "the store's connections to close") {
+            try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName) == 0
+        }
+    }
+
     /// The database's clock, in microseconds since 1970.
     static func clock(_ store: PostgresStore) async throws -> Int64 {
         try await store.withConnection { connection in
