@@ -70,9 +70,10 @@ public final class PostgresStore: Service, Sendable {
     public init(
         url: String, maxConnections: Int = 20, minConnections: Int = 0, maxAttempts: Int = 8, retryAfterSeconds: Int = 1,
         timeouts: Timeouts = Timeouts(), preparedStatements: Int = 256, eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
-        logger: Logger
+        applicationName: String = "stratus", logger: Logger
     ) throws {
-        let configuration = try Self.connectionConfiguration(url: url, timeouts: timeouts)
+        let configuration = try Self.connectionConfiguration(url: url, timeouts: timeouts, applicationName: applicationName)
+        self.applicationName = applicationName
         self.pools = LoopPools(
             configuration: configuration, maxConnections: maxConnections, minConnections: minConnections, group: eventLoopGroup,
             retryAfterSeconds: retryAfterSeconds, logger: logger)
@@ -90,16 +91,16 @@ public final class PostgresStore: Service, Sendable {
     /// keep-alive statement runs on idle connections: a connection that closed is seen by its close
     /// (`ConnectionWatches`, `ConnectionPool`), and a statement on one that went silent waits for TCP
     /// either way.
-    static func connectionConfiguration(url: String, timeouts: Timeouts) throws -> PostgresConnection.Configuration {
+    static func connectionConfiguration(url: String, timeouts: Timeouts, applicationName: String = "stratus") throws -> PostgresConnection.Configuration {
         var configuration = try PostgresURL.parse(url)
-        configuration.options.additionalStartupParameters += timeouts.startupParameters + [("application_name", Self.pooledApplicationName)]
+        configuration.options.additionalStartupParameters += timeouts.startupParameters + [("application_name", applicationName)]
         return configuration
     }
 
-    /// The `application_name` of pooled connections and of dedicated ones, so `pg_stat_activity`
-    /// tells them apart.
-    static let pooledApplicationName = "stratus"
-    static let dedicatedApplicationName = "stratus-dedicated"
+    /// The `application_name` of the pooled connections (the process's name: `pg_stat_activity`
+    /// tells the processes apart); dedicated connections carry it with `-dedicated` appended.
+    let applicationName: String
+    var dedicatedApplicationName: String { applicationName + "-dedicated" }
 
     /// Runs the pools until the service group shuts down (gracefully or by cancellation); then
     /// closes every connection. In a service group the store comes first, so it stops last.
@@ -126,7 +127,7 @@ public final class PostgresStore: Service, Sendable {
     public func withDedicatedConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         var configuration = configuration
         configuration.options.additionalStartupParameters = configuration.options.additionalStartupParameters.map { name, value in
-            (name, name == "application_name" ? Self.dedicatedApplicationName : value)
+            (name, name == "application_name" ? dedicatedApplicationName : value)
         }
         do {
             let connection = try await PostgresConnection.connect(

@@ -32,12 +32,14 @@ public enum StratusProcess {
     /// Makes the store. Unless `STRATUS_DATABASE_MIN_CONNECTIONS` says otherwise, it keeps every
     /// connection open when `keepsConnectionsOpen` (`stratus-api`, whose requests then never wait for
     /// a connection to open: docs/benchmarks-history.md, "Connections kept open") and none otherwise.
-    public static func openStore(_ configuration: StratusConfiguration, keepsConnectionsOpen: Bool = false, logger: Logger) throws -> PostgresStore {
+    public static func openStore(
+        _ configuration: StratusConfiguration, keepsConnectionsOpen: Bool = false, applicationName: String = "stratus", logger: Logger
+    ) throws -> PostgresStore {
         try PostgresStore(
             url: configuration.databaseURL, maxConnections: configuration.databaseMaxConnections,
             minConnections: configuration.databaseMinConnections ?? (keepsConnectionsOpen ? configuration.databaseMaxConnections : 0),
             maxAttempts: configuration.serializableAttempts, timeouts: configuration.databaseTimeouts,
-            preparedStatements: configuration.preparedStatements, logger: logger)
+            preparedStatements: configuration.preparedStatements, applicationName: applicationName, logger: logger)
     }
 
     /// Runs `body` with the store's pool running; stops the pool afterwards.
@@ -72,7 +74,7 @@ public enum StratusProcess {
     /// `stratus-api`: the HTTP API with the relay embedded (unless `STRATUS_RELAY=off`).
     public static func runAPI(_ configuration: StratusConfiguration, logger: Logger) async throws {
         try await verifyMigrated(configuration, logger: logger)
-        let store = try openStore(configuration, keepsConnectionsOpen: true, logger: logger)
+        let store = try openStore(configuration, keepsConnectionsOpen: true, applicationName: "stratus-api", logger: logger)
         var services: [any Service] = [store]
         if configuration.embeddedRelay {
             try verifyKafkaLibrary()
@@ -113,7 +115,7 @@ public enum StratusProcess {
         var logger = logger
         logger[metadataKey: "worker"] = "\(name)"
         try await verifyMigrated(configuration, logger: logger)
-        let store = try openStore(configuration, logger: logger)
+        let store = try openStore(configuration, applicationName: name, logger: logger)
         var worker = configuration.worker
         if projection.urgency == .background { worker.fetchWait = configuration.backgroundFetchWait }
         var services: [any Service] = [

@@ -255,28 +255,28 @@ final class ConfigurationTests: XCTestCase {
     func testStratusAPIKeepsItsConnectionsOpenUnlessToldOtherwise() async throws {
         let brokers = try TestSupport.kafkaBrokers()
         try await TestSupport.withMigratedStore { _, url in
+            func open(_ name: String) async throws -> Int64 { try await LoopPoolsTests.otherConnections(url: url, named: name) }
             for (kept, expected) in [(nil, 12), ("0", nil)] as [(String?, Int64?)] {
-                let before = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName)
                 var settings = ["STRATUS_DATABASE_MAX_CONNECTIONS": "12"]
                 settings["STRATUS_DATABASE_MIN_CONNECTIONS"] = kept
                 try await Self.withAPI(url: url, brokers: brokers, settings: settings) { _ in
                     if let expected {
                         try await TestSupport.eventually(timeout: .seconds(10), "\(expected) pooled connections of stratus-api to be open") {
-                            try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName) - before == expected
+                            try await open("stratus-api") == expected
                         }
-                        let dedicated = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.dedicatedApplicationName)
+                        let dedicated = try await open("stratus-api-dedicated")
                         XCTAssertGreaterThan(dedicated, 0, "the listeners' connections are not the pool's")
                         XCTAssertLessThanOrEqual(dedicated, 4)
                     } else {
-                        // Only what it has used: the relay's lock, the listeners and a few statements at its start.
-                        let open = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName) - before
-                        XCTAssertLessThan(open, 12, "STRATUS_DATABASE_MIN_CONNECTIONS=0 kept every connection open")
+                        // Only what it has used: a few statements at its start.
+                        let pooled = try await open("stratus-api")
+                        XCTAssertLessThan(pooled, 12, "STRATUS_DATABASE_MIN_CONNECTIONS=0 kept every connection open")
                     }
                 }
                 try await TestSupport.eventually(timeout: .seconds(10), "stratus-api's connections to close") {
-                    let pooled = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName)
-                    let dedicated = try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.dedicatedApplicationName)
-                    return pooled == before && dedicated == 0
+                    let pooled = try await open("stratus-api")
+                    let dedicated = try await open("stratus-api-dedicated")
+                    return pooled == 0 && dedicated == 0
                 }
             }
         }

@@ -34,7 +34,7 @@ final class DeliveryDispatcherShutdownTests: XCTestCase {
     /// SIGTERM exits instead of waiting for ever for its pools.
     func testGracefulShutdownEndsTheStoreAndClosesItsConnections() async throws {
         let url = try await TestSupport.createDatabase()
-        let store = try PostgresStore(url: url, maxConnections: 3, minConnections: 2, logger: TestSupport.logger)
+        let store = try PostgresStore(url: url, maxConnections: 3, minConnections: 2, applicationName: "stratus-shutdown-test", logger: TestSupport.logger)
         let group = ServiceGroup(configuration: .init(services: [store], logger: TestSupport.logger))
         let ended = OneShot<Bool>()
         Task {
@@ -42,7 +42,7 @@ final class DeliveryDispatcherShutdownTests: XCTestCase {
             ended.resume(with: .success(true))
         }
         try await TestSupport.eventually(timeout: .seconds(10), "the kept connections to open") {
-            try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName) == 2
+            try await LoopPoolsTests.otherConnections(url: url, named: "stratus-shutdown-test") == 2
         }
         await group.triggerGracefulShutdown()
         let limit = LoopTimer.schedule(after: .seconds(20)) { ended.resume(with: .success(false)) }
@@ -50,7 +50,7 @@ final class DeliveryDispatcherShutdownTests: XCTestCase {
         limit.cancel()
         XCTAssertTrue(stopped, "the store ended within 20 s of a graceful shutdown")
         try await TestSupport.eventually(timeout: .seconds(10), "the store's connections to close") {
-            try await LoopPoolsTests.otherConnections(url: url, named: PostgresStore.pooledApplicationName) == 0
+            try await LoopPoolsTests.otherConnections(url: url, named: "stratus-shutdown-test") == 0
         }
     }
 
