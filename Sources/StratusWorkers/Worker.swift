@@ -185,11 +185,19 @@ public final class Worker: Service, Sendable {
                     // partitions, which would be fetched while nobody polls.
                     let untilReconcile = configuration.reconcileInterval - (ContinuousClock.now - lastReconcile)
                     if try await consumer.pause() > 0 {
-                        let outcome = try await CommitNotifications(store: store).wait(
-                            unlessLastIDIsNot: lastEventID, timeout: max(.zero, min(configuration.idleWakeInterval, untilReconcile)), logger: logger
-                        ) { [self] in
-                            idlePauses.add(1, ordering: .relaxed)
-                            idleGauge.record(1)
+                        let outcome: CommitNotifications.Outcome
+                        do {
+                            outcome = try await CommitNotifications(store: store).wait(
+                                unlessLastIDIsNot: lastEventID, timeout: max(.zero, min(configuration.idleWakeInterval, untilReconcile)), logger: logger
+                            ) { [self] in
+                                idlePauses.add(1, ordering: .relaxed)
+                                idleGauge.record(1)
+                            }
+                        } catch where !Task.isCancelled {
+                            // The database is away (a restart): stop idling and fetch again, rather than
+                            // leave the consumer group and rejoin it, which can take the broker minutes.
+                            logger.notice("idle wait for the next commit failed; fetching again", metadata: ["error": "\(error)"])
+                            outcome = .timedOut
                         }
                         if case .changed(let lastID) = outcome { lastEventID = lastID }
                         idleGauge.record(0)
