@@ -539,8 +539,10 @@ def drill_subscriptions_kill(stack, client, failures):
         raise RuntimeError(f"the drill's subscription was refused: {status} {body}")
     load = start_load(client, "SubsKill")
     tally, _, batches, _ = load
-    # Killed while it applies the load: once it has logged some of it.
-    wait_until("stratus-subscriptions to log notifications", lambda: notification_check("SubsKill")[0] > 0, 60)
+    # Killed while it applies the load: once it has logged some of it. After broker-restart the
+    # worker rejoins its consumer group, which this broker may hold for minutes (its zones are then
+    # caught up by reconciliation, a zone every second or two): so up to five minutes.
+    wait_until("stratus-subscriptions to log notifications", lambda: notification_check("SubsKill")[0] > 0, 300)
     stack.kill("stratus-subscriptions")
     at_kill = notification_check("SubsKill")[0]
     time.sleep(1)  # events pile up while the worker is down
