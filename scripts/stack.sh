@@ -11,7 +11,7 @@
 #   STRATUS_PG_PORT     PostgreSQL port (default 54329)
 #   STRATUS_KAFKA_PORT  broker port (default 9092)
 #   STRATUS_HTTP_HOST / STRATUS_HTTP_PORT   API address (default 127.0.0.1:8080)
-# Any other STRATUS_* variable (README, Configuration) passes through to the processes.
+# Any other STRATUS_* variable (docs/configuration.md) passes through to the processes.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

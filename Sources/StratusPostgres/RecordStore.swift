@@ -578,7 +578,7 @@ struct ZoneWriter {
     /// Refuses the transaction (`ItemRefused`) when it adds bytes to a user who then holds more
     /// than the quota. The total is read from this transaction's snapshot: writers of the same user
     /// that commit meanwhile are not seen, so concurrent writers may pass the quota by what they
-    /// add between them (README, Configuration). A transaction that frees bytes always passes.
+    /// add between them (docs/configuration.md). A transaction that frees bytes always passes.
     private func checkQuota(in transaction: Transaction) async throws {
         let quota = context.limits.userQuotaBytes
         guard quota > 0 else { return }

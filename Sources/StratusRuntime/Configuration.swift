@@ -9,7 +9,7 @@ import StratusRelay
 import StratusWorkers
 
 /// The configuration of every Stratus process, read from environment variables (documented in the
-/// README with their defaults). Flags of the admin CLI override the same values.
+/// docs/configuration.md with their defaults). Flags of the admin CLI override the same values.
 public struct StratusConfiguration: Sendable {
     /// `STRATUS_DATABASE_URL`.
     public var databaseURL: String

@@ -6,7 +6,7 @@ import StratusCore
 import StratusWorkers
 import XCTest
 
-/// Asset bytes count toward the per-user storage quota (README, Configuration): from the moment an
+/// Asset bytes count toward the per-user storage quota (docs/configuration.md): from the moment an
 /// upload is stored until the last asset holding the bytes is collected. In an extension of
 /// `AssetTests`, so `S3AssetTests` runs it against the S3 store too.
 extension AssetTests {

@@ -38,7 +38,7 @@ final class OpenAPIContractTests: XCTestCase {
 
     func testEveryRouteIsDocumentedAndEveryDocumentedOperationIsRouted() throws {
         let all = Set(try Self.router().routes.map { "\($0.method.rawValue) \($0.path.description)" })
-        // The web console's HTML pages (README, Console) are for browsers, not part of the API the document describes.
+        // The web console's HTML pages (docs/console.md) are for browsers, not part of the API the document describes.
         let console = all.filter { $0.split(separator: " ", maxSplits: 1).last?.hasPrefix("/console") == true }
         XCTAssertFalse(console.isEmpty, "the console is served by default")
         let routed = all.subtracting(console)

@@ -242,7 +242,7 @@ public struct DeliveryStore: Sendable {
         }
     }
 
-    /// Deliveries by channel and state (for /metrics and the README's operations).
+    /// Deliveries by channel and state (for /metrics and docs/operations.md).
     public func counts(logger: Logger) async throws -> [String: [String: Int64]] {
         try await store.withConnection { connection in
             var counts: [String: [String: Int64]] = [:]
