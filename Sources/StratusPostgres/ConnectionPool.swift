@@ -42,9 +42,6 @@ final class ConnectionPool: Sendable {
 
     var settings: PoolState.Settings { state.withLock { $0.pool.settings } }
 
-    /// How many connections are open or opening.
-    var count: Int { state.withLock { $0.pool.count } }
-
     // MARK: Leases
 
     /// A connection of the pool, waiting at most `timeout` for one; then `TRY_AGAIN_LATER`. Give it
@@ -65,7 +62,7 @@ final class ConnectionPool: Sendable {
                     switch driver.pool.lease(waiter) {
                     case .use(let id):
                         guard let connection = driver.open[id] else {
-                            return Work(resume: [(continuation, .failure(unavailable()))])
+                            return Work(resume: [(continuation, .failure(PostgresErrors.unavailable(retryAfterSeconds)))])
                         }
                         return Work(resume: [(continuation, .success(connection))])
                     case .fail(let failure):
@@ -78,7 +75,7 @@ final class ConnectionPool: Sendable {
                 perform(work)
                 guard work.resume.isEmpty else { return }
                 // Waiting: the deadline, unless it was served meanwhile.
-                let deadline = loop.scheduleTask(in: TimeAmount.nanoseconds(LoopTimer.nanoseconds(timeout))) { [self] in
+                let deadline = LoopTimer.schedule(after: timeout, on: loop) { [self] in
                     giveUp(waiter, with: StratusError(
                         .tryAgainLater, "The server is busy: no database connection came free in time; retry the request", retryAfter: retryAfterSeconds),
                         timedOut: true)
@@ -189,7 +186,7 @@ final class ConnectionPool: Sendable {
         }
         for id in work.connect { connect(id) }
         if let delay = work.retryAfter {
-            loop.scheduleTask(in: TimeAmount.nanoseconds(LoopTimer.nanoseconds(delay))) { [self] in
+            _ = LoopTimer.schedule(after: delay, on: loop) { [self] in
                 perform(state.withLock { $0.work($0.pool.retryDue(), pool: self) })
             }
         }
@@ -232,26 +229,23 @@ final class ConnectionPool: Sendable {
 
     func error(_ failure: PoolState.Failure) -> any Error {
         switch failure {
-        case .unavailable: unavailable()
+        case .unavailable: PostgresErrors.unavailable(retryAfterSeconds)
         case .shutDown: StratusError(.tryAgainLater, "The server is shutting down; retry the request", retryAfter: retryAfterSeconds)
         }
     }
 
-    private func unavailable() -> StratusError {
-        StratusError(.tryAgainLater, "The database is unavailable for the moment; retry the request", retryAfter: retryAfterSeconds)
-    }
 }
 
 /// A lease waiting for a connection.
 private struct Waiter {
     let continuation: CheckedContinuation<PostgresConnection, any Error>
-    var deadline: Scheduled<Void>?
+    var deadline: LoopTimer.Handle?
 }
 
 /// What to carry out after the lock.
 private struct Work {
     var resume: [(CheckedContinuation<PostgresConnection, any Error>, Result<PostgresConnection, any Error>)] = []
-    var deadlines: [Scheduled<Void>] = []
+    var deadlines: [LoopTimer.Handle] = []
     var close: [PostgresConnection] = []
     var connect: [Int] = []
     var retryAfter: Duration?

@@ -19,8 +19,6 @@ import Synchronization
 final class ConnectionWatches: Sendable {
     private let watches = Mutex<[PostgresConnection.ID: ConnectionWatch]>([:])
     let grace: Duration
-    /// The reason a request is given when its connection closed under it.
-    static let unavailableReason = "The database is unavailable for the moment; retry the request"
 
     init(grace: Duration) {
         self.grace = grace
@@ -35,7 +33,7 @@ final class ConnectionWatches: Sendable {
     ) async throws -> T {
         let watch = watch(connection)
         let outcome = OneShot<T>()
-        let unavailable = StratusError(.tryAgainLater, Self.unavailableReason, retryAfter: retryAfter)
+        let unavailable = PostgresErrors.unavailable(retryAfter)
         let task = Task {
             do {
                 outcome.resume(with: .success(try await work(connection)))

@@ -311,12 +311,17 @@ enum PostgresErrors {
     /// (shutdown, `pg_terminate_backend`, SQLSTATE 57P01–57P03), the connection failed (class 08), or
     /// it closed. Such a connection is not used again, even before its close is seen.
     static func isSessionEnding(_ error: any Error) -> Bool {
-        if let error = error as? PSQLError, [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown].contains(error.code) {
-            return true
-        }
-        if let error = error as? StratusError, error.code == .tryAgainLater, error.reason == ConnectionWatches.unavailableReason { return true }
+        if isConnectionLost(error) { return true }
+        if let error = error as? StratusError, error.code == .tryAgainLater, error.reason == unavailableReason { return true }
         guard let state = sqlState(error) else { return false }
         return ["57P01", "57P02", "57P03"].contains(state) || state.hasPrefix("08")
+    }
+
+    /// A connection that went away, whoever noticed first (the server's FATAL may arrive as the
+    /// reason the client closed it).
+    private static func isConnectionLost(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        return [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown].contains(error.code)
     }
 
     /// The client's view of a server-side limit that stopped a statement: a statement that ran past
@@ -327,11 +332,7 @@ enum PostgresErrors {
     /// server shutting down or refusing more connections) is one too: the request did not complete
     /// and may be sent again.
     static func limit(_ error: any Error, retryAfter: Int) -> StratusError? {
-        // A connection that went away, whoever noticed first (the server's FATAL may arrive as the
-        // reason the client closed it).
-        if let error = error as? PSQLError, [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown].contains(error.code) {
-            return unavailable(retryAfter)
-        }
+        if isConnectionLost(error) { return unavailable(retryAfter) }
         guard let state = sqlState(error) else { return nil }
         switch state {
         case "57014": return StratusError(.tryAgainLater, "The request ran past the server's time limit; retry it later or ask for less", retryAfter: retryAfter)
@@ -341,8 +342,11 @@ enum PostgresErrors {
         }
     }
 
-    private static func unavailable(_ retryAfter: Int) -> StratusError {
-        StratusError(.tryAgainLater, "The database is unavailable for the moment; retry the request", retryAfter: retryAfter)
+    /// What a request is told when the database cannot be reached or its connection went away.
+    static let unavailableReason = "The database is unavailable for the moment; retry the request"
+
+    static func unavailable(_ retryAfter: Int) -> StratusError {
+        StratusError(.tryAgainLater, unavailableReason, retryAfter: retryAfter)
     }
 }
 
