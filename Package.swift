@@ -216,10 +216,24 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // What the integration tests share: the servers scripts/test.sh starts, a migrated database
+        // per test (copied from a template migrated once per run), brokers and PostgreSQL clusters
+        // of a test's own, and the executables run as child processes.
+        .target(
+            name: "StratusTesting",
+            dependencies: [
+                "StratusCore", "StratusPostgres",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Tests/StratusTesting"
+        ),
         .testTarget(
             name: "StratusIntegrationTests",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
+                "StratusTesting", "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
                 "StratusAPI", "StratusRuntime", "StratusBench", "StratusPush", "StratusPushTestSupport", "StratusBlobStore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

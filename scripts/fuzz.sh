@@ -11,6 +11,7 @@
 # STRATUS_TEST_KAFKA_BROKERS (as `scripts/test.sh --servers-only` prints them).
 #
 #   STRATUS_FUZZ_SECONDS   time budget of schemathesis (default 120)
+#   STRATUS_BIN_DIR        a folder with stratus and stratus-api built already (else they are built)
 #   STRATUS_FUZZ_SEED      a seed, to repeat a run (schemathesis prints the seed it used)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -50,10 +51,16 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 work="$(mktemp -d "${TMPDIR:-/tmp}/stratus-fuzz.XXXXXX")"
 
-log "fuzz: building stratus and stratus-api"
-swift build --product stratus >/dev/null
-swift build --product stratus-api >/dev/null
-bin="$(swift build --show-bin-path)"
+if [[ -n "${STRATUS_BIN_DIR:-}" ]]; then
+    # Binaries built already (scripts/test.sh builds once for every part).
+    bin="$STRATUS_BIN_DIR"
+    [[ -x "$bin/stratus-api" && -x "$bin/stratus" ]] || die "STRATUS_BIN_DIR=$bin has no stratus and stratus-api"
+else
+    log "fuzz: building stratus and stratus-api"
+    swift build --product stratus >/dev/null
+    swift build --product stratus-api >/dev/null
+    bin="$(swift build --show-bin-path)"
+fi
 
 # A database of its own on the test server, and a process environment of its own.
 name="stratus_fuzz_$(od -An -tx1 -N4 /dev/urandom | tr -d ' \n')"

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs the test suite: installs what is missing, starts a throwaway PostgreSQL and a throwaway
-# broker on free ports, runs `swift test` (arguments pass through, e.g. --filter ZoneAPITests),
-# then — when no arguments were given — the fuzz pass (scripts/fuzz.sh: schemathesis against a
-# live stratus-api with docs/openapi.json) and the fault drills (scripts/drills.sh: the drills in
-# STRATUS_TEST_DRILLS, by default pg-restart, pool-exhausted, api-kill, worker-kill, broker-restart
-# and relay-takeover, on the debug build the tests used), and always stops the servers, exiting
-# non-zero when any part failed. STRATUS_FUZZ=0 leaves the fuzz pass out, STRATUS_DRILLS=0 the
-# drills. Each part's time is printed at the end.
+# Runs the test suite: installs what is missing, starts a throwaway PostgreSQL, broker and
+# S3-compatible server on free ports, builds once, and runs (docs/testing.md): the unit tests; the
+# integration tests in parallel (STRATUS_TEST_WORKERS at once, default 6); meanwhile, in the
+# background, the fuzz pass (scripts/fuzz.sh: schemathesis against a live stratus-api with
+# docs/openapi.json) and the fault drills (scripts/drills.sh: the drills in STRATUS_TEST_DRILLS, by
+# default pg-restart, pool-exhausted, api-kill, worker-kill, broker-restart and relay-takeover);
+# then, alone, the classes that measure time or CPU. It always stops the servers, exits non-zero
+# when any part failed, and prints each part's time. STRATUS_FUZZ=0 leaves the fuzz pass out,
+# STRATUS_DRILLS=0 the drills. Arguments (e.g. --filter ZoneAPITests) go to one `swift test` as
+# they are, without the fuzz pass or the drills.
 #
 # `scripts/test.sh --servers-only` starts the servers, prints the variables the tests read, and
 # keeps the servers until Ctrl-C (for running tests from an editor). `scripts/test.sh --fuzz-only`
@@ -38,6 +40,10 @@ run_drills=0
 if ((!fuzz_only)) && (($# == 0)) && [[ "${STRATUS_DRILLS:-1}" != 0 ]]; then
     run_drills=1
 fi
+# The test tiers (docs/testing.md): the targets that need no server, and the integration classes
+# that measure time or CPU or load the machine, which run one at a time after the parallel tier.
+unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests)\.'
+serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement)'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
 read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"
 # Each part's time, printed at the end.
@@ -159,20 +165,11 @@ if ((servers_only)); then
     exit 1
 fi
 
-if ((!fuzz_only)); then
-    log "swift test $*"
-    set +e
-    timed "swift test" swift test "$@"
-    status=$?
-    set -e
-    if ((status != 0)); then
-        log "swift test failed with status $status"
-    fi
-fi
-# Runs one more part after the tests; its failure fails the run (the first failure's status is kept).
+# Runs one part of the run; its failure fails the run (the first failure's status is kept).
 part() {
     local name="$1" part_status
     shift
+    log "$name: $*"
     set +e
     timed "$name" "$@" </dev/null
     part_status=$?
@@ -184,12 +181,77 @@ part() {
         fi
     fi
 }
-if ((run_fuzz)); then
-    part "fuzz pass" "$STRATUS_ROOT/scripts/fuzz.sh"
-fi
-if ((run_drills)); then
-    log "fault drills: ${drills[*]}"
-    part "fault drills" env STRATUS_BUILD=debug "$STRATUS_ROOT/scripts/drills.sh" "${drills[@]}"
+# Runs a part in the background, its output to a log file of its own (printed when it ends).
+background_names=()
+background_pids=()
+background_logs=()
+in_background() {
+    local name="$1" output="$work/${1// /-}.log"
+    shift
+    log "$name, in the background: $*"
+    (
+        started=$SECONDS
+        part_status=0
+        "$@" </dev/null >"$output" 2>&1 || part_status=$?
+        echo "$part_status $((SECONDS - started))" >"$output.status"
+    ) &
+    background_pids+=("$!")
+    background_names+=("$name")
+    background_logs+=("$output")
+}
+# Waits for the background parts; prints each one's output (its end when it passed) and time.
+finish_background() {
+    local index name output part_status seconds
+    for index in "${!background_pids[@]}"; do
+        name="${background_names[$index]}"
+        output="${background_logs[$index]}"
+        wait "${background_pids[$index]}" || true
+        read -r part_status seconds <"$output.status" || { part_status=1; seconds="?"; }
+        log "---- $name: output ----"
+        if ((part_status == 0)); then tail -n 25 "$output" >&2; else tail -n 400 "$output" >&2; fi
+        log "---- $name: end of output ----"
+        timings+=("$name: $seconds s (status $part_status)")
+        if ((part_status != 0)); then
+            log "$name failed with status $part_status"
+            if ((status == 0)); then
+                status=$part_status
+            fi
+        fi
+    done
+}
+
+if ((!fuzz_only)) && (($# > 0)); then
+    # A developer's run: the arguments go to `swift test` as they are.
+    part "swift test" swift test "$@"
+else
+    # The whole suite (docs/testing.md). One build; then the fuzz pass and the drills run in the
+    # background (each on servers and databases of its own, on the binaries just built) while the
+    # tests run in tiers: the unit tests, which need no server; the integration tests in parallel,
+    # one process per test, each on a database copied from a template migrated once per run; and
+    # last, alone, the classes that measure time or CPU.
+    if ((fuzz_only)); then
+        part "build" swift build
+    else
+        part "build" swift build --build-tests
+    fi
+    if ((status == 0)); then
+        bin="$(swift build --show-bin-path)"
+        if ((run_fuzz)); then
+            in_background "fuzz pass" env STRATUS_BIN_DIR="$bin" "$STRATUS_ROOT/scripts/fuzz.sh"
+        fi
+        if ((run_drills)); then
+            in_background "fault drills" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${drills[@]}"
+        fi
+        if ((!fuzz_only)); then
+            part "unit tests" swift test --skip-build --filter "$unit_tests"
+            part "integration tests" swift test --skip-build --parallel --num-workers "${STRATUS_TEST_WORKERS:-6}" \
+                --skip "$unit_tests" --skip "$serial_tests"
+        fi
+        finish_background
+        if ((!fuzz_only)); then
+            part "serial tests" swift test --skip-build --filter "$serial_tests"
+        fi
+    fi
 fi
 for timing in "${timings[@]}"; do
     log "time: $timing"

@@ -6,6 +6,7 @@ import StratusCore
 import StratusKafka
 import StratusPostgres
 import StratusRelay
+import StratusTesting
 import StratusWorkers
 
 /// The API over a fresh migrated database with one container, its notification hub, and — when

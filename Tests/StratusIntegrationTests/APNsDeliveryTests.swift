@@ -6,6 +6,7 @@ import StratusCore
 @testable import StratusPostgres
 import StratusPush
 import StratusPushTestSupport
+import StratusTesting
 import StratusWorkers
 import XCTest
 

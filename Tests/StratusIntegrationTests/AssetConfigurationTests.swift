@@ -2,6 +2,7 @@ import Foundation
 import StratusBlobStore
 import StratusCore
 import StratusRuntime
+import StratusTesting
 import XCTest
 
 /// The asset settings: defaults, the S3 store's required and defaulted settings, and refusals that

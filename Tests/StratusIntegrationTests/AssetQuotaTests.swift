@@ -3,6 +3,7 @@ import HummingbirdTesting
 import StratusBlobStore
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import XCTest
 

@@ -3,6 +3,7 @@ import HummingbirdTesting
 import StratusBlobStore
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import XCTest
 

@@ -12,6 +12,7 @@ import StratusBlobStore
 import StratusCore
 import StratusPostgres
 import StratusRelay
+import StratusTesting
 import StratusWorkers
 import XCTest
 

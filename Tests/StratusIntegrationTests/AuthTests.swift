@@ -6,6 +6,7 @@ import StratusAPI
 import StratusCore
 import StratusPostgres
 import StratusRuntime
+import StratusTesting
 import XCTest
 
 /// Both authentication schemes over HTTP against the real PostgreSQL: server-to-server signed

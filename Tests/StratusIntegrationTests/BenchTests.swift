@@ -8,6 +8,7 @@ import StratusCore
 import StratusKafka
 import StratusPostgres
 import StratusRelay
+import StratusTesting
 import StratusWorkers
 import XCTest
 

@@ -1,5 +1,6 @@
 import Foundation
 import StratusCore
+import StratusTesting
 
 /// Checks a JSON value against a shape of the compatibility fixtures' shape language (see
 /// `CompatibilityTests` for the language). Every problem names the key path where it was found.

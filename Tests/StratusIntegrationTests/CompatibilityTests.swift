@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// Wire compatibility with Apple's CloudKit Web Services Reference (issue #18): for every operation

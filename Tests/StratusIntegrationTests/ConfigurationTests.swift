@@ -2,6 +2,7 @@ import Foundation
 import StratusCore
 @testable import StratusPostgres
 import StratusRuntime
+import StratusTesting
 import XCTest
 
 /// The token-signing key rule: configured, or generated for a single-machine development stack only.

@@ -5,6 +5,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The console's access page over HTTP against the real PostgreSQL: API tokens made (shown once)

@@ -7,6 +7,7 @@ import StratusAPI
 import StratusCore
 import StratusPostgres
 import StratusRuntime
+import StratusTesting
 import XCTest
 
 /// The console's operator sign-in over HTTP against the real PostgreSQL: session cookies, CSRF

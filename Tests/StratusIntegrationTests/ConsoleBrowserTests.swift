@@ -4,6 +4,7 @@ import NIOCore
 import PostgresNIO
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import Synchronization
 import XCTest
 

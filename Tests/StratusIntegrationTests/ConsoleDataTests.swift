@@ -5,6 +5,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import XCTest
 

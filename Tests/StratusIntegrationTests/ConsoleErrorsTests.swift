@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import StratusAPI
+import StratusTesting
 import XCTest
 
 /// The console's request-id search over the API's recent error answers.

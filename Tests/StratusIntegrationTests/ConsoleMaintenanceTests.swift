@@ -4,6 +4,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// Reindex and replay started from the console's operations page, against the real PostgreSQL: the

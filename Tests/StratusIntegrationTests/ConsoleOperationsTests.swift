@@ -4,6 +4,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The console's operations page over HTTP against the real PostgreSQL: relay backlog, each

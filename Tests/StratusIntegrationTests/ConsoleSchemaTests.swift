@@ -4,6 +4,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The console's schema page over HTTP against the real PostgreSQL: both environments' record

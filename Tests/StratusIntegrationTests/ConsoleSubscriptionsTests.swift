@@ -4,6 +4,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The console's subscriptions page against the real pipeline: a user's subscriptions (saved through

@@ -3,6 +3,7 @@ import HummingbirdTesting
 import HummingbirdWSClient
 import StratusAPI
 import StratusCore
+import StratusTesting
 @testable import StratusWorkers
 import Synchronization
 import XCTest

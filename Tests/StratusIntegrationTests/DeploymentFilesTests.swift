@@ -1,6 +1,7 @@
 import Foundation
 import StratusCore
 import StratusRuntime
+import StratusTesting
 import XCTest
 import Yams
 

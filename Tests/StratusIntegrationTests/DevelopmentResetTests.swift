@@ -3,6 +3,7 @@ import HummingbirdTesting
 import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// `stratus schema reset` as CloudKit's reset of development: the schema becomes production's and

@@ -6,6 +6,7 @@ import StratusAPI
 import StratusCore
 import StratusPostgres
 import StratusRuntime
+import StratusTesting
 import XCTest
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import Synchronization
 import XCTest

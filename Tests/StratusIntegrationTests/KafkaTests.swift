@@ -1,5 +1,6 @@
 import Foundation
 import StratusKafka
+import StratusTesting
 import Synchronization
 import XCTest
 

@@ -1,6 +1,7 @@
 import Foundation
 import StratusCore
 import StratusPostgres
+import StratusTesting
 @testable import StratusWorkers
 import Synchronization
 import XCTest

@@ -4,6 +4,7 @@ import NIOPosix
 import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The store's connections are one pool per event loop: a task on a loop runs its statements on a
@@ -53,9 +54,13 @@ final class LoopPoolsTests: XCTestCase {
         }
     }
 
-    /// How many sessions the database at `url` has, not counting the one asking.
+    /// How many sessions the database at `url` has, not counting the tests' own (the one asking, and
+    /// those of an earlier look, which may still be ending).
     static func otherConnections(url: String) async throws -> Int64 {
-        try await TestSupport.count(url: url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        try await TestSupport.count(url: url, """
+            SELECT count(*) FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name <> \(TestSupport.observerApplicationName)
+            """)
     }
 
     /// How many of them carry `application_name` `name`.

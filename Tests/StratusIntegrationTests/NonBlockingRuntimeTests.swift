@@ -6,6 +6,7 @@ import StratusAPI
 import StratusCore
 import StratusKafka
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// Work that takes long — hashing passwords, closing a Kafka producer that still holds messages —

@@ -1,6 +1,7 @@
 import Foundation
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The notification log keys a change by the subscription's id and the change's dedupe key as

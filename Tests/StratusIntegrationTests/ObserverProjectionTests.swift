@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import StratusCore
 import StratusPostgres
+import StratusTesting
 @testable import StratusWorkers
 import Synchronization
 import XCTest

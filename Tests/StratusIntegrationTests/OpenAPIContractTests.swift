@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The OpenAPI document (docs/openapi.json, written by scripts/openapi.py) cannot drift from the

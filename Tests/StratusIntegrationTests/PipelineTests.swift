@@ -5,6 +5,7 @@ import StratusCore
 import StratusKafka
 @testable import StratusPostgres
 @testable import StratusRelay
+import StratusTesting
 import StratusWorkers
 import XCTest
 

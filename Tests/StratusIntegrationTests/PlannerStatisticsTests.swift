@@ -3,6 +3,7 @@ import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
 import StratusRuntime
+import StratusTesting
 import XCTest
 
 /// A worker's keeper of planner statistics (real PostgreSQL): a table is analysed once the rows

@@ -4,6 +4,7 @@ import NIOPosix
 import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import Synchronization
 import XCTest
 
@@ -85,8 +86,7 @@ final class PostgresRestartTests: XCTestCase {
                 await Self.expectTryAgainLater("a statement whose connection was ended, \(what)") { try await sleeping.value }
                 try await Self.select(store)
                 try await Self.eventually("the kept connections to open again, \(what)") {
-                    try await TestSupport.count(url: url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
-                        >= setting.min
+                    try await LoopPoolsTests.otherConnections(url: url) >= setting.min
                 }
             }
         }
@@ -113,8 +113,7 @@ final class PostgresRestartTests: XCTestCase {
             let started = ContinuousClock.now
             for _ in 0..<5 { try await Self.select(store) }
             XCTAssertLessThan(ContinuousClock.now - started, .seconds(1), "the pool's one connection served at once")
-            let sessions = try await TestSupport.count(
-                url: url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            let sessions = try await LoopPoolsTests.otherConnections(url: url)
             XCTAssertEqual(sessions, 3, "two listeners apart and the pool's one")
         }
     }
@@ -229,95 +228,6 @@ final class PostgresRestartTests: XCTestCase {
                 XCTAssertEqual(counts.hung, 0, "no request hung, \(what)")
                 XCTAssertEqual(counts.other, [], "every failure was TRY_AGAIN_LATER with retryAfter, \(what)")
             }
-        }
-    }
-}
-
-/// A PostgreSQL cluster of the test's own, so a test can stop and restart it without disturbing the
-/// others; made with scripts/lib.sh's helpers (the cluster runs as user postgres, trust auth, user
-/// `stratus`).
-final class ThrowawayPostgres: Sendable {
-    let directory: String
-    let port: Int
-
-    init() async throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-test-pg-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        directory = base
-        port = try Broker.freePort()
-        try await shell("pg_init \"$1/data\"", directory)
-    }
-
-    var url: String { "postgres://stratus@127.0.0.1:\(port)/postgres" }
-
-    /// Runs `body` with a new cluster (not started), removed afterwards, also on failure.
-    static func with(_ body: (ThrowawayPostgres) async throws -> Void) async throws {
-        let server = try await ThrowawayPostgres()
-        do {
-            try await body(server)
-        } catch {
-            await server.remove()
-            throw error
-        }
-        await server.remove()
-    }
-
-    func start() async throws {
-        try await shell("pg_start \"$1/data\" \"$2\" \"$1/postgres.log\" -c fsync=off", directory, String(port))
-    }
-
-    /// A fast shutdown and start, as a minor upgrade or a failover does.
-    func restart() async throws {
-        try await shell("as_pg_owner \"$(pg_bin_dir)/pg_ctl\" -D \"$1/data\" -m fast -w -t 60 restart >/dev/null", directory)
-    }
-
-    func stop() async throws {
-        try await shell("as_pg_owner \"$(pg_bin_dir)/pg_ctl\" -D \"$1/data\" -m fast -w -t 60 stop >/dev/null", directory)
-    }
-
-    /// Sessions on the server other than the one asking.
-    func sessions() async throws -> Int {
-        Int(try await TestSupport.count(url: url, "SELECT count(*) FROM pg_stat_activity WHERE datname = 'postgres' AND pid <> pg_backend_pid()"))
-    }
-
-    /// Stops the server if it runs and removes the cluster.
-    func remove() async {
-        try? await shell("pg_running \"$1/data\" && as_pg_owner \"$(pg_bin_dir)/pg_ctl\" -D \"$1/data\" -m immediate -w stop >/dev/null; true", directory)
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    private func shell(_ script: String, _ arguments: String...) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        let library = TestSupport.repositoryRoot.appendingPathComponent("scripts/lib.sh").path
-        // A file, not a pipe: the server pg_ctl starts would hold a pipe open for ever.
-        let outputPath = "\(directory)/shell.log"
-        FileManager.default.createFile(atPath: outputPath, contents: nil)
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        defer { try? output.close() }
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        // The script writes its exit status to a file as it ends, and the test watches for that file:
-        // the process's own termination is not always reported here while many connections churn.
-        let statusPath = "\(directory)/shell.status"
-        try? FileManager.default.removeItem(atPath: statusPath)
-        process.arguments = ["-c", "trap 'echo $? > \"\(statusPath)\"' EXIT; set -euo pipefail; source \"\(library)\"; \(script)", "stratus-test"] + arguments
-        try process.run()
-        let deadline = ContinuousClock.now + .seconds(120)
-        var status: Int32?
-        while status == nil {
-            if let text = try? String(contentsOfFile: statusPath, encoding: .utf8), let value = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
-                status = value
-            } else if ContinuousClock.now > deadline {
-                throw TestSupport.MissingServer(description: "\(script) did not end within 120 s")
-            } else {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-        guard status == 0 else {
-            throw TestSupport.MissingServer(description: "\(script) failed (\(status ?? -1)): \(text.suffix(2000))")
         }
     }
 }

@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The hot read statements run prepared (`PreparedStatements`), against the real PostgreSQL.

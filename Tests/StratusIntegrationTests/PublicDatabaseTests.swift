@@ -1,6 +1,7 @@
 import Foundation
 import HummingbirdTesting
 import StratusCore
+import StratusTesting
 import XCTest
 
 /// The public database is shared by every user of a container: a record belongs to its creator,

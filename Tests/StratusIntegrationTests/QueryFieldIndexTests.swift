@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The field indexes of the query index (`QueryFieldIndexes`): a QUERYABLE or SORTABLE field's

@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdTesting
 @testable import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// `RecordQuery.matches` and `records/query` agree: over records of every field type (and the

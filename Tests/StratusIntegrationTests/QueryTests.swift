@@ -7,6 +7,7 @@ import StratusCore
 import StratusKafka
 @testable import StratusPostgres
 import StratusRelay
+import StratusTesting
 import StratusWorkers
 import XCTest
 

@@ -1,6 +1,7 @@
 import Foundation
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import XCTest
 

@@ -6,6 +6,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The per-user storage quota: bytes of records counted in `storage_usage` by the writes

@@ -5,6 +5,7 @@ import StratusAPI
 import StratusCore
 import StratusPostgres
 import StratusRuntime
+import StratusTesting
 import XCTest
 
 /// records/modify and records/lookup over HTTP with Apple's JSON shapes, against the real PostgreSQL.

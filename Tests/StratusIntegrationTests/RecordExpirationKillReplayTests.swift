@@ -3,6 +3,7 @@ import HummingbirdTesting
 import PostgresNIO
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import XCTest
 

@@ -4,6 +4,7 @@ import PostgresNIO
 import StratusCore
 import StratusKafka
 @testable import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import XCTest
 

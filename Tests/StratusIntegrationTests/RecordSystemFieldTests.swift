@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// System fields (`parent`, `share`, `createShortGUID`), environments that never mix, the sync page

@@ -1,5 +1,6 @@
 import Foundation
 import HummingbirdTesting
+import StratusTesting
 import XCTest
 
 /// A sync response is bounded in bytes as well as in records: large records end a page early, and

@@ -1,6 +1,7 @@
 import Foundation
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// `stratus schema export|import|deploy|reset`, run as an operator runs them (the built executable,

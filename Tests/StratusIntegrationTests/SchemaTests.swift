@@ -4,6 +4,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// Schemas against the real PostgreSQL: development grows in the save's transaction, a deployed

@@ -3,6 +3,7 @@ import Foundation
 import HummingbirdTesting
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import XCTest
 

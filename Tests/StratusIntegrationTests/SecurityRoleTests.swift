@@ -3,6 +3,7 @@ import Foundation
 import HummingbirdTesting
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// The public database's security roles, checked in the write transaction: CloudKit's defaults

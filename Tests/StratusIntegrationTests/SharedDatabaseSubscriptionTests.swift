@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdTesting
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import XCTest
 

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// Sharing over HTTP against the real PostgreSQL, with several users: share records stored with

@@ -3,6 +3,7 @@ import PostgresNIO
 @testable import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// Pages of records are answered by copying each record's stored text (PostgreSQL's `jsonb` output)

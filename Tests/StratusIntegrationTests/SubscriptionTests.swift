@@ -6,6 +6,7 @@ import StratusCore
 import StratusKafka
 @testable import StratusPostgres
 import StratusRelay
+import StratusTesting
 @testable import StratusWorkers
 import XCTest
 

@@ -3,6 +3,7 @@ import HummingbirdTesting
 @testable import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// Sync pages and lookups in a private database answer each record by copying the text PostgreSQL

@@ -3,6 +3,7 @@ import HummingbirdTesting
 @testable import StratusAPI
 import StratusCore
 @testable import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// A forward sync's next page is read while the client reads the last one (`SyncReadAhead`), and

@@ -5,6 +5,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import StratusWorkers
 import Synchronization
 import XCTest
@@ -85,8 +86,21 @@ final class SyncTests: XCTestCase {
     /// Writers create, update and delete records (and once delete and re-create the zone) while a
     /// device pulls with a small resultsLimit; after the writers stop and the device drains, its copy
     /// equals the server's exactly: nothing missing, nothing stale, no delete resurrected.
-    func testSyncingDeviceConvergesUnderConcurrentWritesAcrossSeeds() async throws {
-        for seed: UInt64 in 1...12 {
+    /// Twelve seeds in three tests, which a parallel run runs at once.
+    func testSyncingDeviceConvergesUnderConcurrentWritesForSeeds1To4() async throws {
+        try await convergesUnderConcurrentWrites(seeds: 1...4)
+    }
+
+    func testSyncingDeviceConvergesUnderConcurrentWritesForSeeds5To8() async throws {
+        try await convergesUnderConcurrentWrites(seeds: 5...8)
+    }
+
+    func testSyncingDeviceConvergesUnderConcurrentWritesForSeeds9To12() async throws {
+        try await convergesUnderConcurrentWrites(seeds: 9...12)
+    }
+
+    private func convergesUnderConcurrentWrites(seeds: ClosedRange<UInt64>) async throws {
+        for seed in seeds {
             try await withFixture { fixture, client in
                 try await RecordAPITests.createZone(client, fixture, "Sync")
                 let writersDone = ManagedFlag()
@@ -378,14 +392,17 @@ final class SyncTests: XCTestCase {
     func testMeasurePullingThousandsOfChanges() async throws {
         try await withFixture { fixture, client in
             try await RecordAPITests.createZone(client, fixture, "Big")
-            for batch in 0..<50 {
+            // A smoke run pulls 2,000 changes; STRATUS_TEST_SCALE=full pulls 10,000 (scripts/bench.sh
+            // measures sync at scale).
+            let total = TestSupport.isFullScale ? 10_000 : 2_000
+            for batch in 0..<(total / 200) {
                 let operations: [Body] = (0..<200).map { index in
                     ["operationType": "create", "record": RecordAPITests.note("r\(batch * 200 + index)", ["v": ["value": "value \(index)"], "n": ["value": index]])]
                 }
                 let (status, _) = try await RecordAPITests.modify(client, fixture, zone: "Big", operations)
                 XCTAssertEqual(status, 200)
             }
-            for count in [1_000, 10_000] {
+            for count in [1_000, total] {
                 var device = Device()
                 let started = ContinuousClock.now
                 var pulled = 0

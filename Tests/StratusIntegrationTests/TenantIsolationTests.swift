@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import Synchronization
 import XCTest
 

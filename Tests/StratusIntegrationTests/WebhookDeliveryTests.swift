@@ -5,6 +5,7 @@ import StratusAPI
 import StratusCore
 @testable import StratusPostgres
 import StratusPush
+import StratusTesting
 @testable import StratusWorkers
 import Synchronization
 import XCTest

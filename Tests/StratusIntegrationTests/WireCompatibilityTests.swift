@@ -6,6 +6,7 @@ import PostgresNIO
 @testable import StratusCore
 @testable import StratusPostgres
 import StratusRuntime
+import StratusTesting
 import XCTest
 
 /// What a CloudKit Web Services client reads where Stratus once answered otherwise: a device id in

@@ -3,6 +3,7 @@ import StratusCore
 import StratusKafka
 import StratusPostgres
 import StratusRelay
+import StratusTesting
 @testable import StratusWorkers
 import XCTest
 

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusTesting
 import XCTest
 
 /// zones/modify, zones/list and zones/lookup over HTTP, against the real PostgreSQL.

@@ -2,14 +2,13 @@ import AsyncHTTPClient
 import Foundation
 import StratusCore
 import Synchronization
-import XCTest
 
 /// A built Stratus executable run as a child process of the test, configured by environment
 /// variables as an operator would. Its output goes to a log file the test shows when it fails.
 // Unchecked: `process` is set once in `init` and only read afterwards; what changes is behind `exit`'s mutex.
-final class StratusExecutable: @unchecked Sendable {
-    let name: String
-    let log: URL
+public final class StratusExecutable: @unchecked Sendable {
+    public let name: String
+    public let log: URL
     private let process: Process
     private let exit = Exit()
 
@@ -21,7 +20,7 @@ final class StratusExecutable: @unchecked Sendable {
 
     /// Where the executables are: `STRATUS_BIN_DIR`, else next to the test bundle (`swift build`
     /// and `swift test` put both in the same folder).
-    static func binary(_ name: String) throws -> URL {
+    public static func binary(_ name: String) throws -> URL {
         var folders: [URL] = []
         if let configured = ProcessInfo.processInfo.environment["STRATUS_BIN_DIR"] { folders.append(URL(fileURLWithPath: configured)) }
         let bundle = Bundle.main.bundleURL
@@ -36,7 +35,7 @@ final class StratusExecutable: @unchecked Sendable {
     /// The environment of a Stratus process for the test: this process's, without any Stratus
     /// setting of the developer's shell (the test run's own `STRATUS_TEST_*` kept, so
     /// scripts/test.sh can stop a child a crashed test left), plus `settings`.
-    static func environment(_ settings: [String: String]) -> [String: String] {
+    public static func environment(_ settings: [String: String]) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("STRATUS_") || $0.key.hasPrefix("STRATUS_TEST_") }
         environment["STRATUS_MIGRATIONS_DIR"] = TestSupport.repositoryRoot.appendingPathComponent("migrations").path
         environment["STRATUS_LOG_LEVEL"] = "info"
@@ -73,7 +72,7 @@ final class StratusExecutable: @unchecked Sendable {
 
     /// Runs `name` with `body`, and kills it (SIGKILL) when `body` ends, whether it succeeded or not;
     /// its log is printed and kept when `body` fails, else removed.
-    static func with<T: Sendable>(
+    public static func with<T: Sendable>(
         _ name: String, _ arguments: [String] = [], settings: [String: String], _ body: (StratusExecutable) async throws -> T
     ) async throws -> T {
         let child = try StratusExecutable(name: name, arguments: arguments, settings: settings)
@@ -90,7 +89,7 @@ final class StratusExecutable: @unchecked Sendable {
     }
 
     /// Runs `name` to its end; returns its exit status and everything it wrote.
-    static func run(_ name: String, _ arguments: [String], settings: [String: String]) async throws -> (status: Int32, output: String) {
+    public static func run(_ name: String, _ arguments: [String], settings: [String: String]) async throws -> (status: Int32, output: String) {
         let child = try StratusExecutable(name: name, arguments: arguments, settings: settings)
         let status = await child.exited()
         defer { try? FileManager.default.removeItem(at: child.log) }
@@ -99,26 +98,26 @@ final class StratusExecutable: @unchecked Sendable {
 
     /// Sends `signal` unless the process has ended, and waits until it has.
     @discardableResult
-    func stop(signal: Int32) async -> Int32 {
+    public func stop(signal: Int32) async -> Int32 {
         if exit.withLock({ $0.status == nil }) { Glibc.kill(process.processIdentifier, signal) }
         return await exited()
     }
 
     /// The process id (for reading its /proc entries).
-    var processIdentifier: Int32 { process.processIdentifier }
+    public var processIdentifier: Int32 { process.processIdentifier }
 
     /// Whether the process is still running.
-    var isRunning: Bool { exit.withLock { $0.status == nil } }
+    public var isRunning: Bool { exit.withLock { $0.status == nil } }
 
     /// Throws when the process has ended (it should not have).
-    func requireRunning() throws {
+    public func requireRunning() throws {
         guard let status = exit.withLock({ $0.status }) else { return }
         throw TestSupport.MissingServer(description: "\(name) exited with status \(status)")
     }
 
     /// Waits until the server at `base` (`http://127.0.0.1:<port>`) answers `/health` with 200, at
     /// most a minute; throws if the process ends first.
-    func answersHealth(at base: String) async throws {
+    public func answersHealth(at base: String) async throws {
         try await TestSupport.eventually(timeout: .seconds(60), "\(name) answers /health") {
             try requireRunning()
             return (try? await HTTPClient.shared.execute(HTTPClientRequest(url: base + "/health"), timeout: .seconds(2)).status == .ok) ?? false
@@ -126,7 +125,7 @@ final class StratusExecutable: @unchecked Sendable {
     }
 
     /// Waits for the process to end (without holding a thread); returns its status.
-    func exited() async -> Int32 {
+    public func exited() async -> Int32 {
         await withCheckedContinuation { continuation in
             let status = exit.withLock { state -> Int32? in
                 if state.status == nil { state.waiters.append(continuation) }
@@ -137,7 +136,7 @@ final class StratusExecutable: @unchecked Sendable {
     }
 
     /// What the process wrote so far.
-    func output() -> String {
+    public func output() -> String {
         (try? String(contentsOf: log, encoding: .utf8)) ?? ""
     }
 }

@@ -1,16 +1,15 @@
 import Foundation
-import XCTest
 
 /// A broker of the test's own, so a test can kill and restart it without disturbing the others.
-final class Broker: @unchecked Sendable {
-    let port: Int
+public final class Broker: @unchecked Sendable {
+    public let port: Int
     private var process: Process?
     private let binary: String
     private let log: URL
 
-    var address: String { "127.0.0.1:\(port)" }
+    public var address: String { "127.0.0.1:\(port)" }
 
-    init() throws {
+    public init() throws {
         guard let binary = ProcessInfo.processInfo.environment["STRATUS_TANSU_BIN"] else {
             throw TestSupport.MissingServer(description: "STRATUS_TANSU_BIN is not set: run the tests with scripts/test.sh")
         }
@@ -20,7 +19,7 @@ final class Broker: @unchecked Sendable {
     }
 
     /// Starts the broker and waits until it accepts connections.
-    func start() throws {
+    public func start() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["broker", "--listener-url", "tcp://127.0.0.1:\(port)", "--advertised-listener-url", "tcp://127.0.0.1:\(port)"]
@@ -36,11 +35,11 @@ final class Broker: @unchecked Sendable {
             if Broker.accepts(port: port) { return }
             usleep(100_000)
         }
-        XCTFail("broker did not start on port \(port)")
+        throw TestSupport.MissingServer(description: "broker did not start on port \(port)")
     }
 
     /// Kills the broker at once (SIGKILL: it does not stop on SIGTERM); everything it held is gone.
-    func kill() {
+    public func kill() {
         guard let process else { return }
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -49,7 +48,7 @@ final class Broker: @unchecked Sendable {
 
     deinit { kill() }
 
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
@@ -64,7 +63,7 @@ final class Broker: @unchecked Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    static func accepts(port: Int) -> Bool {
+    public static func accepts(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
