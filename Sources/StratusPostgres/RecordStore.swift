@@ -333,12 +333,6 @@ struct ZoneWriter {
 
     var zoneKey: ZoneKey { context.zoneKey }
 
-    mutating func nextSequence() -> Int64? {
-        guard let current = sequence else { return nil }
-        sequence = current + 1
-        return current + 1
-    }
-
     mutating func apply(_ command: RecordStore.Command, in transaction: Transaction) async throws -> RecordStore.Outcome {
         let input = command.input
         let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -401,6 +395,7 @@ struct ZoneWriter {
                 }
             }
             let fields = EventCoding.encode(record.fields)
+            // The save takes the zone's next version (none in a default zone).
             let version = sequence.map { $0 + 1 }
             record.version = version
             if before == nil { record.createdVersion = version }
@@ -411,7 +406,7 @@ struct ZoneWriter {
                     record, before: before, zoneKey: zoneKey, zoneSequence: version, database: context.database, zone: context.zone,
                     incarnation: incarnation, causation: context.causation)
             }
-            _ = nextSequence()
+            sequence = version
             pending.append(PendingSave(
                 record: record, fields: fields, created: before == nil,
                 hadReferences: before?.references.contains { $0.reference.action != .none } ?? false))
@@ -450,7 +445,7 @@ struct ZoneWriter {
     mutating func delete(_ roots: [Record], checksValidation: Bool = true, in transaction: Transaction) async throws -> Int64 {
         // The reference walk reads the tables: they must hold this transaction's saves first.
         try await flush(in: transaction)
-        var order: [(Record, cascadedFrom: String?)] = roots.map { ($0, nil) }
+        var order: [(record: Record, cascadedFrom: String?)] = roots.map { ($0, nil) }
         var names = Set(roots.map { ExactName($0.recordName) })
         var level = roots
         while !level.isEmpty {
@@ -508,25 +503,17 @@ struct ZoneWriter {
         try await sharesDeleted(order.map(\.0), in: transaction)
         for name in names { known[name] = .some(nil) }
         // The sync index keeps a tombstone per record so devices learn of the delete (custom zones).
-        var buried: (names: [String], types: [String], created: [Int64], deleted: [Int64]) = ([], [], [], [])
-        for (record, cascadedFrom) in order {
-            let version = nextSequence()
-            if let version {
-                buried.names.append(record.recordName)
-                buried.types.append(record.recordType)
-                // Versions start at 1: -1 stands for "unknown" in the array.
-                buried.created.append(record.createdVersion ?? -1)
-                buried.deleted.append(version)
-            }
-            events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, deleted: RecordDeleted(
-                database: database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, cascadedFrom: cascadedFrom), causation: context.causation))
-        }
-        if !buried.names.isEmpty {
+        let buried = RecordDeletion.record(
+            order, sequence: &sequence, zoneKey: zoneKey, database: database, zone: context.zone,
+            incarnation: incarnation, causation: context.causation, events: &events)
+        if !buried.isEmpty {
+            // Versions start at 1: -1 stands for "unknown" in the array.
+            let created = buried.map { $0.createdVersion ?? -1 }
             try await transaction.connection.query("""
                 INSERT INTO record_tombstones (container, environment, scope, owner, zone_name, record_name, record_type, created_version, deleted_version)
                 SELECT \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(context.zone.zoneName),
                        t.record_name, t.record_type, NULLIF(t.created_version, -1), t.deleted_version
-                FROM unnest(\(buried.names)::text[], \(buried.types)::text[], \(buried.created)::int8[], \(buried.deleted)::int8[])
+                FROM unnest(\(buried.map(\.recordName))::text[], \(buried.map(\.recordType))::text[], \(created)::int8[], \(buried.map(\.deletedVersion))::int8[])
                      AS t(record_name, record_type, created_version, deleted_version)
                 ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                     record_type = EXCLUDED.record_type, created_version = EXCLUDED.created_version,

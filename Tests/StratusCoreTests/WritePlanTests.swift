@@ -337,6 +337,40 @@ final class WritePlanTests: XCTestCase {
                        StratusError(.accessDenied, "Share record 's': only the zone's owner creates a share"))
     }
 
+    // MARK: Deletes
+
+    func testADeleteTakesAVersionAndLeavesATombstonePerRecordOnlyInACustomZone() throws {
+        let database = DatabaseID(container: "c", environment: .development, scope: .private, owner: "_alice")
+        let zone = ZoneID(zoneName: "Z", ownerRecordName: "_alice")
+        var root = record("root")
+        root.createdVersion = 3
+        let child = record("child", type: "Item")
+        let deleted: [(record: Record, cascadedFrom: String?)] = [(root, nil), (child, "root")]
+        // (why, the zone's counter before, expected versions, expected counter after)
+        let rows: [(String, Int64?, [Int64?], Int64?)] = [
+            ("a custom zone: the next versions, one a record", 7, [8, 9], 9),
+            ("a default zone: no versions, no tombstones", nil, [nil, nil], nil),
+        ]
+        for (why, counter, versions, after) in rows {
+            var sequence = counter
+            var events = [NewEvent(zoneKey: ZoneKey(rawValue: "earlier"), zoneSequence: nil, payload: SchemaChanged(container: "c", environment: .development, cause: .save),
+                                   causation: Causation(requestID: "r0"))]
+            let tombstones = RecordDeletion.record(
+                deleted, sequence: &sequence, zoneKey: ZoneKey(database: database, zoneName: "Z"), database: database, zone: zone, incarnation: nil,
+                causation: Causation(requestID: "r1"), events: &events)
+            XCTAssertEqual(sequence, after, why)
+            XCTAssertEqual(events.count, 3, "\(why): the events are appended")
+            XCTAssertEqual(events.dropFirst().map(\.zoneSequence), versions, why)
+            let payloads = try events.dropFirst().map { try EventCoding.decoder.decode(RecordDeleted.self, from: $0.payload) }
+            XCTAssertEqual(payloads.map(\.recordName), ["root", "child"], why)
+            XCTAssertEqual(payloads.map(\.cascadedFrom), [nil, "root"], why)
+            XCTAssertEqual(tombstones, versions.compactMap { $0 }.isEmpty ? [] : [
+                RecordDeletion.Tombstone(recordName: "root", recordType: "Note", createdVersion: 3, deletedVersion: 8),
+                RecordDeletion.Tombstone(recordName: "child", recordType: "Item", createdVersion: nil, deletedVersion: 9),
+            ], why)
+        }
+    }
+
     // MARK: Layers
 
     /// The write rules are Core's: no database client, no SQL.
