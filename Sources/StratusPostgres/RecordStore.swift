@@ -372,8 +372,8 @@ struct ZoneWriter {
                 .create, recordType: record.recordType, creator: nil, user: writer, database: context.database, in: transaction)) {
                 throw RecordStore.Failure(error: PublicWriteAccess.createDenied(record.recordName, recordType: record.recordType))
             }
-            for (field, reference) in record.references where reference.action == .validate {
-                guard reference.recordName == record.recordName ? true : try await exists(reference.recordName, in: transaction) else {
+            for (field, reference) in record.references where ReferenceRules.needsLiveTarget(reference, from: record.recordName) {
+                guard try await exists(reference.recordName, in: transaction) else {
                     throw RecordStore.Failure(error: ReferenceRules.missingTarget(field: field, recordName: record.recordName, target: reference.recordName))
                 }
             }

@@ -52,12 +52,16 @@ final class WritePlanTests: XCTestCase {
         }
     }
 
-    func testOnlyAReferenceWithAnActionToAnotherRecordBindsItsTarget() {
-        let rows: [(ReferenceAction, String, Bool)] = [
-            (.none, "b", false), (.validate, "b", true), (.deleteSelf, "b", true), (.validate, "a", false), (.deleteSelf, "a", false),
+    func testOnlyAReferenceWithAnActionToAnotherRecordBindsItsTargetAndOnlyVALIDATENeedsItLive() {
+        // (action, target, binds in the public database, needs a live target)
+        let rows: [(ReferenceAction, String, Bool, Bool)] = [
+            (.none, "b", false, false), (.validate, "b", true, true), (.deleteSelf, "b", true, false),
+            (.validate, "a", false, false), (.deleteSelf, "a", false, false), (.none, "a", false, false),
         ]
-        for (action, target, binds) in rows {
-            XCTAssertEqual(PublicWriteAccess.binds(Reference(recordName: target, action: action), from: "a"), binds, "\(action) to \(target)")
+        for (action, target, binds, needsLive) in rows {
+            let reference = Reference(recordName: target, action: action)
+            XCTAssertEqual(PublicWriteAccess.binds(reference, from: "a"), binds, "\(action) to \(target)")
+            XCTAssertEqual(ReferenceRules.needsLiveTarget(reference, from: "a"), needsLive, "\(action) to \(target)")
         }
     }
 

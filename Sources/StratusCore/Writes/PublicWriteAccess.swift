@@ -46,6 +46,12 @@ public enum PublicWriteAccess {
 
 /// What references with an action require of a write, whatever the database.
 public enum ReferenceRules {
+    /// Whether a saved record's reference needs a live target: a VALIDATE reference to another
+    /// record (a record referring to itself is its own target).
+    public static func needsLiveTarget(_ reference: Reference, from recordName: String) -> Bool {
+        reference.action == .validate && reference.recordName != recordName
+    }
+
     /// The refusal of a save whose VALIDATE reference (`field` of `recordName`) points at a record
     /// that does not exist.
     public static func missingTarget(field: String, recordName: String, target: String) -> StratusError {
