@@ -35,21 +35,19 @@ public struct RecordStore: Sendable {
     public struct Failure: Error, Sendable, Hashable {
         public var error: StratusError
         public var serverRecord: Record?
+
+        /// Applies one of Core's write rules: its refusal is the operation's failure.
+        static func deciding<T>(_ rule: () throws(StratusError) -> T) throws(Failure) -> T {
+            do throws(StratusError) {
+                return try rule()
+            } catch {
+                throw Failure(error: error)
+            }
+        }
     }
 
-    /// Limits a write must respect.
-    public struct Limits: Sendable {
-        /// Bytes of one record's fields, encoded.
-        public var maxRecordBytes: Int = 1_000_000
-        /// Bytes of the event message a write becomes (envelope, payload and key): below the broker's
-        /// message limit, so that every accepted write can be delivered.
-        public var maxEventBytes: Int = 950_000
-        /// Bytes of records (fields as stored) one user may keep per container and environment,
-        /// counted in `storage_usage`; 0: no quota.
-        public var userQuotaBytes: Int64 = 0
-        /// Creates the defaults.
-        public init() {}
-    }
+    /// Limits a write must respect (the rules are Core's: `WriteLimits`, `StorageQuota`).
+    public typealias Limits = WriteLimits
 
     /// Applies commands to one zone. Atomic: one transaction; the first failure fails all, the
     /// others get ATOMIC_ERROR. Not atomic: each command is its own transaction and reports its own
@@ -335,12 +333,6 @@ struct ZoneWriter {
 
     var zoneKey: ZoneKey { context.zoneKey }
 
-    mutating func nextSequence() -> Int64? {
-        guard let current = sequence else { return nil }
-        sequence = current + 1
-        return current + 1
-    }
-
     mutating func apply(_ command: RecordStore.Command, in transaction: Transaction) async throws -> RecordStore.Outcome {
         let input = command.input
         let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -352,12 +344,11 @@ struct ZoneWriter {
             current = nil
         }
         if let access = sharedAccess {
-            try await checkSharedWrite(command, current: current, access: access, in: transaction)
+            try await checkSharedWrite(command, current: current, access: access.access, in: transaction)
             if command.type.isDelete, let current, ShareRecord.isShare(current.recordType) { return try await leave(current, in: transaction) }
         }
         if let current, !(try await mayChange(current, in: transaction)) {
-            throw RecordStore.Failure(error: StratusError(.accessDenied,
-                "Record '\(input.recordName.prefix(255))' belongs to another user: in the public database the security roles of record type '\(current.recordType.prefix(255))' let only its creator (and roles granted WRITE) change or delete it"))
+            throw RecordStore.Failure(error: PublicWriteAccess.changeDenied(input.recordName, recordType: current.recordType))
         }
         let stamp = RecordStamp(timestamp: now, userRecordName: context.causation.userRecordName ?? "_server", deviceID: context.deviceID)
         let outcome: RecordDecision.Outcome
@@ -379,22 +370,18 @@ struct ZoneWriter {
             }
             if isPublic, before == nil, !(try await schema.permits(
                 .create, recordType: record.recordType, creator: nil, user: writer, database: context.database, in: transaction)) {
-                throw RecordStore.Failure(error: StratusError(.accessDenied,
-                    "Record '\(record.recordName.prefix(255))' cannot be created: in the public database no security role this user holds has CREATE on record type '\(record.recordType.prefix(255))'"))
+                throw RecordStore.Failure(error: PublicWriteAccess.createDenied(record.recordName, recordType: record.recordType))
             }
-            for (field, reference) in record.references where reference.action == .validate {
-                guard reference.recordName == record.recordName ? true : try await exists(reference.recordName, in: transaction) else {
-                    throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
-                        "Field '\(field)' of record '\(record.recordName.prefix(255))' refers to '\(reference.recordName.prefix(255))', which does not exist"))
+            for (field, reference) in record.references where ReferenceRules.needsLiveTarget(reference, from: record.recordName) {
+                guard try await exists(reference.recordName, in: transaction) else {
+                    throw RecordStore.Failure(error: ReferenceRules.missingTarget(field: field, recordName: record.recordName, target: reference.recordName))
                 }
             }
             if isPublic {
-                // A reference with an action binds its target (VALIDATE blocks its deletion, DELETE_SELF
-                // ties the referrer's life to it): in the public database only to the writer's own records.
-                for (field, reference) in record.references where reference.action != .none && reference.recordName != record.recordName {
+                // In the public database a reference may bind only the writer's own records.
+                for (field, reference) in record.references where PublicWriteAccess.binds(reference, from: record.recordName) {
                     if let target = try await load(reference.recordName, in: transaction), !(try await mayChange(target, in: transaction)) {
-                        throw RecordStore.Failure(error: StratusError(.accessDenied,
-                            "Field '\(field)' of record '\(record.recordName.prefix(255))' refers with \(reference.action.rawValue) to '\(reference.recordName.prefix(255))', which belongs to another user: in the public database such references may point only at your own records"))
+                        throw RecordStore.Failure(error: PublicWriteAccess.bindingDenied(field: field, recordName: record.recordName, reference: reference))
                     }
                 }
             }
@@ -408,29 +395,18 @@ struct ZoneWriter {
                 }
             }
             let fields = EventCoding.encode(record.fields)
-            guard fields.count <= context.limits.maxRecordBytes else {
-                throw RecordStore.Failure(error: StratusError(.limitExceeded,
-                    "Record '\(record.recordName.prefix(255))' is \(fields.count) bytes; the limit is \(context.limits.maxRecordBytes)"))
-            }
+            // The save takes the zone's next version (none in a default zone).
             let version = sequence.map { $0 + 1 }
             record.version = version
             if before == nil { record.createdVersion = version }
-            var event = NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
-                database: context.database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, before: before), causation: context.causation)
-            var eventBytes = EventCoding.envelopeSize(of: event)
-            if eventBytes > context.limits.maxEventBytes, before != nil {
-                // The previous values are a convenience for workers (they can look them up): never a
-                // reason to refuse a write that fits without them.
-                event = NewEvent(zoneKey: zoneKey, zoneSequence: version, payload: RecordSaved(
-                    database: context.database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, before: before,
-                    previousBudget: 0), causation: context.causation)
-                eventBytes = EventCoding.envelopeSize(of: event)
+            let limits = context.limits
+            let event = try RecordStore.Failure.deciding { () throws(StratusError) -> NewEvent in
+                try limits.checkRecord(record.recordName, fieldBytes: fields.count)
+                return try limits.savedEvent(
+                    record, before: before, zoneKey: zoneKey, zoneSequence: version, database: context.database, zone: context.zone,
+                    incarnation: incarnation, causation: context.causation)
             }
-            guard eventBytes <= context.limits.maxEventBytes else {
-                throw RecordStore.Failure(error: StratusError(.limitExceeded,
-                    "Record '\(record.recordName.prefix(255))' makes an event of \(eventBytes) bytes; the event limit is \(context.limits.maxEventBytes)"))
-            }
-            _ = nextSequence()
+            sequence = version
             pending.append(PendingSave(
                 record: record, fields: fields, created: before == nil,
                 hadReferences: before?.references.contains { $0.reference.action != .none } ?? false))
@@ -469,7 +445,7 @@ struct ZoneWriter {
     mutating func delete(_ roots: [Record], checksValidation: Bool = true, in transaction: Transaction) async throws -> Int64 {
         // The reference walk reads the tables: they must hold this transaction's saves first.
         try await flush(in: transaction)
-        var order: [(Record, cascadedFrom: String?)] = roots.map { ($0, nil) }
+        var order: [(record: Record, cascadedFrom: String?)] = roots.map { ($0, nil) }
         var names = Set(roots.map { ExactName($0.recordName) })
         var level = roots
         while !level.isEmpty {
@@ -498,8 +474,7 @@ struct ZoneWriter {
             for (record, _) in order {
                 for name in validating[ExactName(record.recordName)] ?? [] where !names.contains(ExactName(name)) {
                     if isPublic, let referrer = try await load(name, in: transaction), !(try await mayChange(referrer, in: transaction)) { continue }
-                    throw RecordStore.Failure(error: StratusError(.validatingReferenceError,
-                        "Record '\(record.recordName.prefix(255))' cannot be deleted: '\(name.prefix(255))' refers to it with VALIDATE"))
+                    throw RecordStore.Failure(error: ReferenceRules.deleteBlocked(record.recordName, referrer: name))
                 }
             }
         }
@@ -528,25 +503,17 @@ struct ZoneWriter {
         try await sharesDeleted(order.map(\.0), in: transaction)
         for name in names { known[name] = .some(nil) }
         // The sync index keeps a tombstone per record so devices learn of the delete (custom zones).
-        var buried: (names: [String], types: [String], created: [Int64], deleted: [Int64]) = ([], [], [], [])
-        for (record, cascadedFrom) in order {
-            let version = nextSequence()
-            if let version {
-                buried.names.append(record.recordName)
-                buried.types.append(record.recordType)
-                // Versions start at 1: -1 stands for "unknown" in the array.
-                buried.created.append(record.createdVersion ?? -1)
-                buried.deleted.append(version)
-            }
-            events.append(NewEvent(zoneKey: zoneKey, zoneSequence: version, deleted: RecordDeleted(
-                database: database, zoneID: context.zone, zoneIncarnation: incarnation, record: record, cascadedFrom: cascadedFrom), causation: context.causation))
-        }
-        if !buried.names.isEmpty {
+        let buried = RecordDeletion.record(
+            order, sequence: &sequence, zoneKey: zoneKey, database: database, zone: context.zone,
+            incarnation: incarnation, causation: context.causation, events: &events)
+        if !buried.isEmpty {
+            // Versions start at 1: -1 stands for "unknown" in the array.
+            let created = buried.map { $0.createdVersion ?? -1 }
             try await transaction.connection.query("""
                 INSERT INTO record_tombstones (container, environment, scope, owner, zone_name, record_name, record_type, created_version, deleted_version)
                 SELECT \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(context.zone.zoneName),
                        t.record_name, t.record_type, NULLIF(t.created_version, -1), t.deleted_version
-                FROM unnest(\(buried.names)::text[], \(buried.types)::text[], \(buried.created)::int8[], \(buried.deleted)::int8[])
+                FROM unnest(\(buried.map(\.recordName))::text[], \(buried.map(\.recordType))::text[], \(created)::int8[], \(buried.map(\.deletedVersion))::int8[])
                      AS t(record_name, record_type, created_version, deleted_version)
                 ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                     record_type = EXCLUDED.record_type, created_version = EXCLUDED.created_version,
@@ -576,29 +543,19 @@ struct ZoneWriter {
     }
 
     /// Refuses the transaction (`ItemRefused`) when it adds bytes to a user who then holds more
-    /// than the quota. The total is read from this transaction's snapshot: writers of the same user
-    /// that commit meanwhile are not seen, so concurrent writers may pass the quota by what they
-    /// add between them (docs/configuration.md). A transaction that frees bytes always passes.
+    /// than the quota (`StorageQuota` decides, and whom to blame). The total is read from this
+    /// transaction's snapshot: writers of the same user that commit meanwhile are not seen, so
+    /// concurrent writers may pass the quota by what they add between them (docs/configuration.md).
     private func checkQuota(in transaction: Transaction) async throws {
         let quota = context.limits.userQuotaBytes
         guard quota > 0 else { return }
-        for (owner, change) in usageChange.sorted(by: { $0.key < $1.key }) where change > 0 {
+        for (owner, change) in usageChange.sorted(by: { $0.key < $1.key }) where StorageQuota.needsCheck(quota: quota, change: change) {
             let total = try await StorageUsage.total(
                 container: context.database.container, environment: context.database.environment.rawValue, owner: owner,
                 on: transaction.connection, logger: transaction.logger)
-            guard total > quota else { continue }
-            // The record to blame: the first at which the running total passes the quota.
-            var running = total - change
-            var blamed = applied.last { $0.bytes > 0 } ?? applied.last ?? ("", 0)
-            for entry in applied {
-                running += entry.bytes
-                if entry.bytes > 0, running > quota {
-                    blamed = entry
-                    break
-                }
+            if let refusal = StorageQuota.refusal(quota: quota, total: total, change: change, applied: applied) {
+                throw RecordStore.ItemRefused(recordName: refusal.recordName, failure: RecordStore.Failure(error: refusal.error))
             }
-            throw RecordStore.ItemRefused(recordName: blamed.recordName, failure: RecordStore.Failure(error: StratusError(.quotaExceeded,
-                "Record '\(blamed.recordName.prefix(255))' would bring the user's stored records to \(max(running, total)) bytes; the storage quota is \(quota) bytes per user")))
         }
     }
 

@@ -311,12 +311,8 @@ public struct SchemaStore: Sendable {
 /// growers of one record type take turns, each seeing what the one before committed. Saves that
 /// find their fields in place (all but the first few) never take it.
 struct SchemaGrowth: Error {
-    /// The advisory lock keys of the record types to grow.
+    /// The advisory lock keys of the record types to grow (`SchemaGrowthPlan.lock`).
     var locks: [String]
-
-    static func lock(container: String, environment: Environment, recordType: String) -> String {
-        ["schema", container, environment.rawValue, recordType].joined(separator: "/")
-    }
 
     /// Runs `write` with no growth lock and, when an attempt found record types to grow, once more
     /// holding their locks (again only if meanwhile another type turned out to need growing).
@@ -333,10 +329,10 @@ struct SchemaGrowth: Error {
 }
 
 /// The schema's part in one save transaction: reads each record type's schema once (in the
-/// transaction, so never stale), checks the record against it, grows development's schema and
-/// returns the event that tells of the growth. Development grows; production, once deployed, refuses
-/// what its schema lacks; production before its first deploy is left alone. In the public database
-/// it also decides what the record type's security roles let the writer do.
+/// transaction, so never stale) and the writer's custom roles when a grant needs them, and carries
+/// out what Core decides from them: what a save does to the schema (`SchemaGrowthPlan`: development
+/// grows, production once deployed refuses what its schema lacks) and, in the public database, what
+/// the record type's security roles let the writer do (`PublicWriteAccess`).
 struct SchemaCheck {
     /// nil until the first read.
     var enforced: Bool?
@@ -363,14 +359,16 @@ struct SchemaCheck {
         _ permission: SchemaPermission, recordType: String, creator: String?, user: String?, database: DatabaseID, in transaction: Transaction
     ) async throws -> Bool {
         try await load(recordType, database: database, in: transaction)
-        let type = (types[recordType] ?? nil) ?? RecordTypeSchema(name: recordType, grants: RecordTypeSchema.defaultGrants)
-        if type.permits(permission, to: RoleHolder(userRecordName: user), creator: creator) { return true }
-        guard type.grantsCustomRoles, let user else { return false }
-        if roles == nil {
-            roles = try await SchemaStore.roles(of: user, container: database.container, environment: database.environment,
-                                                on: transaction.connection, logger: transaction.logger)
+        let schema = types[recordType] ?? nil
+        if let permitted = PublicWriteAccess.permits(permission, recordType: recordType, schema: schema, creator: creator, user: user, roles: roles) {
+            return permitted
         }
-        return type.permits(permission, to: RoleHolder(userRecordName: user, roles: roles ?? []), creator: creator)
+        // The grants name a custom role: the answer needs the writer's roles, read once.
+        guard let user else { return false }
+        let read = try await SchemaStore.roles(of: user, container: database.container, environment: database.environment,
+                                               on: transaction.connection, logger: transaction.logger)
+        roles = read
+        return PublicWriteAccess.permits(permission, recordType: recordType, schema: schema, creator: creator, user: user, roles: read) ?? false
     }
 
     /// The record's fields as stored (`SchemaAdmission`), after growing the schema when the save
@@ -378,29 +376,23 @@ struct SchemaCheck {
     mutating func admit(
         _ record: Record, database: DatabaseID, causation: Causation, held: Set<String>, events: inout [NewEvent], in transaction: Transaction
     ) async throws -> [String: FieldValue] {
-        let environment = database.environment
         try await load(record.recordType, database: database, in: transaction)
-        let grows = environment == .development
-        guard grows || enforced == true else { return record.fields }
-        let admission = try SchemaAdmission.admit(recordType: record.recordType, fields: record.fields, schema: types[record.recordType] ?? nil, grows: grows)
-        guard admission.changesSchema else { return admission.fields }
-        let added = admission.createdType ?? RecordTypeSchema(name: record.recordType, fields: admission.createdFields)
-        var grown = (types[record.recordType] ?? nil) ?? RecordTypeSchema(name: record.recordType)
-        if admission.createdType != nil { grown = added } else { grown.fields += admission.createdFields }
+        let plan = try SchemaGrowthPlan.decide(
+            record, schema: types[record.recordType] ?? nil, enforced: enforced ?? false, database: database, held: held, causation: causation)
         // Later records of this transaction are checked against the grown type either way.
-        types[record.recordType] = .some(grown)
-        let lock = SchemaGrowth.lock(container: database.container, environment: environment, recordType: record.recordType)
-        guard held.contains(lock) else {
+        if let grown = plan.grown { types[record.recordType] = .some(grown) }
+        switch plan.growth {
+        case nil:
+            break
+        case .needsLock(let lock):
             // Not this attempt's to grow: the write goes on (a later failure still decides the
             // request) and `close` asks for another attempt holding the lock.
             if !needed.contains(lock) { needed.append(lock) }
-            return admission.fields
+        case .grow(let added, let fieldsOnly, let event):
+            try await SchemaStore.insert([added], fieldsOnly: fieldsOnly, container: database.container, environment: database.environment,
+                                         on: transaction.connection, logger: transaction.logger)
+            events.append(event)
         }
-        try await SchemaStore.insert([added], fieldsOnly: admission.createdType == nil, container: database.container, environment: environment,
-                                     on: transaction.connection, logger: transaction.logger)
-        events.append(NewEvent(
-            zoneKey: SchemaChanged.key(container: database.container, environment: environment), zoneSequence: nil,
-            payload: SchemaChanged(container: database.container, environment: environment, cause: .save, added: [added]), causation: causation))
-        return admission.fields
+        return plan.fields
     }
 }

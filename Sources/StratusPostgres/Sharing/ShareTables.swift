@@ -29,10 +29,7 @@ extension ZoneWriter {
     /// records/accept); a short GUID made by the server.
     mutating func shareSaved(_ record: Record, before: Record?, proposal: ShareProposal?, in transaction: Transaction) async throws -> Record {
         let database = context.database
-        guard database.scope == .private, !context.zone.isDefaultZone else {
-            throw RecordStore.Failure(error: StratusError(.badRequest,
-                "Share record '\(record.recordName.prefix(255))': shares live in a custom zone of the private database"))
-        }
+        try RecordStore.Failure.deciding { () throws(StratusError) in try ShareWriteRules.checkPlace(record.recordName, scope: database.scope, zone: context.zone) }
         let stored = before == nil ? nil : try await ShareTables.share(record.recordName, zone: context.zone.zoneName, of: database, on: transaction)
         let state: ShareState
         if let decided = sharing.decided[ExactName(record.recordName)] {
@@ -43,19 +40,14 @@ extension ZoneWriter {
             do {
                 state = try ShareRules.decide(current: stored?.state, proposed: proposed, caller: caller)
             } catch {
-                throw RecordStore.Failure(error: StratusError(error.code, "Share record '\(record.recordName.prefix(255))': \(error.reason)"))
+                throw RecordStore.Failure(error: ShareWriteRules.refused(record.recordName, error))
             }
         }
         if stored == nil {
-            // A zone is shared whole or by hierarchies, never both (as CloudKit has it).
-            let zoneWide = ShareRecord.isZoneWide(record.recordName)
             let others = try await ShareTables.shareNames(zone: context.zone.zoneName, of: database, on: transaction)
                 + sharing.saved.map(\.recordName)
-            if others.contains(where: { ShareRecord.isZoneWide($0) != zoneWide && $0 != record.recordName }) {
-                throw RecordStore.Failure(error: StratusError(.badRequest, zoneWide
-                    ? "Zone '\(context.zone.zoneName.prefix(255))' has record shares; a zone-wide share cannot join them"
-                    : "Zone '\(context.zone.zoneName.prefix(255))' is shared whole (\(ShareRecord.zoneShareName)); it takes no record shares"))
-            }
+            let zoneName = context.zone.zoneName
+            try RecordStore.Failure.deciding { () throws(StratusError) in try ShareWriteRules.checkKind(record.recordName, others: others, zoneName: zoneName) }
         }
         var shared = record
         shared.shareState = state
@@ -67,10 +59,8 @@ extension ZoneWriter {
 
     /// Notes that `recordName` now points its `share` field at `share`: one root per share.
     mutating func noteRoot(_ recordName: String, of share: String) throws {
-        if let other = sharing.roots[ExactName(share)], ExactName(other) != ExactName(recordName) {
-            throw RecordStore.Failure(error: StratusError(.badRequest,
-                "Record '\(recordName.prefix(255))' points at share '\(share.prefix(255))', which '\(other.prefix(255))' already roots; a share has one root record"))
-        }
+        let other = sharing.roots[ExactName(share)]
+        try RecordStore.Failure.deciding { () throws(StratusError) in try ShareWriteRules.checkOneRoot(recordName, share: share, other: other) }
         sharing.roots[ExactName(share)] = recordName
     }
 
@@ -88,8 +78,7 @@ extension ZoneWriter {
                 let stored = try await ShareTables.share(record.recordName, zone: zoneName, of: database, on: transaction)
                 root = sharing.roots[ExactName(record.recordName)] ?? stored?.root
                 guard root != nil else {
-                    throw RecordStore.ItemRefused(recordName: record.recordName, failure: RecordStore.Failure(error: StratusError(.badRequest,
-                        "Share record '\(record.recordName.prefix(255))' needs its root record in the same request: a record whose share field points at it")))
+                    throw RecordStore.ItemRefused(recordName: record.recordName, failure: RecordStore.Failure(error: ShareWriteRules.missingRoot(record.recordName)))
                 }
             }
             try await ShareTables.write(
@@ -97,9 +86,10 @@ extension ZoneWriter {
         }
         for (share, root) in sharing.roots.sorted(by: { $0.key.name < $1.key.name }) where !saved.contains(share) {
             guard let stored = try await ShareTables.share(share.name, zone: zoneName, of: database, on: transaction) else { continue }
-            guard let current = stored.root, ExactName(current) == ExactName(root) else {
-                throw RecordStore.ItemRefused(recordName: root, failure: RecordStore.Failure(error: StratusError(.badRequest,
-                    "Record '\(root.prefix(255))' points at share '\(share.name.prefix(255))', which has another root record")))
+            do throws(RecordStore.Failure) {
+                try RecordStore.Failure.deciding { () throws(StratusError) in try ShareWriteRules.checkStoredRoot(root, share: share.name, storedRoot: stored.root) }
+            } catch {
+                throw RecordStore.ItemRefused(recordName: root, failure: error)
             }
         }
         sharing = ShareWrites(decided: sharing.decided)

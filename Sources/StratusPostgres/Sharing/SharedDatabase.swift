@@ -7,12 +7,21 @@ import StratusCore
 public struct SharedZone: Sendable {
     /// The owner's zone (its `zoneID` names the owner).
     public var zone: Zone
+    /// The shares the user accepted in the zone, and what each gives (Core decides writes from it).
+    public var access: SharedZoneAccess
+
+    /// Creates a shared zone.
+    public init(zone: Zone, access: SharedZoneAccess = SharedZoneAccess()) {
+        self.zone = zone
+        self.access = access
+    }
+
     /// The permission of a zone-wide share the user accepted; nil when only records are shared.
-    public var zoneWide: SharePermission?
+    public var zoneWide: SharePermission? { access.zoneWide }
     /// The roots of the record shares the user accepted in the zone, with the permission each gives.
-    public var roots: [String: SharePermission]
+    public var roots: [String: SharePermission] { access.roots }
     /// The share records the user reaches (each visible with its hierarchy).
-    public var shares: [String]
+    public var shares: [String] { access.shares }
 
     /// The owner's private database, where the zone lives.
     public var database: DatabaseID { zone.database }
@@ -57,14 +66,14 @@ extension ShareStore {
                 let database = DatabaseID(container: container, environment: environment, scope: .private, owner: owner)
                 guard let row = try await ZoneStore.row(database: database, zoneName: zoneName, on: transaction.connection, logger: transaction.logger),
                       !row.deleted else { continue }
-                zones.append(SharedZone(zone: row.zone, zoneWide: nil, roots: [:], shares: []))
+                zones.append(SharedZone(zone: row.zone))
             }
             guard zones.last?.zone.zoneID.zoneName == zoneName, zones.last?.zone.zoneID.ownerRecordName == owner else { continue }
-            zones[zones.count - 1].shares.append(share)
+            zones[zones.count - 1].access.shares.append(share)
             if let root {
-                zones[zones.count - 1].roots[root] = permission
+                zones[zones.count - 1].access.roots[root] = permission
             } else {
-                zones[zones.count - 1].zoneWide = permission
+                zones[zones.count - 1].access.zoneWide = permission
             }
         }
         return zones
@@ -90,10 +99,15 @@ extension ShareStore {
     /// The roots of `shared`'s record shares each of `names` reaches through its `parent` chain
     /// (a root reaches itself); names that reach none are absent.
     static func rootsReached(from names: [String], in shared: SharedZone, on transaction: Transaction) async throws -> [ExactName: [String]] {
-        let roots = Array(shared.roots.keys)
+        try await rootsReached(from: names, roots: shared.roots, zone: shared.zone.zoneID.zoneName, of: shared.database, on: transaction)
+    }
+
+    /// The same for the record shares `roots` of the zone `zoneName` of `database`.
+    static func rootsReached(
+        from names: [String], roots shared: [String: SharePermission], zone zoneName: String, of database: DatabaseID, on transaction: Transaction
+    ) async throws -> [ExactName: [String]] {
+        let roots = Array(shared.keys)
         guard !roots.isEmpty, !names.isEmpty else { return [:] }
-        let database = shared.database
-        let zoneName = shared.zone.zoneID.zoneName
         // Each step follows one parent link through the records' primary key; the walk stops at a
         // root, at a record without a parent, or at the depth limit.
         let rows = try await transaction.connection.query("""
@@ -128,50 +142,20 @@ extension ShareStore {
 /// Writes through the shared database: the participant's access is read in the write transaction
 /// (under the zone's lock), so a removal the owner commits first is seen.
 extension ZoneWriter {
-    /// Checks one operation of a participant (`context.sharedWith`): a share record may only be
-    /// saved or deleted to leave it (which `ShareRules` decides); any other record must be reachable — for a
-    /// record share, the record (if it exists) and the parent it is given must reach a root — with
-    /// READ_WRITE. A record the participant does not reach is NOT_FOUND, as if it did not exist.
-    mutating func checkSharedWrite(_ command: RecordStore.Command, current: Record?, access: SharedZone, in transaction: Transaction) async throws {
+    /// Checks one operation of a participant (`context.sharedWith`) as `SharedZoneAccess` decides:
+    /// from the operation alone, then, for a record share, from the roots that the record (if it
+    /// exists) and the parent it is given reach, read from the zone's tables.
+    mutating func checkSharedWrite(_ command: RecordStore.Command, current: Record?, access: SharedZoneAccess, in transaction: Transaction) async throws {
         let input = command.input
-        let name = input.recordName
-        let notFound = RecordStore.Failure(error: StratusError(.notFound, "Record '\(name.prefix(255))' does not exist"))
-        let readOnly = RecordStore.Failure(error: StratusError(.accessDenied,
-            "Record '\(name.prefix(255))': the share gives the caller READ_ONLY permission"))
-        if ShareRecord.isShare(current?.recordType ?? input.recordType ?? "") {
-            guard current != nil, access.shares.contains(where: { ExactName($0) == ExactName(name) }) else { throw notFound }
-            return
+        let check = try RecordStore.Failure.deciding { () throws(StratusError) in
+            try access.check(recordName: input.recordName, recordType: input.recordType, parent: input.parent, current: current)
         }
-        if let zoneWide = access.zoneWide {
-            guard zoneWide == .readWrite else { throw readOnly }
-            return
-        }
+        guard case .anchors(let anchors) = check else { return }
         // The records and parents to check must be in the tables.
         try await flushPending(in: transaction)
-        var anchors: [String] = []
-        if current != nil { anchors.append(name) }
-        switch input.parent {
-        case .some(.some(let parent)):
-            anchors.append(parent)
-        case .some(.none):
-            // Losing its parent takes a record out of the hierarchy, unless it is a root.
-            if !access.roots.keys.contains(where: { ExactName($0) == ExactName(name) }) {
-                throw RecordStore.Failure(error: StratusError(.accessDenied, "Record '\(name.prefix(255))' cannot leave the shared hierarchy"))
-            }
-        case .none:
-            if current == nil {
-                throw RecordStore.Failure(error: StratusError(.accessDenied,
-                    "Record '\(name.prefix(255))': a record created in a shared hierarchy needs a parent inside it"))
-            }
-        }
-        let reached = try await ShareStore.rootsReached(from: anchors, in: access, on: transaction)
-        for anchor in anchors {
-            guard let roots = reached[ExactName(anchor)] else {
-                throw anchor == name ? notFound : RecordStore.Failure(error: StratusError(.accessDenied,
-                    "Record '\(name.prefix(255))': its parent '\(anchor.prefix(255))' is not in a hierarchy shared with the caller"))
-            }
-            guard roots.contains(where: { access.roots[$0] == .readWrite }) else { throw readOnly }
-        }
+        let reached = try await ShareStore.rootsReached(
+            from: anchors, roots: access.roots, zone: context.zone.zoneName, of: context.database, on: transaction)
+        try RecordStore.Failure.deciding { () throws(StratusError) in try access.checkAnchors(anchors, recordName: input.recordName, reached: reached) }
     }
 }
 
@@ -191,7 +175,7 @@ extension ZoneWriter {
         do {
             sharing.decided[ExactName(share.recordName)] = try ShareRules.decide(current: stored.state, proposed: proposed, caller: user)
         } catch {
-            throw RecordStore.Failure(error: StratusError(error.code, "Share record '\(share.recordName.prefix(255))': \(error.reason)"))
+            throw RecordStore.Failure(error: ShareWriteRules.refused(share.recordName, error))
         }
         _ = try await apply(RecordStore.Command(type: .forceUpdate, input: RecordInput(recordName: share.recordName)), in: transaction)
         return .deleted(recordName: share.recordName)
