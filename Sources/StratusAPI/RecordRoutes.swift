@@ -72,7 +72,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(error.code, "operations[\(index)]: \(error.reason)")
             }
             guard names.insert(ExactName(input.recordName)).inserted else {
-                throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' appears in more than one operation; send one operation per record")
+                throw StratusError(.badRequest, "Record '\(ClientText.excerpt(input.recordName))' appears in more than one operation; send one operation per record")
             }
             commands.append(RecordStore.Command(type: type, input: input))
         }
@@ -124,7 +124,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             try Record.validate(recordName: item.recordName, "records[\(index)].recordName")
             try ClientText.check(names: item.desiredKeys, "records[\(index)].desiredKeys", limit: limits.maxNames)
             guard names.insert(ExactName(item.recordName)).inserted else {
-                throw StratusError(.badRequest, "Record '\(item.recordName.prefix(255))' appears more than once in records; ask for each record once")
+                throw StratusError(.badRequest, "Record '\(ClientText.excerpt(item.recordName))' appears more than once in records; ask for each record once")
             }
         }
         let recordNames = parsed.records.map(\.recordName)
@@ -141,7 +141,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             for (index, item) in parsed.records.enumerated() {
                 if index > 0 { answer.append(UInt8(ascii: ",")) }
                 guard let text = stored[ExactName(item.recordName)] else {
-                    RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
+                    RecordWire.error(StratusError(.notFound, "Record '\(ClientText.excerpt(item.recordName))' does not exist"), recordName: item.recordName, uuid: context.requestID)
                         .write(into: &answer)
                     continue
                 }
@@ -162,11 +162,11 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         let results: [JSONValue] = parsed.records.map { item in
             if let recordType = read.denied[ExactName(item.recordName)] {
                 return RecordWire.error(StratusError(.accessDenied,
-                    "Record '\(item.recordName.prefix(255))' cannot be read: in the public database no security role this user holds has READ on record type '\(recordType.prefix(255))'"),
+                    "Record '\(ClientText.excerpt(item.recordName))' cannot be read: in the public database no security role this user holds has READ on record type '\(ClientText.excerpt(recordType))'"),
                     recordName: item.recordName, uuid: context.requestID)
             }
             guard let record = read.records[ExactName(item.recordName)] else {
-                return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
+                return RecordWire.error(StratusError(.notFound, "Record '\(ClientText.excerpt(item.recordName))' does not exist"), recordName: item.recordName, uuid: context.requestID)
             }
             return RecordWire.dictionary(
                 record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links,

@@ -66,7 +66,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         // Each zone once: a repeated zone would multiply the response, not the answer.
         var seen = Set<ExactName>()
         for zone in parsed.zones where !seen.insert(ExactName(zone.zoneID.zoneName)).inserted {
-            throw StratusError(.badRequest, "Zone '\(zone.zoneID.zoneName.prefix(255))' appears more than once in zones; ask for each zone once")
+            throw StratusError(.badRequest, "Zone '\(ClientText.excerpt(zone.zoneID.zoneName))' appears more than once in zones; ask for each zone once")
         }
         var answer = Array(#"{"zones":["#.utf8)
         // One response budget for all the zones: a zone asked after it is spent answers no change

@@ -156,7 +156,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             } else if target.belongsToUser, let zone = try await zones.lookup(wire.zoneName, in: database, logger: context.logger) {
                 results.append(.zone(.custom(zone, key: secretKey)))
             } else {
-                let error = StratusError(.zoneNotFound, "Zone '\(wire.zoneName.prefix(255))' does not exist")
+                let error = StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(wire.zoneName))' does not exist")
                 results.append(.error(ErrorDictionary(error, uuid: context.requestID, zoneID: wire)))
             }
         }

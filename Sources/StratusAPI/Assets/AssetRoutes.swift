@@ -102,7 +102,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(error.code, "assets[\(index)]: \(error.reason)")
             }
             guard seen.insert("\(field.recordName)\u{0}\(field.fieldName)").inserted else {
-                throw StratusError(.badRequest, "assets[\(index)]: record '\(field.recordName.prefix(255))' field '\(field.fieldName.prefix(255))' appears more than once")
+                throw StratusError(.badRequest, "assets[\(index)]: record '\(ClientText.excerpt(field.recordName))' field '\(ClientText.excerpt(field.fieldName))' appears more than once")
             }
         }
         let names = Array(Set(parsed.assets.map(\.recordName)))
@@ -124,7 +124,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
             let values = ids?.compactMap { made[$0]?.json } ?? []
             guard let ids, values.count == ids.count else {
                 let error = RecordWire.error(StratusError(.notFound,
-                    "Record '\(field.recordName.prefix(255))' has no asset in field '\(field.fieldName.prefix(255))' that this caller may read"),
+                    "Record '\(ClientText.excerpt(field.recordName))' has no asset in field '\(ClientText.excerpt(field.fieldName))' that this caller may read"),
                     recordName: field.recordName, uuid: context.requestID)
                 guard case .object(var members) = error else { continue }
                 members["fieldName"] = .string(field.fieldName)
