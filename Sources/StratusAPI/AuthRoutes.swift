@@ -41,7 +41,7 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
             throw StratusError(.authenticationFailed, "Missing ckAPIToken")
         }
         guard let access = try await containers.access(forAPIToken: apiToken, logger: context.logger), access.container == container else {
-            throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(container.prefix(255))'")
+            throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(container))'")
         }
         // Read only for a known app, as every other body.
         let body = try await RequestBody.read(request, limit: 64 * 1024)

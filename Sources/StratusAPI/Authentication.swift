@@ -93,7 +93,7 @@ struct Authenticator: Sendable {
         guard let access = try await containers.access(forAPIToken: apiToken, user: user?.userRecordName, cache: accessCache, logger: logger),
               access.container == path.container
         else {
-            throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(path.container.prefix(255))'")
+            throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(path.container))'")
         }
         var caller = Caller(container: access.container, credential: .apiToken(apiToken), allowsAnonymousPublic: access.allowsAnonymousPublic)
         if presentedToken != nil {
@@ -128,7 +128,7 @@ struct Authenticator: Sendable {
             throw StratusError(.authenticationFailed, "\(ServerSignature.keyIDHeader) names no active server-to-server key")
         }
         guard key.container == path.container else {
-            throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(path.container.prefix(255))'")
+            throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(ClientText.excerpt(path.container))'")
         }
         try ServerSignature.checkDate(date, now: Int64(Date().timeIntervalSince1970))
         return SignedRequest(key: key, date: date, signature: signature, subpath: subpath)

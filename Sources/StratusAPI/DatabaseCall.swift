@@ -3,13 +3,17 @@ import Hummingbird
 import Logging
 import StratusCore
 
-/// What every database operation starts with: the path, the caller, the database the caller may
-/// address, and the body (read once, capped, after authentication).
+/// What every database operation starts with: the path, the caller, the target the caller may
+/// address (made once here: handlers resolve zones through it, never from the scope), and the body
+/// (read once, capped, after authentication).
 struct DatabaseCall {
     var path: DatabasePath
     var body: Data
     var caller: Caller
-    var database: DatabaseID
+    var target: CallTarget
+
+    /// The database as the caller addresses it.
+    var database: DatabaseID { target.addressed }
 
     static func open(
         _ request: Request, context: some StratusRequestContext, authenticator: Authenticator, limits: APILimits, access: DatabaseAccess,
@@ -29,6 +33,7 @@ struct DatabaseCall {
         let caller = try authenticator.verify(identified, body: body)
         // A signed request's caller is known only once its signature checks out.
         if case .signed = identified { try authenticator.limiter.admit(caller) }
-        return DatabaseCall(path: path, body: body, caller: caller, database: try database ?? authenticator.database(for: caller, path: path, access: access))
+        let addressed = try database ?? authenticator.database(for: caller, path: path, access: access)
+        return DatabaseCall(path: path, body: body, caller: caller, target: CallTarget(addressed: addressed))
     }
 }

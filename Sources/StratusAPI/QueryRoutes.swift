@@ -40,15 +40,11 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
 
     func query(_ request: Request, _ context: Context) async throws -> Response {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
-        var database = opened.database
         let parsed = try RequestBody.decode(QueryRequest.self, from: opened.body)
-        // The shared database queries the owner's zone for the caller, whose access the query's
-        // snapshot checks.
-        let participant = database.scope == .shared ? database.owner : nil
-        if database.scope == .shared {
-            let zone = try RecordRoutes<Context>.sharedZoneID(parsed.zoneID)
-            database = DatabaseID(container: database.container, environment: database.environment, scope: .private, owner: zone.ownerRecordName)
-        }
+        // The shared database queries the owner's zone for the participant, whose access the
+        // query's snapshot checks.
+        let target = try opened.target.zone(named: parsed.zoneID?.zoneName, owner: parsed.zoneID?.ownerRecordName, rules: .reads)
+        let database = target.database
         let query = try RecordQuery.parse(parsed.query, limits: limits.query)
         try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         // Development serves every field; a deployed production only what its schema flags.
@@ -58,12 +54,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         try (policy ?? .development).check(query)
         if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
-        let zoneName = parsed.zoneID?.zoneName ?? ZoneID.defaultZoneName
-        if zoneName != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: zoneName) }
-        if let owner = parsed.zoneID?.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
-            throw StratusError(.zoneNotFound, "Zone '\(zoneName.prefix(255))' does not exist in this database")
-        }
-        let scope: QueryStore.Scope = parsed.zoneWide == true ? .allZones : .zone(zoneName)
+        let scope: QueryStore.Scope = parsed.zoneWide == true ? .allZones : .zone(target.zone.zoneName)
         // The marker is bound to the query and the database it was issued for.
         let fingerprint = Base64URL.encode(Data(SHA256.hash(data: EventCoding.encode(parsed.query) + Data("\(ZoneKey(database: database, zoneName: ""))|\(scope)".utf8))))
         var after: [JSONValue]?
@@ -75,7 +66,7 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
             after = marker.after
         }
         let page = try await queries.run(
-            query, in: database, scope: scope, limit: limit, after: after, reader: opened.caller.userRecordName, sharedWith: participant, logger: context.logger)
+            query, in: database, scope: scope, limit: limit, after: after, reader: opened.caller.userRecordName, sharedWith: target.participant, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
         let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)

@@ -47,22 +47,15 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
     func modify(_ request: Request, _ context: Context) async throws -> Response {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
         let caller = opened.caller
-        var database = opened.database
         let parsed = try RequestBody.decode(ModifyRequest.self, from: opened.body)
         guard !parsed.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
         guard parsed.operations.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(parsed.operations.count)")
         }
-        let zone: ZoneID
-        // The shared database writes the owner's zone for a participant, whose access the write's
-        // transaction checks.
-        let participant = database.scope == .shared ? database.owner : nil
-        if database.scope == .shared {
-            zone = try Self.sharedZoneID(parsed.zoneID)
-            database = DatabaseID(container: database.container, environment: database.environment, scope: .private, owner: zone.ownerRecordName)
-        } else {
-            zone = try zoneID(parsed.zoneID, database: database)
-        }
+        // In the shared database the write lands in the owner's zone for the participant, whose
+        // access the write's transaction checks.
+        let target = try opened.target.zone(named: parsed.zoneID?.zoneName, owner: parsed.zoneID?.ownerRecordName, rules: .records)
+        let (zone, database) = (target.zone, target.database)
         try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         var commands: [RecordStore.Command] = []
         // By exact bytes: canonically equivalent names are distinct records.
@@ -79,7 +72,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(error.code, "operations[\(index)]: \(error.reason)")
             }
             guard names.insert(ExactName(input.recordName)).inserted else {
-                throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' appears in more than one operation; send one operation per record")
+                throw StratusError(.badRequest, "Record '\(ClientText.excerpt(input.recordName))' appears in more than one operation; send one operation per record")
             }
             commands.append(RecordStore.Command(type: type, input: input))
         }
@@ -94,7 +87,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         storeLimits.maxEventBytes = limits.maxEventBytes
         storeLimits.userQuotaBytes = limits.userQuotaBytes
         let outcomes = try await records.modify(
-            commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, sharedWith: participant,
+            commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, sharedWith: target.participant,
             logger: context.logger)
         await assets.saved(outcomes.compactMap { if case .success(.saved(let record)) = $0 { record } else { nil } }, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
@@ -118,12 +111,12 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
-        let database = opened.database
         let parsed = try RequestBody.decode(LookupRequest.self, from: opened.body)
         guard parsed.records.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) records may be looked up per request")
         }
-        let zone = try database.scope == .shared ? Self.sharedZoneID(parsed.zoneID) : zoneID(parsed.zoneID, database: database)
+        let target = try opened.target.zone(named: parsed.zoneID?.zoneName, owner: parsed.zoneID?.ownerRecordName, rules: .records)
+        let (zone, database) = (target.zone, target.database)
         try ClientText.check(names: parsed.desiredKeys, "desiredKeys", limit: limits.maxNames)
         // Each record once: a name repeated in one request would multiply the response, not the answer.
         var names = Set<ExactName>()
@@ -131,24 +124,24 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             try Record.validate(recordName: item.recordName, "records[\(index)].recordName")
             try ClientText.check(names: item.desiredKeys, "records[\(index)].desiredKeys", limit: limits.maxNames)
             guard names.insert(ExactName(item.recordName)).inserted else {
-                throw StratusError(.badRequest, "Record '\(item.recordName.prefix(255))' appears more than once in records; ask for each record once")
+                throw StratusError(.badRequest, "Record '\(ClientText.excerpt(item.recordName))' appears more than once in records; ask for each record once")
             }
         }
         let recordNames = parsed.records.map(\.recordName)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
         let links = AssetLinks(request: request, key: secretKey, settings: assets.settings)
         let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
-        // A private database's records are answered from their stored text, copied where it can be
-        // (one statement, no record read into values and written out again); the public database
-        // (security roles decide per record) and the shared database read records.
-        if database.scope == .private,
+        // A private database's records (all its user's) are answered from their stored text, copied
+        // where it can be (one statement, no record read into values and written out again); the
+        // public database (security roles decide per record) and the shared database read records.
+        if opened.target.belongsToUser,
            let stored = try await records.lookupStored(recordNames, zone: zone, in: database, logger: context.logger) {
             var answer = Array(#"{"records":["#.utf8)
             let zoneID = zone.json.serialized()
             for (index, item) in parsed.records.enumerated() {
                 if index > 0 { answer.append(UInt8(ascii: ",")) }
                 guard let text = stored[ExactName(item.recordName)] else {
-                    RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
+                    RecordWire.error(StratusError(.notFound, "Record '\(ClientText.excerpt(item.recordName))' does not exist"), recordName: item.recordName, uuid: context.requestID)
                         .write(into: &answer)
                     continue
                 }
@@ -159,55 +152,26 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             answer.append(contentsOf: "]}".utf8)
             return json(bytes: answer)
         }
-        let read = database.scope == .shared
-            ? RecordStore.Read(records: try await shares.lookup(
-                recordNames, zoneName: zone.zoneName, owner: zone.ownerRecordName, user: database.owner, container: database.container,
+        let read = if let participant = target.participant {
+            RecordStore.Read(records: try await shares.lookup(
+                recordNames, zoneName: zone.zoneName, owner: zone.ownerRecordName, user: participant, container: database.container,
                 environment: database.environment, logger: context.logger), denied: [:])
-            : try await records.lookup(recordNames, zone: zone, in: database, reader: opened.caller.userRecordName, logger: context.logger)
+        } else {
+            try await records.lookup(recordNames, zone: zone, in: database, reader: opened.caller.userRecordName, logger: context.logger)
+        }
         let results: [JSONValue] = parsed.records.map { item in
             if let recordType = read.denied[ExactName(item.recordName)] {
                 return RecordWire.error(StratusError(.accessDenied,
-                    "Record '\(item.recordName.prefix(255))' cannot be read: in the public database no security role this user holds has READ on record type '\(recordType.prefix(255))'"),
+                    "Record '\(ClientText.excerpt(item.recordName))' cannot be read: in the public database no security role this user holds has READ on record type '\(ClientText.excerpt(recordType))'"),
                     recordName: item.recordName, uuid: context.requestID)
             }
             guard let record = read.records[ExactName(item.recordName)] else {
-                return RecordWire.error(StratusError(.notFound, "Record '\(item.recordName.prefix(255))' does not exist"), recordName: item.recordName, uuid: context.requestID)
+                return RecordWire.error(StratusError(.notFound, "Record '\(ClientText.excerpt(item.recordName))' does not exist"), recordName: item.recordName, uuid: context.requestID)
             }
             return RecordWire.dictionary(
                 record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links,
                 shareURL: shareLinks.url)
         }
         return json(JSONValue.object(["records": .array(results)]))
-    }
-
-    /// A zone of the shared database: another user's custom zone, named with its owner.
-    static func sharedZoneID(_ wire: WireZoneID?) throws(StratusError) -> ZoneID {
-        guard let wire, wire.zoneName != ZoneID.defaultZoneName, let owner = wire.ownerRecordName, !owner.isEmpty else {
-            throw StratusError(.zoneNotFound, "The shared database holds other users' zones: name one with zoneID {zoneName, ownerRecordName}")
-        }
-        try ZoneID.validate(zoneName: wire.zoneName)
-        try Record.validate(recordName: owner, "zoneID.ownerRecordName")
-        return ZoneID(zoneName: wire.zoneName, ownerRecordName: owner)
-    }
-
-    private func zoneID(_ wire: WireZoneID?, database: DatabaseID) throws(StratusError) -> ZoneID {
-        try Self.zoneID(wire, database: database)
-    }
-
-    /// The request's zone: the default zone when absent; only the caller's own zones.
-    static func zoneID(_ wire: WireZoneID?, database: DatabaseID) throws(StratusError) -> ZoneID {
-        let name = wire?.zoneName ?? ZoneID.defaultZoneName
-        if name != ZoneID.defaultZoneName { try ZoneID.validate(zoneName: name) }
-        if let owner = wire?.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
-            throw StratusError(.zoneNotFound, "Zone '\(name.prefix(255))' does not exist in this database")
-        }
-        switch database.scope {
-        case .public where name != ZoneID.defaultZoneName:
-            throw StratusError(.zoneNotFound, "The public database has only _defaultZone")
-        case .shared:
-            throw StratusError(.zoneNotFound, "No zone '\(name.prefix(255))' is shared with the caller")
-        default:
-            return ZoneID(zoneName: name, ownerRecordName: database.owner)
-        }
     }
 }

@@ -47,17 +47,17 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func recordChanges(_ request: Request, _ context: Context) async throws -> Response {
-        let (database, body) = try await open(request, context)
+        let (target, body) = try await open(request, context)
         let parsed = try RequestBody.decode(ZoneRequest.self, from: body)
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
-        let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
+        let shareLinks = ShareLinks(request: request, template: shareURL, container: target.addressed.container)
         var answer: [UInt8] = []
-        _ = try await changes(parsed, database: database, budget: limits.maxResponseBytes, links: links, shareLinks: shareLinks, context: context, into: &answer)
+        _ = try await changes(parsed, target: target, budget: limits.maxResponseBytes, links: links, shareLinks: shareLinks, context: context, into: &answer)
         return json(bytes: answer)
     }
 
     func zoneChanges(_ request: Request, _ context: Context) async throws -> Response {
-        let (database, body) = try await open(request, context)
+        let (target, body) = try await open(request, context)
         let parsed = try RequestBody.decode(ZonesRequest.self, from: body)
         guard !parsed.zones.isEmpty else { throw StratusError(.badRequest, "zones must name at least one zone") }
         guard parsed.zones.count <= limits.maxOperations else {
@@ -66,26 +66,25 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         // Each zone once: a repeated zone would multiply the response, not the answer.
         var seen = Set<ExactName>()
         for zone in parsed.zones where !seen.insert(ExactName(zone.zoneID.zoneName)).inserted {
-            throw StratusError(.badRequest, "Zone '\(zone.zoneID.zoneName.prefix(255))' appears more than once in zones; ask for each zone once")
+            throw StratusError(.badRequest, "Zone '\(ClientText.excerpt(zone.zoneID.zoneName))' appears more than once in zones; ask for each zone once")
         }
         var answer = Array(#"{"zones":["#.utf8)
         // One response budget for all the zones: a zone asked after it is spent answers no change
         // (its token as it was) and moreComing.
         var budget = limits.maxResponseBytes
         let links = AssetLinks(request: request, key: secretKey, settings: assetSettings)
-        let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
+        let shareLinks = ShareLinks(request: request, template: shareURL, container: target.addressed.container)
         for (index, zone) in parsed.zones.enumerated() {
             if index > 0 { answer.append(UInt8(ascii: ",")) }
             do {
                 var result: [UInt8] = []
-                budget -= try await changes(zone, database: database, budget: budget, links: links, shareLinks: shareLinks, context: context, into: &result)
+                budget -= try await changes(zone, target: target, budget: budget, links: links, shareLinks: shareLinks, context: context, into: &result)
                 answer.append(contentsOf: result)
             } catch let error as StratusError where error.code != .tryAgainLater {
                 var entry = RecordWire.error(error, recordName: "", uuid: context.requestID)
                 if case .object(var members) = entry {
                     members["recordName"] = nil
-                    let owner = database.scope == .shared ? zone.zoneID.ownerRecordName ?? "" : database.owner
-                    members["zoneID"] = ZoneID(zoneName: zone.zoneID.zoneName, ownerRecordName: owner).json
+                    members["zoneID"] = ZoneID(zoneName: zone.zoneID.zoneName, ownerRecordName: target.reportedOwner(named: zone.zoneID.ownerRecordName)).json
                     entry = .object(members)
                 }
                 entry.write(into: &answer)
@@ -99,7 +98,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     /// of record fields (but one record however large when the response holds nothing yet).
     /// Returns the bytes of fields it holds.
     private func changes(
-        _ zoneRequest: ZoneRequest, database: DatabaseID, budget: Int, links: AssetLinks, shareLinks: ShareLinks, context: Context,
+        _ zoneRequest: ZoneRequest, target: CallTarget, budget: Int, links: AssetLinks, shareLinks: ShareLinks, context: Context,
         into out: inout [UInt8]
     ) async throws -> Int {
         let name = zoneRequest.zoneID.zoneName
@@ -109,16 +108,9 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         for (index, type) in (zoneRequest.desiredRecordTypes ?? []).enumerated() {
             do { try Record.validate(recordType: type) } catch { throw StratusError(.badRequest, "desiredRecordTypes[\(index)]: \(error.reason)") }
         }
-        // The shared database reads the owner's zone, for the caller (the shared database's owner).
-        let reader = database.scope == .shared ? database.owner : nil
-        var database = database
-        if database.scope == .shared {
-            let shared = try RecordRoutes<Context>.sharedZoneID(zoneRequest.zoneID)
-            database = DatabaseID(container: database.container, environment: database.environment, scope: .private, owner: shared.ownerRecordName)
-        } else if let owner = zoneRequest.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
-            throw StratusError(.zoneNotFound, "Zone '\(name.prefix(255))' does not exist in this database")
-        }
-        let zone = ZoneID(zoneName: name, ownerRecordName: database.owner)
+        // The shared database reads the owner's zone for the participant (the reader).
+        let resolved = try target.zone(named: name, owner: zoneRequest.zoneID.ownerRecordName, rules: .reads)
+        let (zone, database, reader) = (resolved.zone, resolved.database, resolved.participant)
         let zoneKey = ZoneKey(database: database, zoneName: name).rawValue
         var incarnation: UUID?
         var version: Int64 = 0
@@ -204,7 +196,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func databaseChanges(_ request: Request, _ context: Context) async throws -> Response {
-        let (database, body) = try await open(request, context)
+        let (target, body) = try await open(request, context)
+        let database = target.addressed
         let parsed = body.isEmpty ? DatabaseRequest() : try RequestBody.decode(DatabaseRequest.self, from: body)
         let databaseKey = [database.container, database.environment.rawValue, database.scope.rawValue, database.owner].joined(separator: "/")
         var known: [String: String] = [:]
@@ -219,10 +212,11 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         }
         if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
-        if database.scope == .shared {
-            return try await sharedDatabaseChanges(database, known: known, databaseKey: databaseKey, limit: limit, logger: context.logger)
+        if let participant = target.participant {
+            return try await sharedDatabaseChanges(of: participant, in: database, known: known, databaseKey: databaseKey, limit: limit, logger: context.logger)
         }
-        let states = database.scope == .private ? try await sync.zoneStates(in: database, logger: context.logger) : []
+        // Custom zones are the user's own (the public database has only its default zone).
+        let states = target.belongsToUser ? try await sync.zoneStates(in: database, logger: context.logger) : []
         // New zones, and known zones whose incarnation or counter moved; a deleted zone the client never knew is no news.
         let changed = states.filter { state in
             known[state.zoneName] != state.fingerprint && !(state.deleted && known[state.zoneName] == nil)
@@ -246,10 +240,11 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
     /// left, share or zone deleted) is answered deleted. Which zones are shared is read from the
     /// share tables at request time (a removal shows at once); a zone's position is the caller's
     /// in the share fan-out's change tracking (`stratus-shares`), read in the same snapshot.
-    private func sharedDatabaseChanges(_ database: DatabaseID, known: [String: String], databaseKey: String, limit: Int, logger: Logger)
-        async throws -> Response {
+    private func sharedDatabaseChanges(
+        of participant: String, in database: DatabaseID, known: [String: String], databaseKey: String, limit: Int, logger: Logger
+    ) async throws -> Response {
         var known = known
-        let shared = try await shares.trackedZones(user: database.owner, container: database.container, environment: database.environment, logger: logger)
+        let shared = try await shares.trackedZones(user: participant, container: database.container, environment: database.environment, logger: logger)
         var current: [String: ShareStore.TrackedZone] = [:]
         for entry in shared { current["\(entry.zone.zoneID.zoneName)/\(entry.zone.zoneID.ownerRecordName)"] = entry }
         // The zone's incarnation and the participant's position in the fan-out's tracking (not the
@@ -277,8 +272,8 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         var moreComing: Bool
     }
 
-    private func open(_ request: Request, _ context: Context) async throws -> (DatabaseID, Data) {
+    private func open(_ request: Request, _ context: Context) async throws -> (CallTarget, Data) {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
-        return (opened.database, opened.body)
+        return (opened.target, opened.body)
     }
 }

@@ -69,7 +69,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         guard body.operations.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) operations are allowed per request, got \(body.operations.count)")
         }
-        guard database.scope == .private else {
+        guard opened.target.belongsToUser else {
             throw StratusError(.badRequest, "Zones can be created and deleted only in the private database")
         }
         var seen = Set<ExactName>()
@@ -80,7 +80,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(.badRequest, "The default zone cannot be created or deleted")
             }
             try ZoneID.validate(zoneName: name)
-            if let owner = operation.zone.zoneID.ownerRecordName, owner != database.owner, owner != "__defaultOwner__" {
+            if let owner = operation.zone.zoneID.ownerRecordName, !opened.target.isOwner(owner) {
                 throw StratusError(.accessDenied, "Zones can be modified only in the caller's own private database")
             }
             guard seen.insert(ExactName(name)).inserted else {
@@ -117,14 +117,14 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func list(_ request: Request, _ context: Context) async throws -> Response {
-        let database = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read).database
-        let zones = try await allZones(in: database, logger: context.logger)
+        let target = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read).target
+        let zones = try await allZones(in: target, logger: context.logger)
         return try json(ZonesResponse(zones: zones.map { .zone($0) }))
     }
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .read)
-        let database = opened.database
+        let (target, database) = (opened.target, opened.database)
         let body = try RequestBody.decode(LookupRequest.self, from: opened.body)
         guard body.zones.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) zones may be looked up per request, got \(body.zones.count)")
@@ -141,40 +141,42 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         }
         var results: [ZoneResult] = []
         // The shared database: the owners' zones shared with the caller, read once for the request.
-        let shared = database.scope == .shared ? try await sharedZones(in: database, logger: context.logger) : []
+        let shared = if let participant = target.participant {
+            try await sharedZones(of: participant, in: database, logger: context.logger)
+        } else {
+            [SharedZone]()
+        }
         for wire in body.zones {
-            if wire.zoneName == ZoneID.defaultZoneName, database.scope != .shared {
+            if wire.zoneName == ZoneID.defaultZoneName, target.hasDefaultZone {
                 results.append(.zone(.defaultZone(in: database, key: secretKey)))
-            } else if database.scope == .shared, let zone = shared.first(where: { candidate in
+            } else if target.participant != nil, let zone = shared.first(where: { candidate in
                 candidate.zone.zoneID.zoneName == wire.zoneName && (wire.ownerRecordName ?? candidate.zone.zoneID.ownerRecordName) == candidate.zone.zoneID.ownerRecordName
             }) {
                 results.append(.zone(.custom(zone.zone, key: secretKey)))
-            } else if database.scope == .private, let zone = try await zones.lookup(wire.zoneName, in: database, logger: context.logger) {
+            } else if target.belongsToUser, let zone = try await zones.lookup(wire.zoneName, in: database, logger: context.logger) {
                 results.append(.zone(.custom(zone, key: secretKey)))
             } else {
-                let error = StratusError(.zoneNotFound, "Zone '\(wire.zoneName.prefix(255))' does not exist")
+                let error = StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(wire.zoneName))' does not exist")
                 results.append(.error(ErrorDictionary(error, uuid: context.requestID, zoneID: wire)))
             }
         }
         return try json(ZonesResponse(zones: results))
     }
 
-    /// Every database has its default zone; private databases add their custom zones.
-    private func allZones(in database: DatabaseID, logger: Logger) async throws -> [WireZone] {
-        switch database.scope {
-        case .public:
-            return [.defaultZone(in: database, key: secretKey)]
-        case .private:
-            let custom = try await zones.list(in: database, logger: logger)
-            return [.defaultZone(in: database, key: secretKey)] + custom.map { .custom($0, key: secretKey) }
-        case .shared:
-            return try await sharedZones(in: database, logger: logger).map { .custom($0.zone, key: secretKey) }
+    /// The shared database holds the zones shared with its participant; every other database has
+    /// its default zone, and a private database adds its user's custom zones.
+    private func allZones(in target: CallTarget, logger: Logger) async throws -> [WireZone] {
+        let database = target.addressed
+        if let participant = target.participant {
+            return try await sharedZones(of: participant, in: database, logger: logger).map { .custom($0.zone, key: secretKey) }
         }
+        let custom = target.belongsToUser ? try await zones.list(in: database, logger: logger) : []
+        return [.defaultZone(in: database, key: secretKey)] + custom.map { .custom($0, key: secretKey) }
     }
 
-    /// The zones other users shared with the caller (the shared database's owner) and the caller accepted.
-    private func sharedZones(in database: DatabaseID, logger: Logger) async throws -> [SharedZone] {
-        try await shares.sharedZones(user: database.owner, container: database.container, environment: database.environment, logger: logger)
+    /// The zones other users shared with the participant and the participant accepted.
+    private func sharedZones(of participant: String, in database: DatabaseID, logger: Logger) async throws -> [SharedZone] {
+        try await shares.sharedZones(user: participant, container: database.container, environment: database.environment, logger: logger)
     }
 }
 

@@ -35,6 +35,12 @@ public enum ClientText {
         for (index, name) in names.enumerated() { try check(name, "\(place)[\(index)]") }
     }
 
+    /// Client text as an error's reason quotes it: at most its first 255 characters, so a reason
+    /// never repeats whatever length a client sent.
+    public static func excerpt(_ text: some StringProtocol) -> Substring {
+        Substring(text.prefix(255))
+    }
+
     private static func nul(_ place: String) -> StratusError {
         StratusError(.badRequest, "\(place) must not contain the NUL character (U+0000)")
     }

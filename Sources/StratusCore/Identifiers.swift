@@ -43,6 +43,8 @@ public struct ZoneID: Sendable, Hashable, Codable {
 
     /// The name of the zone every database has.
     public static let defaultZoneName = "_defaultZone"
+    /// What a client may name a zone's owner to mean the database's own owner.
+    public static let defaultOwnerName = "__defaultOwner__"
 
     /// Creates a zone identifier.
     public init(zoneName: String, ownerRecordName: String) {

@@ -59,7 +59,7 @@ public struct IndexPolicy: Sendable, Hashable {
     private func checked(_ field: String) -> Bool { checksSystemFields || !RecordQuery.systemFields.contains(field) }
 
     private static func notMarked(_ field: String, recordType: String, _ flag: String) -> StratusError {
-        StratusError(.badRequest, "Field '\(field.prefix(255))' is not marked \(flag): record type '\(recordType.prefix(255))' needs \(flag.uppercased()) on it in the schema")
+        StratusError(.badRequest, "Field '\(ClientText.excerpt(field))' is not marked \(flag): record type '\(ClientText.excerpt(recordType))' needs \(flag.uppercased()) on it in the schema")
     }
 
     /// Whether a field's text goes into the record's search document (`___all`).

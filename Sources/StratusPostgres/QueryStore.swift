@@ -58,7 +58,7 @@ public struct QueryStore: Sendable {
                     case .own: createdBy = reader
                     case .none:
                         throw StratusError(.accessDenied,
-                            "Record type '\(query.recordType.prefix(255))' cannot be queried: in the public database no security role this user holds has READ on it")
+                            "Record type '\(ClientText.excerpt(query.recordType))' cannot be queried: in the public database no security role this user holds has READ on it")
                     }
                 }
                 let statement = try await Self.statement(

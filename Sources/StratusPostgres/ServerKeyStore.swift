@@ -30,7 +30,7 @@ public struct ServerKeyStore: Sendable {
             let known = try await connection.query("SELECT 1 FROM containers WHERE container = \(container)", logger: logger)
             var exists = false
             for try await _ in known { exists = true }
-            guard exists else { throw StratusError(.notFound, "no container '\(container.prefix(255))'") }
+            guard exists else { throw StratusError(.notFound, "no container '\(ClientText.excerpt(container))'") }
             try await connection.query(
                 """
                 INSERT INTO server_keys (key_id, container, public_key, user_record_name, label)

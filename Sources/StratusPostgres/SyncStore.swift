@@ -329,7 +329,7 @@ public struct SyncStore: Sendable {
     /// the horizon is still that (its page was read after those tombstones were collected).
     private static func check(zone: ZoneID, state: (UUID, Int64, Int64)?, expected: UUID?, version: Int64, known: Int64) throws -> (UUID, Int64, Int64) {
         guard let (incarnation, counter, horizon) = state else {
-            throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist")
+            throw StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(zone.zoneName))' does not exist")
         }
         if let expected, expected != incarnation {
             throw StratusError(.changeTokenExpired, "The zone was deleted and created again since this sync token; discard the local copy and sync from the start")

@@ -43,7 +43,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
         guard parsed.tokens.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) tokens are allowed per request, got \(parsed.tokens.count)")
         }
-        let zone = try RecordRoutes<Context>.zoneID(parsed.zoneID, database: opened.database)
+        let zone = try opened.target.zone(named: parsed.zoneID?.zoneName, owner: parsed.zoneID?.ownerRecordName, rules: .assets).zone
         let expiresAt = Int64(Date().timeIntervalSince1970 * 1000) + Int64(settings.urlLifetime.components.seconds) * 1000
         let base = publicBaseURL(request)
         var tokens: [JSONValue] = []
@@ -84,7 +84,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
     func rereference(_ request: Request, _ context: Context) async throws -> Response {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
         let database = opened.database
-        guard database.scope != .shared else {
+        guard opened.target.participant == nil else {
             throw StratusError(.badRequest, "assets/rereference serves the private and public databases; re-reference a shared record's assets from its owner's database")
         }
         let parsed = try RequestBody.decode(RereferenceRequest.self, from: opened.body)
@@ -92,7 +92,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
         guard parsed.assets.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) asset fields are allowed per request, got \(parsed.assets.count)")
         }
-        let zone = try RecordRoutes<Context>.zoneID(parsed.zoneID, database: database)
+        let zone = try opened.target.zone(named: parsed.zoneID?.zoneName, owner: parsed.zoneID?.ownerRecordName, rules: .assets).zone
         var seen = Set<String>()
         for (index, field) in parsed.assets.enumerated() {
             do {
@@ -102,7 +102,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(error.code, "assets[\(index)]: \(error.reason)")
             }
             guard seen.insert("\(field.recordName)\u{0}\(field.fieldName)").inserted else {
-                throw StratusError(.badRequest, "assets[\(index)]: record '\(field.recordName.prefix(255))' field '\(field.fieldName.prefix(255))' appears more than once")
+                throw StratusError(.badRequest, "assets[\(index)]: record '\(ClientText.excerpt(field.recordName))' field '\(ClientText.excerpt(field.fieldName))' appears more than once")
             }
         }
         let names = Array(Set(parsed.assets.map(\.recordName)))
@@ -124,7 +124,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
             let values = ids?.compactMap { made[$0]?.json } ?? []
             guard let ids, values.count == ids.count else {
                 let error = RecordWire.error(StratusError(.notFound,
-                    "Record '\(field.recordName.prefix(255))' has no asset in field '\(field.fieldName.prefix(255))' that this caller may read"),
+                    "Record '\(ClientText.excerpt(field.recordName))' has no asset in field '\(ClientText.excerpt(field.fieldName))' that this caller may read"),
                     recordName: field.recordName, uuid: context.requestID)
                 guard case .object(var members) = error else { continue }
                 members["fieldName"] = .string(field.fieldName)

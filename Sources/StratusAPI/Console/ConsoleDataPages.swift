@@ -25,7 +25,9 @@ struct ConsoleData: Sendable {
 /// database, the participant of a shared one) and, in a shared database, `owner` (the owner of the
 /// zone shared with the user).
 struct ConsoleDatabase: Sendable {
-    let database: DatabaseID
+    /// The database looked at, as the API's calls address it.
+    let target: CallTarget
+    var database: DatabaseID { target.addressed }
     /// In a shared database: the owner of the zone looked at (nil on the list of shared zones).
     private(set) var zoneOwner: String?
 
@@ -41,6 +43,7 @@ struct ConsoleDatabase: Sendable {
 
     init(_ items: [String: String], session: ConsoleSession) throws(StratusError) {
         let container = try Self.container(items["container"], session: session)
+        let database: DatabaseID
         guard let environment = Environment(rawValue: items["environment"] ?? "") else {
             throw StratusError(.badRequest, "The environment is development or production")
         }
@@ -64,10 +67,11 @@ struct ConsoleDatabase: Sendable {
         default:
             throw StratusError(.badRequest, "The database is public, private or shared")
         }
+        target = CallTarget(addressed: database)
     }
 
     /// Whether this is a user's shared database, which the console shows read-only.
-    var isShared: Bool { database.scope == .shared }
+    var isShared: Bool { target.participant != nil }
 
     /// Refuses a change to a shared database: the console shows it read-only.
     func requireWritable() throws(StratusError) {
@@ -84,15 +88,12 @@ struct ConsoleDatabase: Sendable {
     }
 
     /// Where the zone looked at lives: for a shared database, the private database of the zone's owner.
-    var storage: DatabaseID {
-        guard isShared, let zoneOwner else { return database }
-        return DatabaseID(container: database.container, environment: database.environment, scope: .private, owner: zoneOwner)
-    }
+    var storage: DatabaseID { target.database(ofZoneOwner: zoneOwner) }
 
     /// The query items that name this database again.
     var items: [(String, String)] {
         var items = [("container", database.container), ("environment", database.environment.rawValue), ("database", database.scope.rawValue)]
-        if database.scope != .public { items.append(("user", database.owner)) }
+        if let user = target.user { items.append(("user", user)) }
         if let zoneOwner { items.append(("owner", zoneOwner)) }
         return items
     }
@@ -107,10 +108,12 @@ struct ConsoleDatabase: Sendable {
 
     /// What the page headings call it.
     var label: String {
-        let name = switch database.scope {
-        case .public: "public"
-        case .private: "private of \(database.owner)"
-        case .shared: "shared with \(database.owner)" + (zoneOwner.map { " · zone of \($0)" } ?? "")
+        let name = if let participant = target.participant {
+            "shared with \(participant)" + (zoneOwner.map { " · zone of \($0)" } ?? "")
+        } else if let user = target.user {
+            "private of \(user)"
+        } else {
+            "public"
         }
         return "\(database.container) · \(database.environment.rawValue) · " + name
     }
@@ -118,7 +121,7 @@ struct ConsoleDatabase: Sendable {
     /// Who writes as the operator: the owner in a private database; in the public database, where a
     /// record belongs to its creator, the creator of the record changed (nil for a new one: the server).
     func actingUser(for existing: Record?) -> String? {
-        database.scope == .private ? database.owner : existing?.created.userRecordName
+        target.belongsToUser ? database.owner : existing?.created.userRecordName
     }
 }
 
@@ -174,9 +177,11 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
     /// Records of the zone by exact name: in a shared database only those the user reaches (a zone
     /// not shared with them is ZONE_NOT_FOUND), through the shared database's own read.
     func lookup(_ names: [String], zone: ZoneID, database: ConsoleDatabase, logger: Logger) async throws -> [ExactName: Record] {
-        guard database.isShared else { return try await data.records.lookup(names, zone: zone, in: database.database, logger: logger) }
+        guard let participant = database.target.participant else {
+            return try await data.records.lookup(names, zone: zone, in: database.database, logger: logger)
+        }
         return try await ShareStore(store: data.store).lookup(
-            names, zoneName: zone.zoneName, owner: zone.ownerRecordName, user: database.database.owner, container: database.database.container,
+            names, zoneName: zone.zoneName, owner: zone.ownerRecordName, user: participant, container: database.database.container,
             environment: database.database.environment, logger: logger)
     }
 
@@ -200,7 +205,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         if database.isShared { return try await sharedZones(database, session: session, context: context) }
         let zones = try await data.zones.list(in: database.database, logger: context.logger)
         let names = [ZoneID.defaultZoneName] + zones.map(\.zoneID.zoneName).filter { $0 != ZoneID.defaultZoneName }
-        let subscriptions = database.database.scope == .private
+        let subscriptions = database.target.belongsToUser
             ? database.link("/console/subscriptions").replacingOccurrences(of: "&database=private", with: "") : nil
         return ConsolePage.render("zones", title: "Zones", session: session, crumbs: Array(crumbs(database).dropLast()), [
             "subscriptionsLink": subscriptions as Any,

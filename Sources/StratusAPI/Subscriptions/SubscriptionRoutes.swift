@@ -76,7 +76,7 @@ struct SubscriptionRoutes<Context: StratusRequestContext>: Sendable {
                 result = .failure(error)
             }
             if case .success = result, !seen.insert(ExactName(ids[index])).inserted {
-                throw StratusError(.badRequest, "Subscription '\(ids[index].prefix(255))' appears in more than one operation; send one operation per subscription")
+                throw StratusError(.badRequest, "Subscription '\(ClientText.excerpt(ids[index]))' appears in more than one operation; send one operation per subscription")
             }
             checked.append(result)
         }
@@ -117,13 +117,13 @@ struct SubscriptionRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(.badRequest, "subscriptions[\(index)]: \(error.reason)")
             }
             guard seen.insert(ExactName(item.subscriptionID)).inserted else {
-                throw StratusError(.badRequest, "Subscription '\(item.subscriptionID.prefix(255))' appears more than once; ask for each once")
+                throw StratusError(.badRequest, "Subscription '\(ClientText.excerpt(item.subscriptionID))' appears more than once; ask for each once")
             }
         }
         let found = try await subscriptions.lookup(parsed.subscriptions.map(\.subscriptionID), in: database, subscriber: subscriber, logger: context.logger)
         let results: [JSONValue] = parsed.subscriptions.map { item in
             found[item.subscriptionID]?.json
-                ?? Self.error(StratusError(.notFound, "Subscription '\(item.subscriptionID.prefix(255))' does not exist"),
+                ?? Self.error(StratusError(.notFound, "Subscription '\(ClientText.excerpt(item.subscriptionID))' does not exist"),
                               subscriptionID: item.subscriptionID, uuid: context.requestID)
         }
         return json(JSONValue.object(["subscriptions": .array(results)]))
@@ -132,7 +132,7 @@ struct SubscriptionRoutes<Context: StratusRequestContext>: Sendable {
     /// A per-subscription error dictionary.
     static func error(_ error: StratusError, subscriptionID: String, uuid: String) -> JSONValue {
         var members: [String: JSONValue] = [
-            "subscriptionID": .string(String(subscriptionID.prefix(255))), "serverErrorCode": .string(error.code.rawValue),
+            "subscriptionID": .string(String(ClientText.excerpt(subscriptionID))), "serverErrorCode": .string(error.code.rawValue),
             "reason": .string(error.reason), "uuid": .string(uuid),
         ]
         if let retryAfter = error.retryAfter { members["retryAfter"] = .int(Int64(retryAfter)) }

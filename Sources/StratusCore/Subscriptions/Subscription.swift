@@ -131,12 +131,12 @@ public struct Subscription: Sendable, Hashable {
         }
         try validate(subscriptionID: subscriptionID)
         guard let typeText = members["subscriptionType"]?.stringValue else {
-            throw StratusError(.badRequest, "subscription '\(subscriptionID.prefix(255))': subscriptionType is required (query, zone or database)")
+            throw StratusError(.badRequest, "subscription '\(ClientText.excerpt(subscriptionID))': subscriptionType is required (query, zone or database)")
         }
         guard let type = SubscriptionType(wire: typeText) else {
-            throw StratusError(.badRequest, "subscription '\(subscriptionID.prefix(255))': unknown subscriptionType '\(typeText.prefix(64))'; use query, zone or database")
+            throw StratusError(.badRequest, "subscription '\(ClientText.excerpt(subscriptionID))': unknown subscriptionType '\(typeText.prefix(64))'; use query, zone or database")
         }
-        let place = "subscription '\(subscriptionID.prefix(255))'"
+        let place = "subscription '\(ClientText.excerpt(subscriptionID))'"
         let allowed: [DatabaseScope: Set<SubscriptionType>] = [.public: [.query], .private: [.query, .zone, .database], .shared: [.database]]
         guard allowed[scope]!.contains(type) else {
             throw StratusError(.badRequest, "\(place): the \(scope.rawValue) database takes only \(allowed[scope]!.map(\.rawValue).sorted().joined(separator: " and ")) subscriptions")
@@ -242,8 +242,8 @@ public struct Subscription: Sendable, Hashable {
         let owner = (json["ownerRecordName"] ?? json["ownerName"])?.stringValue ?? databaseOwner
         try ClientText.check(owner, "\(place): zoneID.ownerRecordName")
         // Another user's zone does not exist for the caller, as with every zone request.
-        guard owner == databaseOwner || owner == "__defaultOwner__" else {
-            throw StratusError(.zoneNotFound, "Zone '\(name.prefix(255))' does not exist")
+        guard owner == databaseOwner || owner == ZoneID.defaultOwnerName else {
+            throw StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(name))' does not exist")
         }
         return ZoneID(zoneName: name, ownerRecordName: databaseOwner)
     }

@@ -60,7 +60,7 @@ public struct OperatorStore: Sendable {
                 let known = try await connection.query("SELECT 1 FROM containers WHERE container = \(container)", logger: logger)
                 var exists = false
                 for try await _ in known { exists = true }
-                guard exists else { throw StratusError(.notFound, "no container '\(container.prefix(255))'") }
+                guard exists else { throw StratusError(.notFound, "no container '\(ClientText.excerpt(container))'") }
             }
             let rows = try await connection.query(
                 """

@@ -40,12 +40,12 @@ public struct SubscriptionStore: Sendable {
                 case .create(let subscription), .update(let subscription):
                     let exists = try await Self.exists(subscription.subscriptionID, database: database, subscriber: subscriber, on: connection, logger: logger)
                     if case .update = operation, !exists {
-                        outcomes.append(.failure(StratusError(.notFound, "Subscription '\(subscription.subscriptionID.prefix(255))' does not exist")))
+                        outcomes.append(.failure(StratusError(.notFound, "Subscription '\(ClientText.excerpt(subscription.subscriptionID))' does not exist")))
                         continue
                     }
                     if let zone = subscription.zoneID, !zone.isDefaultZone,
                        try await !Self.zoneExists(zone.zoneName, database: database, on: connection, logger: logger) {
-                        outcomes.append(.failure(StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist")))
+                        outcomes.append(.failure(StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(zone.zoneName))' does not exist")))
                         continue
                     }
                     if !exists {
@@ -80,7 +80,7 @@ public struct SubscriptionStore: Sendable {
                         RETURNING 1
                         """, logger: logger), as: Int.self)
                     outcomes.append(rows.isEmpty
-                        ? .failure(StratusError(.notFound, "Subscription '\(subscriptionID.prefix(255))' does not exist"))
+                        ? .failure(StratusError(.notFound, "Subscription '\(ClientText.excerpt(subscriptionID))' does not exist"))
                         : .success(.deleted(subscriptionID: subscriptionID)))
                 }
             }
