@@ -5,7 +5,8 @@
 # background, the fuzz pass (scripts/fuzz.sh: schemathesis against a live stratus-api with
 # docs/openapi.json) and the fault drills (scripts/drills.sh: the drills in STRATUS_TEST_DRILLS, by
 # default pg-restart, pool-exhausted, api-kill, worker-kill, broker-restart and relay-takeover);
-# then, alone, the classes that measure time or CPU. It always stops the servers, exits non-zero
+# then, alone, the classes that measure time or CPU and the drills that judge how much load gets
+# through (pool-exhausted). It always stops the servers, exits non-zero
 # when any part failed, and prints each part's time. STRATUS_FUZZ=0 leaves the fuzz pass out,
 # STRATUS_DRILLS=0 the drills. Arguments (e.g. --filter ZoneAPITests) go to one `swift test` as
 # they are, without the fuzz pass or the drills.
@@ -45,7 +46,14 @@ fi
 unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests)\.'
 serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement)'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
+# Those that judge how much load gets through run alone after the tests; the rest in the background.
 read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"
+drills_alone=" pool-exhausted "
+background_drills=()
+alone_drills=()
+for drill in "${drills[@]}"; do
+    if [[ "$drills_alone" == *" $drill "* ]]; then alone_drills+=("$drill"); else background_drills+=("$drill"); fi
+done
 # Each part's time, printed at the end.
 timings=()
 timed() {
@@ -181,6 +189,18 @@ part() {
         fi
     fi
 }
+# Prints the slowest tests of a parallel run (its xUnit report): what to look at when the tier grows.
+slowest_tests() {
+    [[ -f "$1" ]] || return 0
+    "$(deps_python)" - "$1" <<'PYTHON' >&2 || true
+import sys
+import xml.etree.ElementTree as tree
+cases = [(float(case.get("time", 0)), case.get("classname", "") + "/" + case.get("name", "")) for case in tree.parse(sys.argv[1]).iter("testcase")]
+print(f"[stratus] {len(cases)} tests, {sum(seconds for seconds, _ in cases):.0f} s in all; the slowest:")
+for seconds, name in sorted(cases, reverse=True)[:10]:
+    print(f"[stratus]   {seconds:6.1f} s  {name}")
+PYTHON
+}
 # Runs a part in the background, its output to a log file of its own (printed when it ends).
 background_names=()
 background_pids=()
@@ -239,17 +259,21 @@ else
         if ((run_fuzz)); then
             in_background "fuzz pass" env STRATUS_BIN_DIR="$bin" "$STRATUS_ROOT/scripts/fuzz.sh"
         fi
-        if ((run_drills)); then
-            in_background "fault drills" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${drills[@]}"
+        if ((run_drills && ${#background_drills[@]} > 0)); then
+            in_background "fault drills" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${background_drills[@]}"
         fi
         if ((!fuzz_only)); then
             part "unit tests" swift test --skip-build --filter "$unit_tests"
             part "integration tests" swift test --skip-build --parallel --num-workers "${STRATUS_TEST_WORKERS:-6}" \
-                --skip "$unit_tests" --skip "$serial_tests"
+                --xunit-output "$work/integration.xml" --skip "$unit_tests" --skip "$serial_tests"
+            slowest_tests "$work/integration.xml"
         fi
         finish_background
         if ((!fuzz_only)); then
             part "serial tests" swift test --skip-build --filter "$serial_tests"
+        fi
+        if ((run_drills && ${#alone_drills[@]} > 0)); then
+            part "fault drills, alone" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${alone_drills[@]}"
         fi
     fi
 fi

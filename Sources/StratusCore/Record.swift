@@ -204,11 +204,11 @@ public enum RecordDecision {
     ) throws -> Outcome {
         switch type {
         case .delete, .forceDelete:
-            guard let current else { throw StratusError(.notFound, "Record '\(input.recordName.prefix(255))' does not exist") }
+            guard let current else { throw StratusError(.notFound, "Record '\(ClientText.excerpt(input.recordName))' does not exist") }
             if type == .delete { try checkTag(input, current) }
             return .delete(current)
         case .create:
-            if current != nil { throw StratusError(.exists, "Record '\(input.recordName.prefix(255))' already exists") }
+            if current != nil { throw StratusError(.exists, "Record '\(ClientText.excerpt(input.recordName))' already exists") }
             return .save(try new(input, stamp: stamp, changeTag: newChangeTag, newShortGUID: newShortGUID, defaultExpiration: defaultExpiration), before: nil)
         case .update, .replace, .forceUpdate, .forceReplace:
             guard let current else {
@@ -217,11 +217,11 @@ public enum RecordDecision {
                     return .save(try new(
                         input, stamp: stamp, changeTag: newChangeTag, newShortGUID: newShortGUID, defaultExpiration: defaultExpiration), before: nil)
                 }
-                throw StratusError(.notFound, "Record '\(input.recordName.prefix(255))' does not exist")
+                throw StratusError(.notFound, "Record '\(ClientText.excerpt(input.recordName))' does not exist")
             }
             if type == .update || type == .replace { try checkTag(input, current) }
             if let recordType = input.recordType, recordType != current.recordType {
-                throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' is a \(current.recordType); its type cannot change to \(recordType.prefix(64))")
+                throw StratusError(.badRequest, "Record '\(ClientText.excerpt(input.recordName))' is a \(current.recordType); its type cannot change to \(recordType.prefix(64))")
             }
             var next = current
             // update merges the sent fields (older clients must not erase newer fields); replace drops unsent ones.
@@ -243,10 +243,10 @@ public enum RecordDecision {
 
     private static func checkTag(_ input: RecordInput, _ current: Record) throws {
         guard let tag = input.changeTag else {
-            throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))': this operation needs recordChangeTag (or use its force form)")
+            throw StratusError(.badRequest, "Record '\(ClientText.excerpt(input.recordName))': this operation needs recordChangeTag (or use its force form)")
         }
         guard tag == current.changeTag else {
-            throw Conflict(error: StratusError(.conflict, "Record '\(input.recordName.prefix(255))' was changed on the server; merge with serverRecord and retry"), serverRecord: current)
+            throw Conflict(error: StratusError(.conflict, "Record '\(ClientText.excerpt(input.recordName))' was changed on the server; merge with serverRecord and retry"), serverRecord: current)
         }
     }
 
@@ -254,7 +254,7 @@ public enum RecordDecision {
         _ input: RecordInput, stamp: RecordStamp, changeTag: String, newShortGUID: () -> String, defaultExpiration: Int64?
     ) throws(StratusError) -> Record {
         guard let recordType = input.recordType else {
-            throw StratusError(.badRequest, "Record '\(input.recordName.prefix(255))' needs a recordType to be created")
+            throw StratusError(.badRequest, "Record '\(ClientText.excerpt(input.recordName))' needs a recordType to be created")
         }
         return Record(
             recordName: input.recordName, recordType: recordType, fields: input.fields, changeTag: changeTag, created: stamp, modified: stamp,

@@ -85,7 +85,7 @@ public struct RecordStore: Sendable {
             } catch let abort as AtomicAbort {
                 return commands.indices.map { index in
                     index == abort.index ? .failure(abort.failure) : .failure(Failure(error: StratusError(
-                        .atomicError, "Not applied: the atomic request failed at record '\(commands[abort.index].input.recordName.prefix(255))'")))
+                        .atomicError, "Not applied: the atomic request failed at record '\(ClientText.excerpt(commands[abort.index].input.recordName))'")))
                 }
             }
         }
@@ -170,7 +170,7 @@ public struct RecordStore: Sendable {
                 : try await connection.query(query, logger: logger).map { $0 }
             var found: [ExactName: String] = [:]
             for try await (present, name, text) in rows.decode((Bool, String?, String?).self) {
-                guard present else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }
+                guard present else { throw StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(zone.zoneName))' does not exist") }
                 // No record joined: none of the names is there.
                 guard let name else { continue }
                 guard let text else { return nil }
@@ -209,7 +209,7 @@ public struct RecordStore: Sendable {
                 """, logger: logger)
             var exists = false
             for try await _ in rows { exists = true }
-            guard exists else { throw StratusError(.zoneNotFound, "Zone '\(zone.zoneName.prefix(255))' does not exist") }
+            guard exists else { throw StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(zone.zoneName))' does not exist") }
         }
         return try await RecordRow.live(recordNames, zone: zone.zoneName, of: database, on: Transaction(connection: connection, logger: logger))
     }
@@ -218,8 +218,8 @@ public struct RecordStore: Sendable {
     /// as INTERNAL_ERROR (the details go to the log, never to the client).
     private static func itemError(_ error: any Error, recordName: String, logger: Logger) -> StratusError {
         if let error = error as? StratusError { return error }
-        logger.error("record write failed", metadata: ["record": "\(recordName.prefix(255))", "error": "\(String(reflecting: error))"])
-        return StratusError(.internalError, "Record '\(recordName.prefix(255))' could not be written")
+        logger.error("record write failed", metadata: ["record": "\(ClientText.excerpt(recordName))", "error": "\(String(reflecting: error))"])
+        return StratusError(.internalError, "Record '\(ClientText.excerpt(recordName))' could not be written")
     }
 
     struct AtomicAbort: Error {
@@ -328,7 +328,7 @@ struct ZoneWriter {
             }
             return writer
         }
-        throw StratusError(.zoneNotFound, "Zone '\(context.zone.zoneName.prefix(255))' does not exist")
+        throw StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(context.zone.zoneName))' does not exist")
     }
 
     var zoneKey: ZoneKey { context.zoneKey }

@@ -24,7 +24,7 @@ public struct SchemaAdmission: Sendable, Hashable {
     ) throws(StratusError) -> SchemaAdmission {
         var admission = SchemaAdmission(fields: fields, createdType: nil, createdFields: [])
         guard let schema else {
-            guard grows else { throw StratusError(.badRequest, "Cannot create new type \(name.prefix(255)) in production schema") }
+            guard grows else { throw StratusError(.badRequest, "Cannot create new type \(ClientText.excerpt(name)) in production schema") }
             var created = RecordTypeSchema.created(name: name)
             for (field, value) in fields.sorted(by: { Schema.byteOrder($0.key, $1.key) }) {
                 try checkName(field, recordType: name)
@@ -38,7 +38,7 @@ public struct SchemaAdmission: Sendable, Hashable {
         for (field, value) in fields.sorted(by: { Schema.byteOrder($0.key, $1.key) }) {
             guard let declared = schema.field(named: field) else {
                 guard grows else {
-                    throw StratusError(.badRequest, "Cannot create or modify field '\(field.prefix(255))' in record type '\(name.prefix(255))' in production schema")
+                    throw StratusError(.badRequest, "Cannot create or modify field '\(ClientText.excerpt(field))' in record type '\(ClientText.excerpt(name))' in production schema")
                 }
                 try checkName(field, recordType: name)
                 let type = SchemaFieldType(valueType: value.type)
@@ -51,7 +51,7 @@ public struct SchemaAdmission: Sendable, Hashable {
                 continue
             }
             throw StratusError(.badRequest,
-                "invalid attempt to set value type \(value.type) for field '\(field.prefix(255))' for type '\(name.prefix(255))', defined to be: \(declared.type)")
+                "invalid attempt to set value type \(value.type) for field '\(ClientText.excerpt(field))' for type '\(ClientText.excerpt(name))', defined to be: \(declared.type)")
         }
         if !admission.createdFields.isEmpty { try checkSize(schema.fields.count + admission.createdFields.count, recordType: name, maxFields: maxFields) }
         return admission
@@ -59,14 +59,14 @@ public struct SchemaAdmission: Sendable, Hashable {
 
     private static func checkSize(_ count: Int, recordType: String, maxFields: Int) throws(StratusError) {
         guard count <= maxFields else {
-            throw StratusError(.limitExceeded, "Record type '\(recordType.prefix(255))' would have \(count) fields with its system fields; the limit is \(maxFields)")
+            throw StratusError(.limitExceeded, "Record type '\(ClientText.excerpt(recordType))' would have \(count) fields with its system fields; the limit is \(maxFields)")
         }
     }
 
     /// Names starting with `___` belong to the system fields, which no record sets.
     private static func checkName(_ field: String, recordType: String) throws(StratusError) {
         guard !field.hasPrefix("___") else {
-            throw StratusError(.badRequest, "Field '\(field.prefix(255))' of record type '\(recordType.prefix(255))': names starting with ___ are reserved for system fields")
+            throw StratusError(.badRequest, "Field '\(ClientText.excerpt(field))' of record type '\(ClientText.excerpt(recordType))': names starting with ___ are reserved for system fields")
         }
     }
 

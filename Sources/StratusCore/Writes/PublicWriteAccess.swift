@@ -28,19 +28,19 @@ public enum PublicWriteAccess {
     /// The refusal of a change or delete of `recordName`, of `recordType`, created by another user.
     public static func changeDenied(_ recordName: String, recordType: String) -> StratusError {
         StratusError(.accessDenied,
-            "Record '\(recordName.prefix(255))' belongs to another user: in the public database the security roles of record type '\(recordType.prefix(255))' let only its creator (and roles granted WRITE) change or delete it")
+            "Record '\(ClientText.excerpt(recordName))' belongs to another user: in the public database the security roles of record type '\(ClientText.excerpt(recordType))' let only its creator (and roles granted WRITE) change or delete it")
     }
 
     /// The refusal of the creation of `recordName`, of `recordType`, by a user without CREATE.
     public static func createDenied(_ recordName: String, recordType: String) -> StratusError {
         StratusError(.accessDenied,
-            "Record '\(recordName.prefix(255))' cannot be created: in the public database no security role this user holds has CREATE on record type '\(recordType.prefix(255))'")
+            "Record '\(ClientText.excerpt(recordName))' cannot be created: in the public database no security role this user holds has CREATE on record type '\(ClientText.excerpt(recordType))'")
     }
 
     /// The refusal of a reference (`field` of `recordName`) that binds another user's record.
     public static func bindingDenied(field: String, recordName: String, reference: Reference) -> StratusError {
         StratusError(.accessDenied,
-            "Field '\(field)' of record '\(recordName.prefix(255))' refers with \(reference.action.rawValue) to '\(reference.recordName.prefix(255))', which belongs to another user: in the public database such references may point only at your own records")
+            "Field '\(field)' of record '\(ClientText.excerpt(recordName))' refers with \(reference.action.rawValue) to '\(ClientText.excerpt(reference.recordName))', which belongs to another user: in the public database such references may point only at your own records")
     }
 }
 
@@ -56,12 +56,12 @@ public enum ReferenceRules {
     /// that does not exist.
     public static func missingTarget(field: String, recordName: String, target: String) -> StratusError {
         StratusError(.validatingReferenceError,
-            "Field '\(field)' of record '\(recordName.prefix(255))' refers to '\(target.prefix(255))', which does not exist")
+            "Field '\(field)' of record '\(ClientText.excerpt(recordName))' refers to '\(ClientText.excerpt(target))', which does not exist")
     }
 
     /// The refusal of a delete of `recordName`, which `referrer` (not deleted with it) points at with VALIDATE.
     public static func deleteBlocked(_ recordName: String, referrer: String) -> StratusError {
         StratusError(.validatingReferenceError,
-            "Record '\(recordName.prefix(255))' cannot be deleted: '\(referrer.prefix(255))' refers to it with VALIDATE")
+            "Record '\(ClientText.excerpt(recordName))' cannot be deleted: '\(ClientText.excerpt(referrer))' refers to it with VALIDATE")
     }
 }

@@ -54,11 +54,11 @@ extension SharedZoneAccess {
         case .some(.none):
             // Losing its parent takes a record out of the hierarchy, unless it is a root.
             if !roots.keys.contains(where: { ExactName($0) == ExactName(recordName) }) {
-                throw StratusError(.accessDenied, "Record '\(recordName.prefix(255))' cannot leave the shared hierarchy")
+                throw StratusError(.accessDenied, "Record '\(ClientText.excerpt(recordName))' cannot leave the shared hierarchy")
             }
         case .none:
             if current == nil {
-                throw StratusError(.accessDenied, "Record '\(recordName.prefix(255))': a record created in a shared hierarchy needs a parent inside it")
+                throw StratusError(.accessDenied, "Record '\(ClientText.excerpt(recordName))': a record created in a shared hierarchy needs a parent inside it")
             }
         }
         return anchors.isEmpty ? .allowed : .anchors(anchors)
@@ -70,17 +70,17 @@ extension SharedZoneAccess {
         for anchor in anchors {
             guard let reachedRoots = reached[ExactName(anchor)] else {
                 throw anchor == recordName ? Self.notFound(recordName) : StratusError(.accessDenied,
-                    "Record '\(recordName.prefix(255))': its parent '\(anchor.prefix(255))' is not in a hierarchy shared with the caller")
+                    "Record '\(ClientText.excerpt(recordName))': its parent '\(ClientText.excerpt(anchor))' is not in a hierarchy shared with the caller")
             }
             guard reachedRoots.contains(where: { roots[$0] == .readWrite }) else { throw Self.readOnly(recordName) }
         }
     }
 
     private static func notFound(_ recordName: String) -> StratusError {
-        StratusError(.notFound, "Record '\(recordName.prefix(255))' does not exist")
+        StratusError(.notFound, "Record '\(ClientText.excerpt(recordName))' does not exist")
     }
 
     private static func readOnly(_ recordName: String) -> StratusError {
-        StratusError(.accessDenied, "Record '\(recordName.prefix(255))': the share gives the caller READ_ONLY permission")
+        StratusError(.accessDenied, "Record '\(ClientText.excerpt(recordName))': the share gives the caller READ_ONLY permission")
     }
 }

@@ -25,6 +25,6 @@ public enum StorageQuota {
             }
         }
         return (blamed.recordName, StratusError(.quotaExceeded,
-            "Record '\(blamed.recordName.prefix(255))' would bring the user's stored records to \(max(running, total)) bytes; the storage quota is \(quota) bytes per user"))
+            "Record '\(ClientText.excerpt(blamed.recordName))' would bring the user's stored records to \(max(running, total)) bytes; the storage quota is \(quota) bytes per user"))
     }
 }

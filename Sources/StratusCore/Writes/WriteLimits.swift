@@ -18,7 +18,7 @@ public struct WriteLimits: Sendable, Hashable {
     /// Refuses a record whose fields, encoded, are `fieldBytes` long when that passes `maxRecordBytes`.
     public func checkRecord(_ recordName: String, fieldBytes: Int) throws(StratusError) {
         guard fieldBytes <= maxRecordBytes else {
-            throw StratusError(.limitExceeded, "Record '\(recordName.prefix(255))' is \(fieldBytes) bytes; the limit is \(maxRecordBytes)")
+            throw StratusError(.limitExceeded, "Record '\(ClientText.excerpt(recordName))' is \(fieldBytes) bytes; the limit is \(maxRecordBytes)")
         }
     }
 
@@ -40,7 +40,7 @@ public struct WriteLimits: Sendable, Hashable {
         }
         guard eventBytes <= maxEventBytes else {
             throw StratusError(.limitExceeded,
-                "Record '\(record.recordName.prefix(255))' makes an event of \(eventBytes) bytes; the event limit is \(maxEventBytes)")
+                "Record '\(ClientText.excerpt(record.recordName))' makes an event of \(eventBytes) bytes; the event limit is \(maxEventBytes)")
         }
         return event
     }

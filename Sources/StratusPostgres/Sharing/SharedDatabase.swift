@@ -84,7 +84,7 @@ extension ShareStore {
         _ zoneName: String, owner: String, user: String, container: String, environment: StratusCore.Environment, on transaction: Transaction
     ) async throws -> SharedZone {
         guard let zone = try await sharedZones(user: user, container: container, environment: environment, only: (owner, zoneName), on: transaction).first
-        else { throw StratusError(.zoneNotFound, "No zone '\(zoneName.prefix(255))' of '\(owner.prefix(255))' is shared with the caller") }
+        else { throw StratusError(.zoneNotFound, "No zone '\(ClientText.excerpt(zoneName))' of '\(ClientText.excerpt(owner))' is shared with the caller") }
         return zone
     }
 
@@ -166,7 +166,7 @@ extension ZoneWriter {
     mutating func leave(_ share: Record, in transaction: Transaction) async throws -> RecordStore.Outcome {
         let user = context.causation.userRecordName ?? "_server"
         guard let stored = try await ShareTables.share(share.recordName, zone: context.zone.zoneName, of: context.database, on: transaction) else {
-            throw RecordStore.Failure(error: StratusError(.notFound, "Record '\(share.recordName.prefix(255))' does not exist"))
+            throw RecordStore.Failure(error: StratusError(.notFound, "Record '\(ClientText.excerpt(share.recordName))' does not exist"))
         }
         var proposed = stored.state
         for index in proposed.participants.indices where proposed.participants[index].isUser(user) {
