@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOCore
 import ServiceLifecycle
 import StratusBlobStore
 import StratusCore
@@ -125,18 +126,9 @@ public func buildApplication(
         // An idle connection is closed, so clients that open connections and send nothing (or stop
         // half-way through a request) cannot hold the server's connections for ever. The WebSocket
         // courier upgrades on the same port (APIServerChannel: how both go together).
-        server: .http1WithWebSocket(webSocketRouter: webSocketRouter, idleTimeout: configuration.idleTimeout.map { .nanoseconds(nanoseconds($0)) }),
+        server: .http1WithWebSocket(webSocketRouter: webSocketRouter, idleTimeout: configuration.idleTimeout.map { TimeAmount($0) }),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "stratus"),
         services: services + ownServices,
         logger: logger
     )
-}
-
-/// A duration in whole nanoseconds, clamped to the 64-bit range.
-private func nanoseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-    guard !overflow else { return seconds < 0 ? .min : .max }
-    let (total, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
-    return sumOverflow ? (whole < 0 ? .min : .max) : total
 }

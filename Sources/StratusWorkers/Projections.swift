@@ -96,7 +96,7 @@ final class EventTally: Sendable {
             let elapsed = now - state.since
             guard elapsed >= interval else { return nil }
             defer { state = (0, now) }
-            return (state.count, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            return (state.count, elapsed / .seconds(1))
         }
     }
 }
