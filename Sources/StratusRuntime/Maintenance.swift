@@ -30,17 +30,18 @@ public enum Maintenance {
     static func replay(
         worker: String, store: PostgresStore, broker: Broker, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void
     ) async throws -> Int {
-        guard let projection = StratusProcess.projection(named: worker) else {
+        let definition = try definition(worker)
+        if broker.kafka != nil { try StratusProcess.verifyKafkaLibrary() }
+        let source = ReplaySource(store: store, kafka: broker.kafka, topic: broker.topic, consumerGroupSuffix: broker.consumerGroupSuffix)
+        return try await definition.replay(from: source, logger: logger, progress: progress)
+    }
+
+    /// The definition of the worker `stratus replay` names, or an operator-readable refusal.
+    static func definition(_ worker: String) throws -> WorkerDefinition {
+        guard let definition = WorkerDefinition.named(worker) else {
             throw ConfigurationProblem("unknown worker '\(worker)'; one of \(StratusProcess.workerNames.joined(separator: ", "))")
         }
-        if broker.kafka != nil { try StratusProcess.verifyKafkaLibrary() }
-        if projection is IndexerProjection {
-            // Queries keep being answered from the live index generation meanwhile.
-            return try await IndexerReplay(store: store, kafka: broker.kafka, topic: broker.topic).run(logger: logger, progress: progress)
-        }
-        return try await Rebuild(
-            projection: projection, store: store, kafka: broker.kafka, topic: broker.topic, consumerGroupSuffix: broker.consumerGroupSuffix)
-            .run(logger: logger, progress: progress)
+        return definition
     }
 
     /// The work of a job (a reindex keeps the live generation's language). Returns the events read.
