@@ -22,15 +22,19 @@ public struct APIDependencies: Sendable {
     public var blobs: any BlobStore
     /// Starts reindex and replay runs for the console's operations page; nil: the page cannot start them.
     public var maintenance: MaintenanceLauncher?
+    /// Owns the work the API starts off its requests (sync pages read ahead), as a service of the
+    /// application; nil: no such work (nothing is read ahead).
+    public var tasks: TaskOwner?
 
     /// Creates the dependencies; without a blob store, assets go to a fresh folder under the
     /// temporary directory (tests that do not look at assets).
     public init(
         store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String, hub: NotificationHub? = nil,
-        blobs: (any BlobStore)? = nil, maintenance: MaintenanceLauncher? = nil
+        blobs: (any BlobStore)? = nil, maintenance: MaintenanceLauncher? = nil, tasks: TaskOwner? = nil
     ) {
         self.store = store
         self.maintenance = maintenance
+        self.tasks = tasks
         self.blobs = blobs ?? FileSystemBlobStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("stratus-assets-\(UUID().uuidString)").path)
         self.readiness = readiness
         self.metrics = metrics
@@ -88,7 +92,9 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         secretKey: configuration.secretKey
     ).register(on: router)
     SyncRoutes<APIRequestContext>(
-        sync: SyncStore(store: dependencies.store, readAhead: configuration.syncReadAheadPages > 0 ? SyncReadAhead(capacity: configuration.syncReadAheadPages) : nil),
+        sync: SyncStore(
+            store: dependencies.store,
+            readAhead: dependencies.tasks.flatMap { configuration.syncReadAheadPages > 0 ? SyncReadAhead(capacity: configuration.syncReadAheadPages, owner: $0) : nil }),
         shares: shares, authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
         assetSettings: configuration.assets, shareURL: configuration.shareURL
     ).register(on: router)
@@ -112,6 +118,7 @@ public func buildApplication(
     _ dependencies: APIDependencies, configuration: APIConfiguration, services: [any Service], logger: Logger
 ) -> some ApplicationProtocol {
     var ownServices: [any Service] = [dependencies.hub]
+    if let tasks = dependencies.tasks { ownServices.append(tasks) }
     var accessCache: AccessCache?
     if configuration.authCacheTTL > .zero {
         let cache = AccessCache(ttl: configuration.authCacheTTL)

@@ -71,6 +71,8 @@ public enum StratusProcess {
             services.append(Relay(store: store, kafka: configuration.kafka, configuration: configuration.relay, logger: logger))
         }
         let kafka = configuration.kafka
+        // The work the API starts off its requests: sync pages read ahead, console maintenance runs.
+        let tasks = TaskOwner(name: "stratus-api", logger: logger)
         let dependencies = APIDependencies(
             store: store,
             readiness: [
@@ -81,7 +83,8 @@ public enum StratusProcess {
             ],
             metrics: { Observability.render() }, blobs: configuration.blobStore.makeStore(),
             maintenance: Maintenance.launcher(store: store, broker: Maintenance.Broker(
-                kafka: kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix)))
+                kafka: kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix), owner: tasks),
+            tasks: tasks)
         let app = buildApplication(dependencies, configuration: configuration.api, services: services, logger: logger)
         try await app.runService()
     }
