@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOCore
 import ServiceLifecycle
 import StratusBlobStore
 import StratusCore
@@ -21,15 +22,19 @@ public struct APIDependencies: Sendable {
     public var blobs: any BlobStore
     /// Starts reindex and replay runs for the console's operations page; nil: the page cannot start them.
     public var maintenance: MaintenanceLauncher?
+    /// Owns the work the API starts off its requests (sync pages read ahead), as a service of the
+    /// application; nil: no such work (nothing is read ahead).
+    public var tasks: TaskOwner?
 
     /// Creates the dependencies; without a blob store, assets go to a fresh folder under the
     /// temporary directory (tests that do not look at assets).
     public init(
         store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String, hub: NotificationHub? = nil,
-        blobs: (any BlobStore)? = nil, maintenance: MaintenanceLauncher? = nil
+        blobs: (any BlobStore)? = nil, maintenance: MaintenanceLauncher? = nil, tasks: TaskOwner? = nil
     ) {
         self.store = store
         self.maintenance = maintenance
+        self.tasks = tasks
         self.blobs = blobs ?? FileSystemBlobStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("stratus-assets-\(UUID().uuidString)").path)
         self.readiness = readiness
         self.metrics = metrics
@@ -87,7 +92,9 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         secretKey: configuration.secretKey
     ).register(on: router)
     SyncRoutes<APIRequestContext>(
-        sync: SyncStore(store: dependencies.store, readAhead: configuration.syncReadAheadPages > 0 ? SyncReadAhead(capacity: configuration.syncReadAheadPages) : nil),
+        sync: SyncStore(
+            store: dependencies.store,
+            readAhead: dependencies.tasks.flatMap { configuration.syncReadAheadPages > 0 ? SyncReadAhead(capacity: configuration.syncReadAheadPages, owner: $0) : nil }),
         shares: shares, authenticator: authenticator, limits: configuration.limits, secretKey: configuration.secretKey,
         assetSettings: configuration.assets, shareURL: configuration.shareURL
     ).register(on: router)
@@ -111,6 +118,7 @@ public func buildApplication(
     _ dependencies: APIDependencies, configuration: APIConfiguration, services: [any Service], logger: Logger
 ) -> some ApplicationProtocol {
     var ownServices: [any Service] = [dependencies.hub]
+    if let tasks = dependencies.tasks { ownServices.append(tasks) }
     var accessCache: AccessCache?
     if configuration.authCacheTTL > .zero {
         let cache = AccessCache(ttl: configuration.authCacheTTL)
@@ -125,18 +133,9 @@ public func buildApplication(
         // An idle connection is closed, so clients that open connections and send nothing (or stop
         // half-way through a request) cannot hold the server's connections for ever. The WebSocket
         // courier upgrades on the same port (APIServerChannel: how both go together).
-        server: .http1WithWebSocket(webSocketRouter: webSocketRouter, idleTimeout: configuration.idleTimeout.map { .nanoseconds(nanoseconds($0)) }),
+        server: .http1WithWebSocket(webSocketRouter: webSocketRouter, idleTimeout: configuration.idleTimeout.map { TimeAmount($0) }),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "stratus"),
         services: services + ownServices,
         logger: logger
     )
-}
-
-/// A duration in whole nanoseconds, clamped to the 64-bit range.
-private func nanoseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-    guard !overflow else { return seconds < 0 ? .min : .max }
-    let (total, sumOverflow) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
-    return sumOverflow ? (whole < 0 ? .min : .max) : total
 }

@@ -73,10 +73,7 @@ enum RateDecision: Sendable, Equatable {
 
 extension Duration {
     /// The duration in seconds, as a Double.
-    var asSeconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
+    var asSeconds: Double { self / .seconds(1) }
 }
 
 /// Token buckets by key (a user, a container, a login, an address), held in this process only.

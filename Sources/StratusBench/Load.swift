@@ -7,8 +7,8 @@ struct Latencies: Sendable {
     private(set) var histogram = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
 
     mutating func record(_ duration: Duration) {
-        let micros = max(1, duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
-        _ = histogram.record(UInt64(clamping: micros))
+        // Whole microseconds, at least 1 (and at most what the histogram could ever hold).
+        _ = histogram.record(UInt64(min(max(1, duration / .microseconds(1)), 1e18)))
     }
 
     mutating func add(_ other: Latencies) { histogram.add(other.histogram) }
@@ -101,7 +101,7 @@ func closedLoop<State: Sendable>(
         return total
     }
     let elapsed = clock.now - start
-    total.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    total.seconds = elapsed.seconds
     if let watch, let before { total.cpu = watch.usage(from: before, to: await watch.snapshot()) }
     return total
 }
@@ -127,7 +127,7 @@ final class IssuedCounter: Sendable {
 }
 
 extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    var seconds: Double { self / .seconds(1) }
 
     init(seconds: Double) {
         // Checked: a NaN or a huge setting would trap in Int64(_:).

@@ -118,13 +118,11 @@ public struct KafkaAdmin: Sendable {
     }
 }
 
-/// A duration as librdkafka's millisecond timeouts, clamped to `Int32` (the product is computed
-/// without overflow: a huge duration would otherwise trap).
+/// A duration as librdkafka's millisecond timeouts: whole milliseconds, clamped to `Int32` (a huge
+/// duration, or a NaN the division cannot give, would otherwise trap).
 func milliseconds(_ duration: Duration) -> Int32 {
-    let (seconds, attoseconds) = duration.components
-    let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
-    guard !overflow else { return seconds < 0 ? .min : .max }
-    return Int32(clamping: whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000).partialValue)
+    let milliseconds = (duration / .milliseconds(1)).rounded(.towardZero)
+    return Int32(exactly: milliseconds) ?? (milliseconds < 0 ? .min : .max)
 }
 
 private func withClient<T>(_ configuration: KafkaClientConfiguration, _ type: rd_kafka_type_t, group: String? = nil, _ body: (OpaquePointer) throws -> T) throws -> T {

@@ -83,11 +83,10 @@ public final class KafkaProducer: Sendable {
         for (index, message) in messages.enumerated() {
             await produce(message, index: index, batch: batch)
         }
-        // A report always comes within message.timeout.ms; this is only a backstop.
-        let backstop = Task {
-            try? await Task.sleep(for: timeout + .seconds(5))
-            batch.expire()
-        }
+        // A report always comes within message.timeout.ms; this is only a backstop, a timer on a
+        // dispatch queue (not a task of its own), which runs out even if the caller is cancelled.
+        let backstop = DispatchWorkItem { batch.expire() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + (timeout + .seconds(5)) / .seconds(1), execute: backstop)
         let results = await withCheckedContinuation { batch.start($0) }
         backstop.cancel()
         if results.contains(where: { if case .failure = $0 { true } else { false } }), let fatalError { throw fatalError }

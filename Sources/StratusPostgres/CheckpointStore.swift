@@ -81,7 +81,7 @@ extension CheckpointStore {
     /// than `grace` ago: events the worker should have received and did not (a broker that lost
     /// them). Returns each zone's key and latest sequence.
     public static func zonesBehind(worker: String, grace: Duration, limit: Int, store: PostgresStore, logger: Logger) async throws -> [(zoneKey: ZoneKey, sequence: Int64)] {
-        let seconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
+        let seconds = grace / .seconds(1)
         return try await store.withConnection { connection in
             let rows = try await connection.query("""
                 SELECT z.zone_key, z.change_counter FROM zones z

@@ -148,8 +148,8 @@ final class ConnectionPool: Sendable {
         let settings = settings
         let sweep: RepeatedTask? = settings.minConnections < settings.maxConnections
             ? loop.scheduleRepeatedTask(
-                initialDelay: TimeAmount.nanoseconds(LoopTimer.nanoseconds(settings.idleTimeout)),
-                delay: TimeAmount.nanoseconds(LoopTimer.nanoseconds(settings.idleTimeout / 2))
+                initialDelay: LoopTimer.timeAmount(settings.idleTimeout),
+                delay: LoopTimer.timeAmount(settings.idleTimeout / 2)
             ) { [self] _ in
                 let now = ContinuousClock.now
                 perform(state.withLock { $0.work($0.pool.closeIdle(now: now), pool: self) })

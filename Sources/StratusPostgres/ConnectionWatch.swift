@@ -34,6 +34,9 @@ final class ConnectionWatches: Sendable {
         let watch = watch(connection)
         let outcome = OneShot<T>()
         let unavailable = PostgresErrors.unavailable(retryAfter)
+        // Not a child task: a statement stuck on a closed connection never ends, and a task group
+        // (or a service's) would wait for it for ever. The caller awaits it until the close and
+        // the grace; only the abandoned statement's task outlives its caller.
         let task = Task {
             do {
                 outcome.resume(with: .success(try await work(connection)))
@@ -47,8 +50,8 @@ final class ConnectionWatches: Sendable {
         let grace = grace
         let stop = watch.onClose {
             task.cancel()
-            Task {
-                try? await Task.sleep(for: grace)
+            // The grace period on the connection's event loop, not in a task of its own.
+            _ = LoopTimer.schedule(after: grace, on: connection.eventLoop) {
                 if outcome.resume(with: .failure(unavailable)) {
                     StoreMetrics.abandonedStatements.increment()
                 }

@@ -21,12 +21,12 @@ public enum LoopTimer {
     public static func schedule(
         after duration: Duration, on loop: any EventLoop = PostgresConnection.defaultEventLoopGroup.any(), _ body: @escaping @Sendable () -> Void
     ) -> Handle {
-        Handle(scheduled: loop.scheduleTask(in: TimeAmount.nanoseconds(nanoseconds(duration)), body))
+        Handle(scheduled: loop.scheduleTask(in: timeAmount(duration), body))
     }
 
     /// Returns after `duration`; throws `CancellationError` when the task is cancelled first.
     static func sleep(for duration: Duration, on loop: any EventLoop = PostgresConnection.defaultEventLoopGroup.any()) async throws {
-        let scheduled = loop.scheduleTask(in: TimeAmount.nanoseconds(nanoseconds(duration))) {}
+        let scheduled = loop.scheduleTask(in: timeAmount(duration)) {}
         try await withTaskCancellationHandler {
             do {
                 try await scheduled.futureResult.get()
@@ -38,13 +38,14 @@ public enum LoopTimer {
         }
     }
 
-    /// `duration` in nanoseconds, clamped to what a `TimeAmount` holds (negative: none).
+    /// `duration` as a `TimeAmount` (NIO's conversion: whole nanoseconds, clamped to what it holds);
+    /// a negative one is none.
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        TimeAmount(max(duration, .zero))
+    }
+
+    /// `duration` in nanoseconds, as `timeAmount(_:)` has it.
     static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0 else { return 0 }
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return .max }
-        let (sum, overflowed) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
-        return overflowed ? .max : sum
+        timeAmount(duration).nanoseconds
     }
 }

@@ -60,7 +60,7 @@ public final class PostgresStore: Service, Sendable {
         }
 
         private static func milliseconds(_ duration: Duration) -> String {
-            String(max(0, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000))
+            String(max(0, TimeAmount(duration).nanoseconds / 1_000_000))
         }
     }
 

@@ -25,6 +25,9 @@ import Synchronization
 /// being read and `maxBytes` of them kept; a page that finds no room is not read ahead. A page not
 /// asked for within `window` is dropped at the next read ahead. Only the owner's zones, forward
 /// syncs, and pages read in one statement (`SyncStore.storedPage`) are read ahead.
+///
+/// The readings run as jobs of a `TaskOwner`, a service of the process, so graceful shutdown waits
+/// for them (or cancels them at its deadline); once it refuses jobs nothing more is read ahead.
 public final class SyncReadAhead: Sendable {
     /// What a page answers.
     struct Question: Hashable, Sendable {
@@ -62,7 +65,7 @@ public final class SyncReadAhead: Sendable {
     }
 
     private enum Slot {
-        case reading(id: UInt64, since: ContinuousClock.Instant, Task<Page?, Never>)
+        case reading(id: UInt64, since: ContinuousClock.Instant, Reading)
         case read(Page, bytes: Int)
     }
 
@@ -74,19 +77,61 @@ public final class SyncReadAhead: Sendable {
         var discarded = 0
     }
 
+    /// A page being read by a job of the owner: its result, for whoever takes the question meanwhile.
+    final class Reading: Sendable {
+        private enum Phase {
+            case reading([CheckedContinuation<Page?, Never>])
+            case ended(Page?)
+        }
+
+        private let phase = Mutex(Phase.reading([]))
+
+        /// Hands the page read (nil: none) to those who wait for it.
+        func end(_ page: Page?) {
+            let waiting: [CheckedContinuation<Page?, Never>] = phase.withLock { phase in
+                defer { phase = .ended(page) }
+                if case .reading(let waiting) = phase { return waiting }
+                return []
+            }
+            for continuation in waiting { continuation.resume(returning: page) }
+        }
+
+        /// The page once its reading has ended (nil: none).
+        var value: Page? {
+            get async {
+                await withCheckedContinuation { continuation in
+                    let ended: Page?? = phase.withLock { phase in
+                        switch phase {
+                        case .reading(let waiting):
+                            phase = .reading(waiting + [continuation])
+                            return nil
+                        case .ended(let page):
+                            return .some(page)
+                        }
+                    }
+                    if let ended { continuation.resume(returning: ended) }
+                }
+            }
+        }
+    }
+
     /// The most pages read or being read at once.
     public let capacity: Int
     /// The most bytes of pages kept.
     public let maxBytes: Int
     /// How long after its reading began a page may be served.
     public let window: Duration
+    /// Runs the readings.
+    let owner: TaskOwner
     private let state = Mutex(State())
 
-    /// Creates an empty read-ahead of at most `capacity` pages and `maxBytes` of their records.
-    public init(capacity: Int, maxBytes: Int = 64 << 20, window: Duration = .seconds(1)) {
+    /// Creates an empty read-ahead of at most `capacity` pages and `maxBytes` of their records,
+    /// read by jobs of `owner` (which the process runs as a service).
+    public init(capacity: Int, maxBytes: Int = 64 << 20, window: Duration = .seconds(1), owner: TaskOwner) {
         self.capacity = max(capacity, 0)
         self.maxBytes = maxBytes
         self.window = window
+        self.owner = owner
     }
 
     /// Pages served, and pages read ahead but found changed or too old when asked for.
@@ -106,7 +151,7 @@ public final class SyncReadAhead: Sendable {
         switch slot {
         case nil: return nil
         case .read(let page, _)?: return page
-        case .reading(_, _, let task)?: return await task.value
+        case .reading(_, _, let reading)?: return await reading.value
         }
     }
 
@@ -128,16 +173,30 @@ public final class SyncReadAhead: Sendable {
         following.known = page.horizon
         let next = following
         let now = ContinuousClock.now
-        state.withLock { state in
+        let reading = Reading()
+        let id: UInt64? = state.withLock { state in
             makeRoom(&state, at: now)
-            guard state.slots[next] == nil, state.slots.count < capacity else { return }
+            guard state.slots[next] == nil, state.slots.count < capacity else { return nil }
             state.nextID &+= 1
-            let id = state.nextID
-            let task = Task<Page?, Never> { [self] in
-                let result = await read(next).map { Page(page: $0.0, state: $0.1, readAt: now) }
-                return keep(result, for: next, id: id)
-            }
-            state.slots[next] = .reading(id: id, since: now, task)
+            state.slots[next] = .reading(id: state.nextID, since: now, reading)
+            return state.nextID
+        }
+        guard let id else { return }
+        let accepted = owner.submit { [self] in
+            let result = await read(next).map { Page(page: $0.0, state: $0.1, readAt: now) }
+            reading.end(keep(result, for: next, id: id))
+        }
+        // Shutting down: nothing more is read ahead (and whoever took the question meanwhile reads it).
+        if !accepted {
+            drop(next, id: id)
+            reading.end(nil)
+        }
+    }
+
+    /// Forgets the reading `id` of `question` if it is still the one waited for.
+    private func drop(_ question: Question, id: UInt64) {
+        state.withLock { state in
+            if case .reading(let current, _, _)? = state.slots[question], current == id { state.slots[question] = nil }
         }
     }
 
@@ -164,8 +223,8 @@ public final class SyncReadAhead: Sendable {
     /// Waits for every page being read (tests: nothing runs on after them).
     func settle() async {
         let readings = state.withLock { state in
-            state.slots.values.compactMap { slot -> Task<Page?, Never>? in
-                if case .reading(_, _, let task) = slot { task } else { nil }
+            state.slots.values.compactMap { slot -> Reading? in
+                if case .reading(_, _, let reading) = slot { reading } else { nil }
             }
         }
         for reading in readings { _ = await reading.value }

@@ -45,7 +45,7 @@ public final class APNsSender: Sendable {
         // when the server picks it, which APNs always does; `send` refuses an answer over anything else.
         var http = HTTPClient.Configuration(
             tlsConfiguration: tls, redirectConfiguration: .disallow,
-            timeout: .init(connect: configuration.connectTimeout.timeAmount))
+            timeout: .init(connect: TimeAmount(configuration.connectTimeout)))
         http.httpVersion = .automatic
         self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http, backgroundActivityLogger: logger)
         self.credentials = credentials
@@ -106,7 +106,7 @@ public final class APNsSender: Sendable {
 
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: configuration.timeout.timeAmount, logger: logger)
+            response = try await client.execute(request, timeout: TimeAmount(configuration.timeout), logger: logger)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             return .outcome(.retry(reason: "no answer from APNs within \(configuration.timeout) (\(error))"))
         } catch {

@@ -25,7 +25,7 @@ final class APNsTokenCache: Sendable {
     func token() throws -> String {
         try current.withLock { current in
             let now = now()
-            if let cached = current, now.timeIntervalSince(cached.issuedAt) < refreshAfter.inSeconds {
+            if let cached = current, now.timeIntervalSince(cached.issuedAt) < refreshAfter / .seconds(1) {
                 return cached.token
             }
             let token = try APNsProviderToken.make(

@@ -24,7 +24,7 @@ public enum WebhookBackoff {
         // Past 2^62 the product overflows; by then the cap has long been reached.
         let exponent = min(max(attempt, 1) - 1, 62)
         let factor = Double(UInt64(1) << UInt64(exponent))
-        if base.inSeconds * factor >= maximum.inSeconds { return maximum }
+        if base / .seconds(1) * factor >= maximum / .seconds(1) { return maximum }
         return base * factor
     }
 }

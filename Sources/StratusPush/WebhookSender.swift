@@ -31,7 +31,7 @@ public final class WebhookSender: Sendable {
     public init(configuration: WebhookSenderConfiguration = .init(), logger: Logger = Logger(label: "stratus.push.webhook")) {
         var http = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
-            timeout: .init(connect: configuration.connectTimeout.timeAmount))
+            timeout: .init(connect: TimeAmount(configuration.connectTimeout)))
         http.decompression = .disabled
         // A receiver that refuses connections fails the attempt at once: the delivery loop's
         // backoff retries it, and a dead receiver should not hold a delivery for its whole timeout.
@@ -81,7 +81,7 @@ public final class WebhookSender: Sendable {
 
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: delivery.timeout.timeAmount, logger: logger)
+            response = try await client.execute(request, timeout: TimeAmount(delivery.timeout), logger: logger)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             return .retry(reason: "no answer within \(delivery.timeout) (\(error))", retryAfter: nil)
         } catch {

@@ -22,7 +22,7 @@ public enum WebhookSignature {
         tolerance: Duration = .seconds(300), now: Date = Date()
     ) -> Bool {
         let age = abs(now.timeIntervalSince1970 - Double(timestamp))
-        guard age <= tolerance.inSeconds else { return false }
+        guard age <= tolerance / .seconds(1) else { return false }
         let key = SymmetricKey(data: secret)
         let signed = message(body: body, timestamp: timestamp)
         var matched = false

@@ -29,9 +29,7 @@ public enum Admin {
     public static func replay(
         worker: String, _ configuration: StratusConfiguration, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void
     ) async throws -> Int {
-        guard StratusProcess.projection(named: worker) != nil else {
-            throw ConfigurationProblem("unknown worker '\(worker)'; one of \(StratusProcess.workerNames.joined(separator: ", "))")
-        }
+        _ = try Maintenance.definition(worker)
         try StratusProcess.verifyKafkaLibrary()
         let broker = Maintenance.Broker(
             kafka: configuration.kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix)

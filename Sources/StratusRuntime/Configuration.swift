@@ -75,6 +75,14 @@ public struct StratusConfiguration: Sendable {
     /// `STRATUS_GC_EXPIRE_CONCURRENCY` (2 zones at once).
     public var expiry = ExpiryConfiguration()
 
+    /// The settings above that the workers' own services read (`WorkerDefinition.services`).
+    public var workerSettings: WorkerSettings {
+        WorkerSettings(
+            tombstoneRetention: tombstoneRetention, blobStore: blobStore, assetGrace: assetGrace,
+            assetCollectionInterval: assetCollectionInterval, expiry: expiry, delivery: delivery,
+            webhookAllowInsecureLoopback: webhookAllowInsecureLoopback)
+    }
+
     /// What kind of deployment a process belongs to; decides whether a missing secret key may be
     /// generated.
     public enum Deployment: String, Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import StratusAPI
 import StratusCore
 import StratusKafka
@@ -30,17 +31,18 @@ public enum Maintenance {
     static func replay(
         worker: String, store: PostgresStore, broker: Broker, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void
     ) async throws -> Int {
-        guard let projection = StratusProcess.projection(named: worker) else {
+        let definition = try definition(worker)
+        if broker.kafka != nil { try StratusProcess.verifyKafkaLibrary() }
+        let source = ReplaySource(store: store, kafka: broker.kafka, topic: broker.topic, consumerGroupSuffix: broker.consumerGroupSuffix)
+        return try await definition.replay(from: source, logger: logger, progress: progress)
+    }
+
+    /// The definition of the worker `stratus replay` names, or an operator-readable refusal.
+    static func definition(_ worker: String) throws -> WorkerDefinition {
+        guard let definition = WorkerDefinition.named(worker) else {
             throw ConfigurationProblem("unknown worker '\(worker)'; one of \(StratusProcess.workerNames.joined(separator: ", "))")
         }
-        if broker.kafka != nil { try StratusProcess.verifyKafkaLibrary() }
-        if projection is IndexerProjection {
-            // Queries keep being answered from the live index generation meanwhile.
-            return try await IndexerReplay(store: store, kafka: broker.kafka, topic: broker.topic).run(logger: logger, progress: progress)
-        }
-        return try await Rebuild(
-            projection: projection, store: store, kafka: broker.kafka, topic: broker.topic, consumerGroupSuffix: broker.consumerGroupSuffix)
-            .run(logger: logger, progress: progress)
+        return definition
     }
 
     /// The work of a job (a reindex keeps the live generation's language). Returns the events read.
@@ -54,43 +56,51 @@ public enum Maintenance {
     }
 
     /// Runs `work` as the claimed run `id`, recording its progress, a heartbeat, and how it ended.
-    /// The progress callback only hands the latest value to one writer task (which keeps only the
-    /// newest while it writes), so the work never waits for the record and the records arrive in order.
+    /// The progress callback only hands the latest value to one writer (a child task, which keeps
+    /// only the newest while it writes), so the work never waits for the record and the records
+    /// arrive in order.
     static func perform<T: Sendable>(
         _ id: Int64, store: PostgresStore, logger: Logger, progress: @escaping @Sendable (Rebuild.Progress) -> Void,
         _ work: (@escaping @Sendable (Rebuild.Progress) -> Void) async throws -> T
     ) async throws -> T {
         let runs = MaintenanceRunStore(store: store)
         let (updates, continuation) = AsyncStream.makeStream(of: Rebuild.Progress.self, bufferingPolicy: .bufferingNewest(1))
-        let writer = Task {
-            for await update in updates { await report(update, id, runs, logger) }
+        // The newest progress: what a writer cancelled with the run may have left unrecorded.
+        let latest = Mutex<Rebuild.Progress?>(nil)
+        let result = await withTaskGroup(of: Void.self, returning: Result<T, any Error>.self) { writing in
+            writing.addTask {
+                for await update in updates { await report(update, id, runs, logger) }
+            }
+            defer { continuation.finish() }
+            return await withTaskGroup(of: Void.self, returning: Result<T, any Error>.self) { beating in
+                beating.addTask {
+                    while (try? await Task.sleep(for: heartbeat)) != nil { try? await runs.heartbeat(id, logger: logger) }
+                }
+                defer { beating.cancelAll() }
+                do {
+                    return .success(try await work { update in
+                        latest.withLock { $0 = update }
+                        continuation.yield(update)
+                        progress(update)
+                    })
+                } catch {
+                    return .failure(error)
+                }
+            }
         }
-        let beat = Task {
-            while (try? await Task.sleep(for: heartbeat)) != nil { try? await runs.heartbeat(id, logger: logger) }
-        }
-        let result: Result<T, any Error>
-        do {
-            result = .success(try await work { update in
-                continuation.yield(update)
-                progress(update)
-            })
-        } catch {
-            result = .failure(error)
-        }
-        continuation.finish()
-        beat.cancel()
-        // The writer drains what is left (the last progress) before the end is recorded.
-        await writer.value
         let failure: String? = if case .failure(let error) = result { describe(error) } else { nil }
         if case .failure(let error) = result {
             logger.error("maintenance run failed", metadata: ["run": "\(id)", "error": "\(String(reflecting: error))"])
         }
-        // The end is recorded even when the run was cancelled (the record is not this task's to cancel).
-        await Task.detached {
+        // The writer drained every progress before it ended, unless the run was cancelled. The last
+        // progress and the end are recorded even then: the record is not this task's to cancel.
+        let unrecorded = Task.isCancelled ? latest.withLock { $0 } : nil
+        await withoutCancellation {
+            if let unrecorded { await report(unrecorded, id, runs, logger) }
             do { try await runs.finish(id, error: failure, logger: logger) } catch {
                 logger.error("could not record the end of a maintenance run", metadata: ["run": "\(id)", "error": "\(error)"])
             }
-        }.value
+        }
         return try result.get()
     }
 
@@ -123,20 +133,31 @@ public enum Maintenance {
     }
 
     /// What the console starts runs with: claims the run (refused while one of the same kind runs)
-    /// and returns its id at once; the work goes on in a task of its own, which outlives the request.
-    public static func launcher(store: PostgresStore, broker: Broker) -> MaintenanceLauncher {
+    /// and returns its id at once; the work goes on as a job of `owner`, a service of the process,
+    /// so it outlives the request and graceful shutdown waits for it (until the owner's deadline,
+    /// when it is cancelled and recorded as such). Once shutdown has begun a run is refused.
+    public static func launcher(store: PostgresStore, broker: Broker, owner: TaskOwner) -> MaintenanceLauncher {
         MaintenanceLauncher { job, startedBy, logger in
+            guard owner.isAccepting else { throw shuttingDown }
             let id = try await MaintenanceRunStore(store: store).claim(job, startedBy: startedBy, logger: logger)
             var logger = logger
             logger[metadataKey: "run"] = "\(id)"
-            Task.detached { [logger] in
+            let accepted = owner.submit { [logger] in
                 logger.notice("maintenance run started", metadata: ["job": "\(job.label)", "by": "\(startedBy)"])
                 _ = try? await perform(id, store: store, logger: logger, progress: { _ in }) { progress in
                     try await work(job, store: store, broker: broker, logger: logger, progress: progress)
                 }
                 logger.notice("maintenance run ended", metadata: ["job": "\(job.label)"])
             }
+            guard accepted else {
+                // Shutdown began between the check and the claim: the claimed run ends at once.
+                try? await MaintenanceRunStore(store: store).finish(id, error: describe(shuttingDown), logger: logger)
+                throw shuttingDown
+            }
             return id
         }
     }
+
+    /// Why a run is refused while its process shuts down.
+    static let shuttingDown = StratusError(.tryAgainLater, "The server is shutting down; start the run again once it is back")
 }

@@ -6,28 +6,18 @@ import StratusAPI
 import StratusCore
 import StratusKafka
 import StratusPostgres
-import StratusPush
 import StratusRelay
 import StratusWorkers
 
 /// Builds and runs each kind of Stratus process.
 public enum StratusProcess {
-    /// The projection each worker executable runs.
+    /// The projection of the worker of this name (`WorkerDefinition.named`), or nil.
     public static func projection(named name: String) -> (any Projection)? {
-        switch name {
-        case "stratus-indexer": IndexerProjection()
-        case "stratus-subscriptions": SubscriptionsProjection()
-        // stratus-gc sees every record write once, off the request path: it keeps the records
-        // table's planner statistics fresh after a load (a record lookup planned on a young,
-        // unanalysed table scans the zone).
-        case "stratus-gc": CompositeProjection(name: name, parts: [ExpiryProjection(), AssetReferenceProjection(name: name)], statisticsTable: "records")
-        case "stratus-shares": SharesProjection()
-        default: nil
-        }
+        WorkerDefinition.named(name)?.projection
     }
 
-    /// The worker names `stratus replay` accepts.
-    public static let workerNames = MaintenanceJob.workers
+    /// The worker names `stratus replay` accepts: every definition's.
+    public static let workerNames = WorkerDefinition.all.map(\.name)
 
     /// Makes the store. Unless `STRATUS_DATABASE_MIN_CONNECTIONS` says otherwise, it keeps every
     /// connection open when `keepsConnectionsOpen` (`stratus-api`, whose requests then never wait for
@@ -81,6 +71,8 @@ public enum StratusProcess {
             services.append(Relay(store: store, kafka: configuration.kafka, configuration: configuration.relay, logger: logger))
         }
         let kafka = configuration.kafka
+        // The work the API starts off its requests: sync pages read ahead, console maintenance runs.
+        let tasks = TaskOwner(name: "stratus-api", logger: logger)
         let dependencies = APIDependencies(
             store: store,
             readiness: [
@@ -91,7 +83,8 @@ public enum StratusProcess {
             ],
             metrics: { Observability.render() }, blobs: configuration.blobStore.makeStore(),
             maintenance: Maintenance.launcher(store: store, broker: Maintenance.Broker(
-                kafka: kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix)))
+                kafka: kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix), owner: tasks),
+            tasks: tasks)
         let app = buildApplication(dependencies, configuration: configuration.api, services: services, logger: logger)
         try await app.runService()
     }
@@ -108,43 +101,28 @@ public enum StratusProcess {
         try await ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)).run()
     }
 
-    /// A worker executable: its projection behind a consumer group.
-    public static func runWorker(named name: String, _ configuration: StratusConfiguration, logger: Logger) async throws {
-        guard let projection = projection(named: name) else { throw ConfigurationProblem("unknown worker \(name)") }
+    /// A worker executable: the definition's projection behind its consumer group, and the
+    /// services it runs beside it.
+    public static func runWorker(_ definition: WorkerDefinition, _ configuration: StratusConfiguration, logger: Logger) async throws {
         try verifyKafkaLibrary()
         var logger = logger
-        logger[metadataKey: "worker"] = "\(name)"
+        logger[metadataKey: "worker"] = "\(definition.name)"
         try await verifyMigrated(configuration, logger: logger)
-        let store = try openStore(configuration, applicationName: name, logger: logger)
-        var worker = configuration.worker
-        if projection.urgency == .background { worker.fetchWait = configuration.backgroundFetchWait }
-        var services: [any Service] = [
-            store, Worker(projection: projection, store: store, kafka: configuration.kafka, configuration: worker, logger: logger),
-        ]
-        if name == "stratus-subscriptions" {
-            var webhookConfiguration = WebhookSenderConfiguration()
-            webhookConfiguration.allowInsecureLoopback = configuration.webhookAllowInsecureLoopback
-            let webhooks = WebhookSender(configuration: webhookConfiguration, logger: logger)
-            let apns = APNsChannel(store: store, logger: logger)
-            services.append(DeliveryDispatcher(
-                store: store, channels: [WebhookChannel(sender: webhooks, store: store, logger: logger), apns],
-                configuration: configuration.delivery, logger: logger
-            ) {
-                try? await webhooks.shutdown()
-                await apns.shutdown()
-            })
-        }
-        if name == "stratus-gc" {
-            services.append(TombstoneCollector(store: store, retention: configuration.tombstoneRetention, logger: logger))
-            services.append(OrphanAssetCollector(
-                store: store, blobs: configuration.blobStore.makeStore(), grace: configuration.assetGrace,
-                interval: configuration.assetCollectionInterval, logger: logger))
-            services.append(ExpiredRecordCollector(store: store, configuration: configuration.expiry, logger: logger))
-        }
+        let store = try openStore(configuration, applicationName: definition.name, logger: logger)
+        var services: [any Service] = [store, worker(definition, store: store, configuration, logger: logger)]
+        services += definition.services(WorkerContext(store: store, settings: configuration.workerSettings, logger: logger))
         if configuration.metricsPort > 0 {
             services.append(MetricsServer(host: configuration.api.host, port: configuration.metricsPort, logger: logger))
         }
         try await ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)).run()
+    }
+
+    /// The consumer of `definition`'s projection; a projection nobody waits for fetches with the
+    /// background fetch wait.
+    static func worker(_ definition: WorkerDefinition, store: PostgresStore, _ configuration: StratusConfiguration, logger: Logger) -> Worker {
+        var worker = configuration.worker
+        if definition.projection.urgency == .background { worker.fetchWait = configuration.backgroundFetchWait }
+        return Worker(projection: definition.projection, store: store, kafka: configuration.kafka, configuration: worker, logger: logger)
     }
 
     /// The entry point of the thin executables: bootstrap, configure, run, and exit with a clear message on failure.

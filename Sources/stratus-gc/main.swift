@@ -1,5 +1,5 @@
 import StratusRuntime
 
 await StratusProcess.main(label: "stratus-gc") { configuration, logger in
-    try await StratusProcess.runWorker(named: "stratus-gc", configuration, logger: logger)
+    try await StratusProcess.runWorker(.gc, configuration, logger: logger)
 }

@@ -1,5 +1,5 @@
 import StratusRuntime
 
 await StratusProcess.main(label: "stratus-indexer") { configuration, logger in
-    try await StratusProcess.runWorker(named: "stratus-indexer", configuration, logger: logger)
+    try await StratusProcess.runWorker(.indexer, configuration, logger: logger)
 }

@@ -1,5 +1,5 @@
 import StratusRuntime
 
 await StratusProcess.main(label: "stratus-shares") { configuration, logger in
-    try await StratusProcess.runWorker(named: "stratus-shares", configuration, logger: logger)
+    try await StratusProcess.runWorker(.shares, configuration, logger: logger)
 }

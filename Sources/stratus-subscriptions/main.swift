@@ -1,5 +1,5 @@
 import StratusRuntime
 
 await StratusProcess.main(label: "stratus-subscriptions") { configuration, logger in
-    try await StratusProcess.runWorker(named: "stratus-subscriptions", configuration, logger: logger)
+    try await StratusProcess.runWorker(.subscriptions, configuration, logger: logger)
 }

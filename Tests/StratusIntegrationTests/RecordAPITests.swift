@@ -14,6 +14,9 @@ final class RecordAPITests: XCTestCase {
         let store: PostgresStore
         let configuration: APIConfiguration
         let apiToken: String
+        /// Owns the work the API starts off its requests (sync pages read ahead, maintenance runs);
+        /// runs for as long as `withAPI`'s fixture.
+        var tasks = TaskOwner(name: "stratus-api", logger: TestSupport.logger)
         let container = "iCloud.com.example.notes"
 
         func path(_ operation: String, database: String = "private", user: String? = "_alice") -> String {
@@ -43,11 +46,15 @@ final class RecordAPITests: XCTestCase {
             var configuration = APIConfiguration(secretKey: SecretKey.generate())
             if let maxResults { configuration.limits.maxResults = maxResults }
             if let maxResponseBytes { configuration.limits.maxResponseBytes = maxResponseBytes }
-            let fixture = Fixture(store: store, configuration: configuration, apiToken: token)
-            let launcher = maintenance ? Maintenance.launcher(store: store, broker: .init(kafka: nil, topic: "stratus.events")) : nil
-            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }, maintenance: launcher), configuration: configuration)
-            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
-                try await body(fixture, client)
+            let tasks = TaskOwner(name: "stratus-api", logger: TestSupport.logger)
+            let fixture = Fixture(store: store, configuration: configuration, apiToken: token, tasks: tasks)
+            let launcher = maintenance ? Maintenance.launcher(store: store, broker: .init(kafka: nil, topic: "stratus.events"), owner: tasks) : nil
+            let router = buildRouter(
+                APIDependencies(store: store, readiness: [], metrics: { "" }, maintenance: launcher, tasks: tasks), configuration: configuration)
+            try await TaskOwnerTests.whileRunning(tasks) { _ in
+                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
+                    try await body(fixture, client)
+                }
             }
         }
     }

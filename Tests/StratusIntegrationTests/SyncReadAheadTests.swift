@@ -85,7 +85,7 @@ final class SyncReadAheadTests: XCTestCase {
             XCTAssertEqual(results.first?["deleted"] as? Bool, true, "\(results)")
             let plain = SyncStore(store: fixture.store)
             for wire in [Self.wire, nil] {
-                let readAhead = SyncReadAhead(capacity: 4, window: .seconds(60))
+                let readAhead = SyncReadAhead(capacity: 4, window: .seconds(60), owner: fixture.tasks)
                 let ahead = SyncStore(store: fixture.store, readAhead: readAhead)
                 let expected = try await Self.pull(plain, fixture, limit: 4, wire: wire)
                 let pages = try await Self.pull(ahead, fixture, limit: 4, wire: wire)
@@ -104,7 +104,7 @@ final class SyncReadAheadTests: XCTestCase {
     func testAWriteBetweenTwoPagesIsSeenAndThePageReadAheadDropped() async throws {
         try await RecordAPITests.withAPI { fixture, client in
             try await Self.fill(client, fixture, count: 12)
-            let readAhead = SyncReadAhead(capacity: 4, window: .seconds(60))
+            let readAhead = SyncReadAhead(capacity: 4, window: .seconds(60), owner: fixture.tasks)
             let ahead = SyncStore(store: fixture.store, readAhead: readAhead)
             let plain = SyncStore(store: fixture.store)
             let first = try await Self.page(ahead, fixture, incarnation: nil, since: 0, limit: 5)
@@ -147,7 +147,7 @@ final class SyncReadAheadTests: XCTestCase {
                 ["operationType": "forceDelete", "record": ["recordName": "n1"]], ["operationType": "forceDelete", "record": ["recordName": "n2"]],
             ])
             XCTAssertEqual(status, 200, "\(results)")
-            let readAhead = SyncReadAhead(capacity: 4, window: .seconds(60))
+            let readAhead = SyncReadAhead(capacity: 4, window: .seconds(60), owner: fixture.tasks)
             let ahead = SyncStore(store: fixture.store, readAhead: readAhead)
             // Tombstones collected past the token: the page read ahead (which holds them) is not
             // served, the token has expired.
@@ -191,19 +191,19 @@ final class SyncReadAheadTests: XCTestCase {
             let plain = SyncStore(store: fixture.store)
             let expected = try await Self.pull(plain, fixture, limit: 3)
             // No window: every page read ahead is too old when asked for, and none is served.
-            let late = SyncReadAhead(capacity: 4, window: .zero)
+            let late = SyncReadAhead(capacity: 4, window: .zero, owner: fixture.tasks)
             let pages = try await Self.pull(SyncStore(store: fixture.store, readAhead: late), fixture, limit: 3)
             XCTAssertEqual(pages, expected)
             XCTAssertEqual(late.outcomes.served, 0)
             XCTAssertEqual(late.outcomes.discarded, expected.count - 1)
             // No room for a page's bytes: it is not kept, so nothing is served, and the pages are the same.
-            let small = SyncReadAhead(capacity: 4, maxBytes: 16, window: .seconds(60))
+            let small = SyncReadAhead(capacity: 4, maxBytes: 16, window: .seconds(60), owner: fixture.tasks)
             let unkept = try await Self.pull(SyncStore(store: fixture.store, readAhead: small), fixture, limit: 3)
             XCTAssertEqual(unkept, expected)
             XCTAssertEqual(small.outcomes.served, 0)
             XCTAssertEqual(small.count, 0)
             // One page at a time: two syncs side by side share it, the second reads its own pages.
-            let one = SyncReadAhead(capacity: 1, window: .seconds(60))
+            let one = SyncReadAhead(capacity: 1, window: .seconds(60), owner: fixture.tasks)
             let shared = SyncStore(store: fixture.store, readAhead: one)
             let a = try await Self.page(shared, fixture, incarnation: nil, since: 0, limit: 3)
             let b = try await Self.page(shared, fixture, incarnation: nil, since: 0, limit: 2)

@@ -93,7 +93,7 @@ public struct OperatorStore: Sendable {
     public func openSession(for signedIn: Operator, lifetime: Duration, logger: Logger) async throws -> (token: String, session: Session) {
         let token = APIToken.generate()
         let csrf = APIToken.generate()
-        let seconds = Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18
+        let seconds = lifetime / .seconds(1)
         let expiresAt: Date = try await store.withConnection { connection in
             try await connection.query("DELETE FROM operator_sessions WHERE expires_at <= now()", logger: logger)
             let rows = try await connection.query(

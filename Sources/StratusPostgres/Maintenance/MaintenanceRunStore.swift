@@ -8,7 +8,8 @@ public enum MaintenanceJob: Sendable, Hashable {
     case reindex
     case replay(worker: String)
 
-    /// The workers a replay may name.
+    /// The workers a replay may name: the names of `WorkerDefinition.all` (StratusWorkers, a layer
+    /// above this one, where each worker is defined; `WorkerDefinitionTests` holds the two lists equal).
     public static let workers = ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"]
 
     /// Every job, in the order the console offers them.

@@ -30,7 +30,7 @@ public struct TombstoneCollector: Service {
     /// One pass over every zone with expired tombstones; returns how many were collected.
     @discardableResult
     public func collectOnce() async throws -> Int {
-        let cutoff = Date().addingTimeInterval(-Double(retention.components.seconds))
+        let cutoff = Date().addingTimeInterval(-(retention / .seconds(1)))
         var total = 0
         while true {
             let zones = try await sync.zonesWithTombstones(olderThan: cutoff, limit: 500, logger: logger)

@@ -163,7 +163,7 @@ struct Pace {
         let now = ContinuousClock.now
         let elapsed = now - last
         last = now
-        tokens = min(burst, tokens + perSecond * (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+        tokens = min(burst, tokens + perSecond * (elapsed / .seconds(1)))
         tokens -= count
         if tokens < 0 {
             try await Task.sleep(for: .milliseconds(Int((-tokens / perSecond * 1000).rounded(.up))))

@@ -157,10 +157,10 @@ public final class Worker: Service, Sendable {
         await Self.leave(consumer)
     }
 
-    /// Leaves the group and destroys the consumer (on the consumer's own queue), in a task of its
-    /// own so that a cancelled worker still waits for it to finish.
+    /// Leaves the group and destroys the consumer (on the consumer's own queue), shielded from the
+    /// worker's cancellation so that a cancelled worker still waits for it to finish.
     private static func leave(_ consumer: KafkaConsumer) async {
-        await Task { await consumer.close() }.value
+        await withoutCancellation { await consumer.close() }
     }
 
     private func consume(from consumer: KafkaConsumer) async throws {

@@ -36,7 +36,7 @@ public struct Reindex: Sendable {
         } catch {
             // A half-built generation must not linger: the live indexer would keep writing to it. The
             // clean-up runs even when the rebuild was cancelled (it is not this task's to cancel).
-            try? await Task.detached { try await generations.abandon(generation, logger: logger) }.value
+            try? await withoutCancellation { try await generations.abandon(generation, logger: logger) }
             throw error
         }
     }

@@ -37,7 +37,7 @@ public struct OrphanAssetCollector: Service {
     /// Passes over the candidates until none is left to collect; returns how many assets were deleted.
     @discardableResult
     public func collectOnce(now: Date = Date()) async throws -> Int {
-        let cutoff = now.addingTimeInterval(-(Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18))
+        let cutoff = now.addingTimeInterval(-(grace / .seconds(1)))
         var total = 0
         var kept = Set<UUID>()
         while true {

@@ -1,0 +1,23 @@
+extension WorkerDefinition {
+    /// `stratus-gc`: the expiry index and asset references, kept from the log behind one consumer
+    /// group, and its periodic passes: tombstones, orphaned assets, expired records. Reads
+    /// `WorkerSettings.tombstoneRetention`, `blobStore`, `assetGrace`, `assetCollectionInterval` and
+    /// `expiry`.
+    ///
+    /// It sees every record write once, off the request path, so it also keeps the records table's
+    /// planner statistics fresh after a load (a record lookup planned on a young, unanalysed table
+    /// scans the zone).
+    public static let gc = WorkerDefinition(
+        name: "stratus-gc",
+        projection: CompositeProjection(
+            name: "stratus-gc", parts: [ExpiryProjection(), AssetReferenceProjection(name: "stratus-gc")], statisticsTable: "records"),
+        services: { context in
+            [
+                TombstoneCollector(store: context.store, retention: context.settings.tombstoneRetention, logger: context.logger),
+                OrphanAssetCollector(
+                    store: context.store, blobs: context.settings.blobStore.makeStore(), grace: context.settings.assetGrace,
+                    interval: context.settings.assetCollectionInterval, logger: context.logger),
+                ExpiredRecordCollector(store: context.store, configuration: context.settings.expiry, logger: context.logger),
+            ]
+        })
+}

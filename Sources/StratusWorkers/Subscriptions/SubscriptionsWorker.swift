@@ -1,0 +1,22 @@
+import StratusPush
+
+extension WorkerDefinition {
+    /// `stratus-subscriptions`: the notification log (`SubscriptionsProjection`) and the dispatcher
+    /// that sends its pushes by webhook and APNs. Reads `WorkerSettings.delivery` and
+    /// `webhookAllowInsecureLoopback`.
+    public static let subscriptions = WorkerDefinition(
+        name: "stratus-subscriptions", projection: SubscriptionsProjection(),
+        services: { context in
+            var webhookConfiguration = WebhookSenderConfiguration()
+            webhookConfiguration.allowInsecureLoopback = context.settings.webhookAllowInsecureLoopback
+            let webhooks = WebhookSender(configuration: webhookConfiguration, logger: context.logger)
+            let apns = APNsChannel(store: context.store, logger: context.logger)
+            return [DeliveryDispatcher(
+                store: context.store, channels: [WebhookChannel(sender: webhooks, store: context.store, logger: context.logger), apns],
+                configuration: context.settings.delivery, logger: context.logger
+            ) {
+                try? await webhooks.shutdown()
+                await apns.shutdown()
+            }]
+        })
+}

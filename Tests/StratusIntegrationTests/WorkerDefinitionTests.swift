@@ -1,0 +1,65 @@
+import Foundation
+import ServiceLifecycle
+import StratusBlobStore
+import StratusPostgres
+@testable import StratusRuntime
+@testable import StratusWorkers
+import XCTest
+
+/// Each worker is one `WorkerDefinition`: the executables, the console and `stratus replay` pick
+/// workers from `WorkerDefinition.all`, and a definition carries what its process runs.
+final class WorkerDefinitionTests: XCTestCase {
+    /// Every worker executable, the console and `stratus replay` know the same workers: the
+    /// definitions'.
+    func testTheWorkersAreTheirDefinitions() {
+        XCTAssertEqual(StratusProcess.workerNames, ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"])
+        XCTAssertEqual(MaintenanceJob.workers, StratusProcess.workerNames, "the maintenance runs' workers are the definitions'")
+        for name in StratusProcess.workerNames {
+            XCTAssertEqual(StratusProcess.projection(named: name)?.name, name, "a worker's projection keeps its checkpoints under its name")
+        }
+        XCTAssertNil(StratusProcess.projection(named: "stratus-api"))
+        var configuration = WorkerConfiguration()
+        XCTAssertEqual(WorkerDefinition.gc.consumerGroup(configuration), "stratus-gc")
+        configuration.consumerGroupSuffix = "t1"
+        XCTAssertEqual(WorkerDefinition.gc.consumerGroup(configuration), "stratus-gc.t1")
+    }
+
+    /// What each worker's process runs beside its consumer: stratus-gc its three periodic passes,
+    /// stratus-subscriptions its dispatcher, the others nothing.
+    func testEachDefinitionMakesItsWorkersServicesFromItsSettings() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-workers-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            var configuration = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory])
+            configuration.tombstoneRetention = .seconds(7 * 86_400)
+            configuration.expiry.batchSize = 17
+            let context = WorkerContext(store: store, settings: configuration.workerSettings, logger: TestSupport.logger)
+            var kinds: [String: [String]] = [:]
+            for definition in WorkerDefinition.all {
+                let services = definition.services(context)
+                kinds[definition.name] = services.map { String(describing: type(of: $0)) }
+                if definition.name == "stratus-gc" {
+                    XCTAssertEqual((services.first as? TombstoneCollector)?.retention, .seconds(7 * 86_400), "stratus-gc reads its settings")
+                    XCTAssertEqual((services.last as? ExpiredRecordCollector)?.configuration.batchSize, 17)
+                }
+                // They run and stop as the worker's process runs and stops them (which also closes
+                // the dispatcher's HTTP clients).
+                if services.isEmpty { continue }
+                let group = ServiceGroup(configuration: .init(services: services, logger: TestSupport.logger))
+                try await withThrowingTaskGroup(of: Void.self) { running in
+                    running.addTask { try await group.run() }
+                    await group.triggerGracefulShutdown()
+                    try await running.waitForAll()
+                }
+            }
+            XCTAssertEqual(kinds, [
+                "stratus-indexer": [], "stratus-shares": [], "stratus-subscriptions": ["DeliveryDispatcher"],
+                "stratus-gc": ["TombstoneCollector", "OrphanAssetCollector", "ExpiredRecordCollector"],
+            ])
+            // The worker a definition runs consumes its projection in its group.
+            let worker = StratusProcess.worker(.gc, store: store, configuration, logger: TestSupport.logger)
+            XCTAssertEqual(worker.groupID, "stratus-gc")
+            XCTAssertEqual(worker.statistics?.table, "records")
+        }
+    }
+}
