@@ -4,6 +4,7 @@ import ServiceLifecycle
 import StratusCore
 @testable import StratusPostgres
 @testable import StratusRuntime
+import StratusTesting
 import Synchronization
 import XCTest
 

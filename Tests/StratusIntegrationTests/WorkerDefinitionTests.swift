@@ -3,6 +3,7 @@ import ServiceLifecycle
 import StratusBlobStore
 import StratusPostgres
 @testable import StratusRuntime
+import StratusTesting
 @testable import StratusWorkers
 import XCTest
 
