@@ -16,9 +16,11 @@ final class DeliveryDispatcherShutdownTests: XCTestCase {
                 let group = ServiceGroup(configuration: .init(services: [dispatcher], logger: TestSupport.logger))
                 try await withThrowingTaskGroup(of: Void.self) { tasks in
                     tasks.addTask { try await group.run() }
-                    // Idle: waiting for a commit that adds deliveries, as it is most of its life.
+                    // Idle: waiting for a commit that adds deliveries, as it is most of its life. Each
+                    // wait listens on a connection of its own; on a loaded machine the one a wait that
+                    // ran out closed may still be listed beside the next, so at least one, not exactly.
                     try await TestSupport.eventually(timeout: .seconds(30), "the dispatcher to wait for deliveries (round \(round))") {
-                        try await Self.waiting(store, since: since) == 1
+                        try await Self.waiting(store, since: since) >= 1
                     }
                     await group.triggerGracefulShutdown()
                     do {
