@@ -182,10 +182,14 @@ part() {
     timed "$name" "$@" </dev/null
     part_status=$?
     set -e
-    if ((part_status != 0)); then
-        log "$name failed with status $part_status"
+    record_status "$name" "$part_status"
+}
+# Records a part's exit status: a failure fails the run (the first failure's status is kept).
+record_status() {
+    if (($2 != 0)); then
+        log "$1 failed with status $2"
         if ((status == 0)); then
-            status=$part_status
+            status=$2
         fi
     fi
 }
@@ -231,12 +235,7 @@ finish_background() {
         if ((part_status == 0)); then tail -n 25 "$output" >&2; else tail -n 400 "$output" >&2; fi
         log "---- $name: end of output ----"
         timings+=("$name: $seconds s (status $part_status)")
-        if ((part_status != 0)); then
-            log "$name failed with status $part_status"
-            if ((status == 0)); then
-                status=$part_status
-            fi
-        fi
+        record_status "$name" "$part_status"
     done
 }
 

@@ -45,7 +45,7 @@ public enum TestSupport {
 
     /// A new empty database; returns its URL.
     public static func createDatabase() async throws -> String {
-        try await createDatabase(template: nil)
+        try await createDatabase(template: nil, adminURL: try adminDatabaseURL())
     }
 
     /// Runs `body` with a running store on `url`.
@@ -96,12 +96,11 @@ public enum TestSupport {
     public static func createMigratedDatabase() async throws -> String {
         let adminURL = try adminDatabaseURL()
         let template = try await MigratedTemplate.shared.name(adminURL: adminURL)
-        return try await createDatabase(template: template)
+        return try await createDatabase(template: template, adminURL: adminURL)
     }
 
     /// A new database copied from `template` (or empty); returns its URL.
-    private static func createDatabase(template: String?) async throws -> String {
-        let adminURL = try adminDatabaseURL()
+    private static func createDatabase(template: String?, adminURL: String) async throws -> String {
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20)
         let copy = template.map { " TEMPLATE \($0)" } ?? ""
         try await withStore(url: adminURL) { store in
