@@ -54,6 +54,13 @@ alone_drills=()
 for drill in "${drills[@]}"; do
     if [[ "$drills_alone" == *" $drill "* ]]; then alone_drills+=("$drill"); else background_drills+=("$drill"); fi
 done
+# CI (CI=true) builds without debug information: nothing attaches a debugger there, and on two
+# cores the build is about a minute shorter (docs/testing.md). Elsewhere the build keeps it, so a
+# developer's own `swift build` after this run rebuilds nothing.
+build_flags=()
+if [[ "${CI:-}" == true ]]; then
+    build_flags=(-debug-info-format none)
+fi
 # Each part's time, printed at the end.
 timings=()
 timed() {
@@ -130,6 +137,19 @@ pg_dir="$work/pg"
 STRATUS_TEST_RUN="$work"
 export STRATUS_TEST_RUN
 
+# The whole suite (or the fuzz pass alone) builds once, beside the servers' start: the build needs
+# no server, and the servers spend their start waiting (docs/testing.md). The build inherits
+# STRATUS_TEST_RUN, so a run that stops early stops it with the servers.
+build_pid=""
+if ((!servers_only)) && { ((fuzz_only)) || (($# == 0)); }; then
+    build_command=(swift build "${build_flags[@]}")
+    ((fuzz_only)) || build_command+=(--build-tests)
+    log "build, beside the servers' start: ${build_command[*]}"
+    build_started=$SECONDS
+    "${build_command[@]}" </dev/null >"$work/build.log" 2>&1 &
+    build_pid=$!
+fi
+
 # PostgreSQL: throwaway, so durability is off.
 pg_init "$pg_dir"
 pg_port=""
@@ -193,6 +213,20 @@ record_status() {
         fi
     fi
 }
+# Waits for the build started beside the servers; prints its last lines, or its errors and end when
+# it failed.
+finish_build() {
+    local build_status=0
+    wait "$build_pid" || build_status=$?
+    if ((build_status == 0)); then
+        tail -n 2 "$work/build.log" >&2
+    else
+        grep -E "(error|fatal):" "$work/build.log" | head -n 100 >&2 || true
+        show_log_tail "$work/build.log" 100
+    fi
+    timings+=("build: $((SECONDS - build_started)) s (status $build_status)")
+    record_status "build" "$build_status"
+}
 # Prints the slowest tests of a parallel run (its xUnit report): what to look at when the tier grows.
 slowest_tests() {
     [[ -f "$1" ]] || return 0
@@ -241,20 +275,16 @@ finish_background() {
 
 if ((!fuzz_only)) && (($# > 0)); then
     # A developer's run: the arguments go to `swift test` as they are.
-    part "swift test" swift test "$@"
+    part "swift test" swift test "${build_flags[@]}" "$@"
 else
     # The whole suite (docs/testing.md). One build; then the fuzz pass and the drills run in the
     # background (each on servers and databases of its own, on the binaries just built) while the
     # tests run in tiers: the unit tests, which need no server; the integration tests in parallel,
     # one process per test, each on a database copied from a template migrated once per run; and
     # last, alone, the classes that measure time or CPU.
-    if ((fuzz_only)); then
-        part "build" swift build
-    else
-        part "build" swift build --build-tests
-    fi
+    finish_build
     if ((status == 0)); then
-        bin="$(swift build --show-bin-path)"
+        bin="$(swift build "${build_flags[@]}" --show-bin-path)"
         if ((run_fuzz)); then
             in_background "fuzz pass" env STRATUS_BIN_DIR="$bin" "$STRATUS_ROOT/scripts/fuzz.sh"
         fi
@@ -262,14 +292,22 @@ else
             in_background "fault drills" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${background_drills[@]}"
         fi
         if ((!fuzz_only)); then
-            part "unit tests" swift test --skip-build --filter "$unit_tests"
-            part "integration tests" swift test --skip-build --parallel --num-workers "${STRATUS_TEST_WORKERS:-6}" \
+            # The unit tests need no server and little CPU: they run beside the integration tests,
+            # from the test bundle itself (a second `swift test` would wait for the first's lock).
+            bundle="$(find "$bin" -maxdepth 1 -name '*PackageTests.xctest' | head -n 1)"
+            classes="$("$bundle" --list-tests 2>/dev/null | grep -E "$unit_tests" | sed 's,/.*,,' | sort -u | paste -sd, -)" || true
+            if [[ -n "$classes" ]]; then
+                in_background "unit tests" "$bundle" "$classes"
+            else
+                record_status "unit tests (no test bundle or no unit test in it)" 1
+            fi
+            part "integration tests" swift test "${build_flags[@]}" --skip-build --parallel --num-workers "${STRATUS_TEST_WORKERS:-6}" \
                 --xunit-output "$work/integration.xml" --skip "$unit_tests" --skip "$serial_tests"
             slowest_tests "$work/integration.xml"
         fi
         finish_background
         if ((!fuzz_only)); then
-            part "serial tests" swift test --skip-build --filter "$serial_tests"
+            part "serial tests" swift test "${build_flags[@]}" --skip-build --filter "$serial_tests"
         fi
         if ((run_drills && ${#alone_drills[@]} > 0)); then
             part "fault drills, alone" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${alone_drills[@]}"
