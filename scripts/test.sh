@@ -61,13 +61,30 @@ build_flags=()
 if [[ "${CI:-}" == true ]]; then
     build_flags=(-debug-info-format none)
 fi
+# The machine's busy and total CPU time so far, in clock ticks (/proc/stat), for `busy_since`.
+cpu_ticks() {
+    local label user nice system idle iowait rest tick
+    read -r label user nice system idle iowait rest </proc/stat
+    local total=$((user + nice + system + idle + iowait))
+    for tick in $rest; do total=$((total + tick)); done
+    echo "$((total - idle - iowait)) $total"
+}
+# How busy the machine's cores were since `cpu_ticks` printed $1 $2: what says whether a part
+# waits (room for more at once) or computes (room only for less work).
+busy_since() {
+    local busy total
+    read -r busy total < <(cpu_ticks)
+    if ((total > $2)); then echo "cores $(((busy - $1) * 100 / (total - $2))) % busy"; else echo "cores not measured"; fi
+}
 # Each part's time, printed at the end.
 timings=()
 timed() {
-    local name="$1" started=$SECONDS part_status=0
+    local name="$1" started=$SECONDS part_status=0 ticks
+    ticks="$(cpu_ticks)"
     shift
     "$@" || part_status=$?
-    timings+=("$name: $((SECONDS - started)) s (status $part_status)")
+    # shellcheck disable=SC2086 # two numbers
+    timings+=("$name: $((SECONDS - started)) s (status $part_status, $(busy_since $ticks))")
     return "$part_status"
 }
 
@@ -146,6 +163,7 @@ if ((!servers_only)) && { ((fuzz_only)) || (($# == 0)); }; then
     ((fuzz_only)) || build_command+=(--build-tests)
     log "build, beside the servers' start: ${build_command[*]}"
     build_started=$SECONDS
+    build_ticks="$(cpu_ticks)"
     "${build_command[@]}" </dev/null >"$work/build.log" 2>&1 &
     build_pid=$!
 fi
@@ -224,7 +242,8 @@ finish_build() {
         grep -E "(error|fatal):" "$work/build.log" | head -n 100 >&2 || true
         show_log_tail "$work/build.log" 100
     fi
-    timings+=("build: $((SECONDS - build_started)) s (status $build_status)")
+    # shellcheck disable=SC2086 # two numbers
+    timings+=("build: $((SECONDS - build_started)) s (status $build_status, $(busy_since $build_ticks))")
     record_status "build" "$build_status"
 }
 # Prints the slowest tests of a parallel run (its xUnit report): what to look at when the tier grows.
