@@ -33,10 +33,14 @@ extension PostgresQuery.StringInterpolation {
     /// A `records` row as CloudKit's record dictionary — byte for byte what
     /// `RecordWire.write(stored:…)` copies from the row's stored text (`SyncStore.storedText`):
     /// the row's `wire_head` (migration 0031: every member up to `recordType`, written when the row
-    /// was), then `share`, `shortGUID` and `zoneID`, with `zoneID` (a bound value) for the zone id
-    /// dictionary's text. For a row without an asset field.
+    /// was) with each reference given its zone (`StoredReferenceZone`), then `share`, `shortGUID`
+    /// and `zoneID`, with `zoneID` (a bound value) for the zone id dictionary's text. For a row
+    /// without an asset field.
     fileprivate mutating func appendInterpolation(wireOf zoneID: String?) {
-        appendLiteral("(wire_head || coalesce('\"share\":{\"recordName\":' || json_string(share) || ',\"zoneID\":' || ")
+        appendLiteral("(replace(wire_head, '\(StoredReferenceZone.opening)', '\(StoredReferenceZone.zonedPrefix)' || ")
+        appendInterpolation(zoneID)
+        appendLiteral("::text || '\(StoredReferenceZone.zonedSuffix)')")
+        appendLiteral(" || coalesce('\"share\":{\"recordName\":' || json_string(share) || ',\"zoneID\":' || ")
         appendInterpolation(zoneID)
         appendLiteral("::text || '},', '') || coalesce('\"shortGUID\":' || json_string(short_guid) || ',', '') || '\"zoneID\":' || ")
         appendInterpolation(zoneID)
