@@ -160,8 +160,8 @@ SCHEMAS = {
     "Field": obj(
         {"value": {}, "type": ref("FieldType")},
         description="A record field as the server answers it: INT64 and DOUBLE values are strings with "
-                    "`numbersAsStrings`, TIMESTAMP is ms, BYTES base64, REFERENCE `{recordName, action}`, LOCATION "
-                    "`{latitude, longitude, …}`, a _LIST type an array of such values.",
+                    "`numbersAsStrings`, TIMESTAMP is ms, BYTES base64, REFERENCE `{recordName, zoneID, action}` (`zoneID` "
+                    "the record's own), LOCATION `{latitude, longitude, …}`, a _LIST type an array of such values.",
     ),
     "FieldInput": obj(
         optional={"value": {}, "type": ref("FieldType")},

@@ -113,17 +113,20 @@ enum RecordWire {
 
     /// A stored record as CloudKit's record dictionary, trimmed to `desiredKeys` when given.
     /// Asset fields get a signed `downloadURL` from `links`; a share record its sharing keys and,
-    /// given `shareURL` (short GUID → URL), its `url`.
+    /// given `shareURL` (short GUID → URL), its `url`; each reference field names the record's
+    /// zone. The one owner of a record's wire form: every faster rendering (`write(stored:…)`'s
+    /// copy, the SQL of `SyncStore`'s pages and migration 0031's `wire_head`) must say what this
+    /// says, which `RecordWireAgreementTests` checks for every field type and optional member.
     static func dictionary(
         _ record: Record, zone: ZoneID, desiredKeys: [String]?, numbersAsStrings: Bool, links: AssetLinks, shareURL: ((String) -> String)? = nil
     ) -> JSONValue {
         var fields: [String: JSONValue] = [:]
         let wanted = desiredKeys.map(Set.init)
+        let zoneID = zone.json
         for (name, value) in record.fields where wanted?.contains(name) ?? true {
-            let encoded = FieldCoding.encode(value, numbersAsStrings: numbersAsStrings)
+            let encoded = FieldCoding.encode(value, numbersAsStrings: numbersAsStrings, zone: zoneID)
             fields[name] = value.type.base == .asset ? links.decorate(encoded) : encoded
         }
-        let zoneID = zone.json
         var members: [String: JSONValue] = [
             "recordName": .string(record.recordName),
             "recordType": .string(record.recordType),
@@ -151,7 +154,9 @@ enum RecordWire {
     /// Appends a stored record's dictionary (what `dictionary` answers for it) to `out`, copying
     /// what the stored text already holds in wire form: its fields, names and stamps. A record that
     /// needs more than copying — a share's state, asset fields (their download links are signed per
-    /// answer) or numbers as strings — is read and written through `dictionary`. `zoneID` is the
+    /// answer) or numbers as strings — is read and written through `dictionary`. References are
+    /// given the zone on the way (`StoredReferenceZone`). `dictionary` owns the wire form: this copy
+    /// and the SQL rendering of sync pages are checked against it (`RecordWireAgreementTests`). `zoneID` is the
     /// zone id dictionary's text (`ZoneID.json`), the same for a page's records.
     static func write(
         stored text: String, zone: ZoneID, zoneID: [UInt8], desiredKeys: Set<String>?, numbersAsStrings: Bool, links: AssetLinks,
@@ -219,12 +224,14 @@ enum RecordWire {
                 out.append(UInt8(ascii: "\""))
                 out.append(contentsOf: name)
                 out.append(contentsOf: "\":".utf8)
-                out.append(contentsOf: stored.bytes[value])
+                StoredReferenceZone.append(stored.bytes, value, zoneID: zoneID, into: &out)
             }
             guard complete else { out.removeSubrange(mark...); return false }
             out.append(contentsOf: "},".utf8)
         } else {
-            member("fields", fields)
+            key("fields")
+            StoredReferenceZone.append(stored.bytes, fields, zoneID: zoneID, into: &out)
+            out.append(UInt8(ascii: ","))
         }
         key("modified")
         guard stamp(stored, modified, into: &out) else { out.removeSubrange(mark...); return false }

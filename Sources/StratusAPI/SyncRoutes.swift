@@ -145,7 +145,7 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let page: SyncStore.ZoneChanges
         do {
             // Every field with numbers as numbers: PostgreSQL writes each record as the answer's
-            // dictionary (`SyncStore.Change.wire`), and the page is copied into the answer.
+            // dictionary (`SyncStore.ZoneChanges.wire`), and the page is copied into the answer.
             page = try await sync.changes(
                 zone: zone, in: database, incarnation: incarnation, since: version, horizon: horizon, limit: limit,
                 recordTypes: zoneRequest.desiredRecordTypes.map(Set.init), mode: mode, maxBytes: budget,
@@ -163,13 +163,12 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let token = ZoneSyncToken.signed(
             zoneKey: zoneKey, incarnation: page.incarnation, version: page.version, reverseUpTo: page.reverse?.upTo, reverseBelow: page.reverse?.below,
             horizon: page.horizon, key: secretKey)
-        // Written as bytes, members in the order `JSONValue` writes them; a stored record is copied
-        // from its text where it can be (`RecordWire.write(stored:…)`).
+        // Written as bytes, members in the order `JSONValue` writes them: the page PostgreSQL wrote
+        // (`page.wire`) as it is, or the general page's records through `RecordWire.dictionary`.
         out.reserveCapacity(out.count + 256 + (page.wire?.utf8.count ?? page.bytes + page.changes.count * 200))
         out.append(contentsOf: #"{"moreComing":"#.utf8)
         out.append(contentsOf: (page.moreComing ? "true" : "false").utf8)
         out.append(contentsOf: #","records":["#.utf8)
-        let desiredKeys = zoneRequest.desiredKeys.map(Set.init)
         if let wire = page.wire { out.append(contentsOf: wire.utf8) }
         for (index, change) in page.changes.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
@@ -177,12 +176,6 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             case .saved(let record):
                 RecordWire.dictionary(record, zone: zone, desiredKeys: zoneRequest.desiredKeys, numbersAsStrings: numbersAsStrings, links: links, shareURL: shareLinks.url)
                     .write(into: &out)
-            case .stored(_, let text):
-                try RecordWire.write(
-                    stored: text, zone: zone, zoneID: zoneID, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, links: links, shareURL: shareLinks.url,
-                    into: &out)
-            case .wire(_, let text):
-                out.append(contentsOf: text.utf8)
             case .deleted(let recordName, _):
                 JSONValue.object(["recordName": .string(recordName), "deleted": .bool(true)]).write(into: &out)
             }

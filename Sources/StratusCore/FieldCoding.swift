@@ -168,19 +168,27 @@ public enum FieldCoding {
         }
     }
 
-    /// Writes one field; with `numbersAsStrings`, INT64 and DOUBLE values become strings.
-    public static func encode(_ value: FieldValue, numbersAsStrings: Bool = false) -> JSONValue {
-        .object(["value": encodeValue(value, numbersAsStrings: numbersAsStrings), "type": .string(value.type.rawValue)])
+    /// Writes one field; with `numbersAsStrings`, INT64 and DOUBLE values become strings. Given
+    /// `zone` (the zone id dictionary of the record's zone), each reference names its zone as
+    /// Apple's reference dictionary does (`{recordName, zoneID, action}`): the answers' form. A
+    /// reference always points into its record's zone (`RecordWire` refuses one into another zone),
+    /// so the stored form — written without `zone` — leaves the zone out and every stored
+    /// reference, older ones included, answers with its record's zone.
+    public static func encode(_ value: FieldValue, numbersAsStrings: Bool = false, zone: JSONValue? = nil) -> JSONValue {
+        .object(["value": encodeValue(value, numbersAsStrings: numbersAsStrings, zone: zone), "type": .string(value.type.rawValue)])
     }
 
-    static func encodeValue(_ value: FieldValue, numbersAsStrings: Bool) -> JSONValue {
+    static func encodeValue(_ value: FieldValue, numbersAsStrings: Bool, zone: JSONValue? = nil) -> JSONValue {
         switch value {
         case .string(let text): return .string(text)
         case .int64(let number): return numbersAsStrings ? .string(String(number)) : .int(number)
         case .double(let number): return numbersAsStrings ? .string(String(number)) : .double(number)
         case .timestamp(let milliseconds): return .int(milliseconds)
         case .bytes(let data): return .string(data.base64EncodedString())
-        case .reference(let reference): return .object(["recordName": .string(reference.recordName), "action": .string(reference.action.rawValue)])
+        case .reference(let reference):
+            var members: [String: JSONValue] = ["recordName": .string(reference.recordName), "action": .string(reference.action.rawValue)]
+            if let zone { members["zoneID"] = zone }
+            return .object(members)
         case .asset(let json): return json
         case .location(let location):
             var members: [String: JSONValue] = ["latitude": .double(location.latitude), "longitude": .double(location.longitude)]
@@ -191,7 +199,7 @@ public enum FieldCoding {
             if let value = location.course { members["course"] = .double(value) }
             if let value = location.timestamp { members["timestamp"] = .int(value) }
             return .object(members)
-        case .list(_, let values): return .array(values.map { encodeValue($0, numbersAsStrings: numbersAsStrings) })
+        case .list(_, let values): return .array(values.map { encodeValue($0, numbersAsStrings: numbersAsStrings, zone: zone) })
         }
     }
 

@@ -167,3 +167,44 @@ public struct StoredRecordText: Sendable {
         return false
     }
 }
+
+/// How the stored text of a record's fields becomes the answers' form of its references, for the
+/// paths that copy stored text instead of writing `FieldCoding.encode(_:zone:)` (`RecordWire.copy`
+/// in Swift, `SyncStore`'s page in SQL, both checked against `RecordWire.dictionary` by
+/// `RecordWireAgreementTests`). A reference is stored without its zone (always its record's zone);
+/// `jsonb` writes its value as `{"action": …, "recordName": …}`, and nothing else in a record
+/// without an asset field can begin that way — a location's members are fixed, and a quote inside
+/// a string value is always escaped — so each occurrence of `opening` is a reference's value, and
+/// the zone id dictionary goes in front of its `action`.
+public enum StoredReferenceZone {
+    /// What a stored reference value begins with in `jsonb`'s output.
+    public static let opening = #"{"action": "#
+    /// What `opening` becomes, around the zone id dictionary's text.
+    public static let zonedPrefix = #"{"zoneID": "#
+    public static let zonedSuffix = #", "action": "#
+
+    /// Appends `bytes[range]` with each reference given `zoneID` (the zone id dictionary's text).
+    public static func append(_ bytes: [UInt8], _ range: Range<Int>, zoneID: [UInt8], into out: inout [UInt8]) {
+        let pattern = Array(opening.utf8)
+        guard let first = pattern.first, range.count >= pattern.count else {
+            out.append(contentsOf: bytes[range])
+            return
+        }
+        var copied = range.lowerBound
+        var index = range.lowerBound
+        let last = range.upperBound - pattern.count
+        while index <= last {
+            if bytes[index] == first, bytes[index..<(index + pattern.count)].elementsEqual(pattern) {
+                out.append(contentsOf: bytes[copied..<index])
+                out.append(contentsOf: zonedPrefix.utf8)
+                out.append(contentsOf: zoneID)
+                out.append(contentsOf: zonedSuffix.utf8)
+                index += pattern.count
+                copied = index
+            } else {
+                index += 1
+            }
+        }
+        out.append(contentsOf: bytes[copied..<range.upperBound])
+    }
+}

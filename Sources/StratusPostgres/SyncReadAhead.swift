@@ -24,7 +24,7 @@ import Synchronization
 /// Bounded for hostile clients: at most one read per question, at most `capacity` pages read or
 /// being read and `maxBytes` of them kept; a page that finds no room is not read ahead. A page not
 /// asked for within `window` is dropped at the next read ahead. Only the owner's zones, forward
-/// syncs, and pages read in one statement (`SyncStore.storedPage`) are read ahead.
+/// syncs, and pages holding no share (whose state lives in other tables) are read ahead.
 ///
 /// The readings run as jobs of a `TaskOwner`, a service of the process, so graceful shutdown waits
 /// for them (or cancels them at its deadline); once it refuses jobs nothing more is read ahead.
@@ -255,7 +255,6 @@ extension SyncStore.ZoneChanges {
         var bytes = (wire?.utf8.count ?? 0) + 64
         for change in changes {
             switch change {
-            case .stored(let name, let text), .wire(let name, let text): bytes += name.utf8.count + text.utf8.count
             case .deleted(let name, let type): bytes += name.utf8.count + type.utf8.count
             case .saved(let record): bytes += record.recordName.utf8.count + 1024
             }

@@ -31,12 +31,17 @@ extension PostgresQuery.StringInterpolation {
 
 extension PostgresQuery.StringInterpolation {
     /// A `records` row as CloudKit's record dictionary — byte for byte what
-    /// `RecordWire.write(stored:…)` copies from the row's stored text (`SyncStore.storedText`):
-    /// the row's `wire_head` (migration 0031: every member up to `recordType`, written when the row
-    /// was), then `share`, `shortGUID` and `zoneID`, with `zoneID` (a bound value) for the zone id
-    /// dictionary's text. For a row without an asset field.
-    fileprivate mutating func appendInterpolation(wireOf zoneID: String?) {
-        appendLiteral("(wire_head || coalesce('\"share\":{\"recordName\":' || json_string(share) || ',\"zoneID\":' || ")
+    /// `RecordWire.write(stored:…)` copies from the row's stored text (`SyncStore.storedText`), and
+    /// as JSON what `RecordWire.dictionary`, the wire form's owner, writes of the record
+    /// (`RecordWireAgreementTests`): the row's `wire_head` (migration 0031: every member up to
+    /// `recordType`, written when the row was) with each reference given its zone
+    /// (`StoredReferenceZone`), then `share`, `shortGUID` and `zoneID`, with `zoneID` (a bound
+    /// value) for the zone id dictionary's text. For a row without an asset field.
+    fileprivate mutating func appendInterpolation(wireOf zoneID: String) {
+        appendLiteral("(replace(wire_head, '\(StoredReferenceZone.opening)', '\(StoredReferenceZone.zonedPrefix)' || ")
+        appendInterpolation(zoneID)
+        appendLiteral("::text || '\(StoredReferenceZone.zonedSuffix)')")
+        appendLiteral(" || coalesce('\"share\":{\"recordName\":' || json_string(share) || ',\"zoneID\":' || ")
         appendInterpolation(zoneID)
         appendLiteral("::text || '},', '') || coalesce('\"shortGUID\":' || json_string(short_guid) || ',', '') || '\"zoneID\":' || ")
         appendInterpolation(zoneID)
@@ -47,8 +52,8 @@ extension PostgresQuery.StringInterpolation {
 extension PostgresQuery.StringInterpolation {
     /// The common table expressions of a sync page (`zone`, the zone's row; `page`, the page's
     /// candidates in page order with each one's fields' size, running byte total, position and —
-    /// for a live record that is not a share — its text, written as CloudKit's record dictionary
-    /// when `wire` is asked for and the record has no asset field, else as its stored text). Each
+    /// for a live record that is neither a share nor holds an asset field — its text, written as
+    /// CloudKit's record dictionary; null for the others, which the general page answers). Each
     /// table's part is limited in its own index order: as one union under one limit, PostgreSQL
     /// sorted every record of the zone after the token, rendering each, when its statistics said
     /// the table was empty.
@@ -56,7 +61,7 @@ extension PostgresQuery.StringInterpolation {
         let live = RecordExpirySQL.live
         appendLiteral("zone AS (SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE ")
         appendInterpolation(zone: c.zone.zoneName, of: c.database)
-        appendLiteral(" AND NOT deleted), page AS (SELECT version, record_name, record_type, deleted, bytes, text, wired,")
+        appendLiteral(" AND NOT deleted), page AS (SELECT version, record_name, record_type, deleted, bytes, text,")
         appendLiteral(" sum(bytes) OVER (ORDER BY version \(c.order) ROWS UNBOUNDED PRECEDING) AS running,")
         appendLiteral(" row_number() OVER (ORDER BY version \(c.order)) AS position FROM (")
         // The records' part: the size and wire form written with the row (migration 0031). An
@@ -65,12 +70,9 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(" (CASE WHEN \(live) THEN fields_bytes ELSE 0 END) AS bytes,")
         appendLiteral(" (CASE WHEN NOT \(live) OR record_type = ")
         appendInterpolation(ShareRecord.recordType)
-        appendLiteral(" THEN NULL WHEN w.wired THEN ")
+        appendLiteral(#" OR strpos(wire_head, '"type": "ASSETID') > 0 THEN NULL ELSE "#)
         appendInterpolation(wireOf: c.wire)
-        appendLiteral(" ELSE \(SyncStore.storedText) END) AS text, w.wired")
-        appendLiteral(" FROM records CROSS JOIN LATERAL (SELECT ")
-        appendInterpolation(c.wire)
-        appendLiteral(#"::text IS NOT NULL AND strpos(wire_head, '"type": "ASSETID') = 0 AS wired) AS w WHERE "#)
+        appendLiteral(" END) AS text FROM records WHERE ")
         appendInterpolation(zone: c.zone.zoneName, of: c.database)
         appendLiteral(" AND version > ")
         appendInterpolation(c.version)
@@ -87,7 +89,7 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(") ORDER BY version \(c.order) LIMIT ")
         appendInterpolation(c.limit + 1)
         // The tombstones' part.
-        appendLiteral(") UNION ALL (SELECT deleted_version, record_name, record_type, true, 0::int8, NULL::text, false FROM record_tombstones WHERE ")
+        appendLiteral(") UNION ALL (SELECT deleted_version, record_name, record_type, true, 0::int8, NULL::text FROM record_tombstones WHERE ")
         appendInterpolation(tombstonesOf: c.zone.zoneName, of: c.database, after: c.version, upTo: c.upper, below: c.below, types: c.types, order: c.order, limit: c.limit)
         appendLiteral(") ORDER BY 1 \(c.order) LIMIT ")
         appendInterpolation(c.limit + 1)
@@ -108,24 +110,16 @@ public struct SyncStore: Sendable {
         self.readAhead = readAhead
     }
 
-    /// One change: a record as it is now, or a deleted record's name.
+    /// One change of the general page: a record as it is now, or a deleted record's name. (A page
+    /// written by PostgreSQL holds its changes as text instead: `ZoneChanges.wire`.)
     public enum Change: Sendable, Hashable {
         case saved(Record)
-        /// A saved record as stored: its JSON text as PostgreSQL renders it (`StoredRecordText`,
-        /// `EventCoding.decodeRecord`), so a page can be answered by copying it.
-        case stored(recordName: String, text: String)
-        /// A saved record already written by PostgreSQL as CloudKit's record dictionary
-        /// (`appendInterpolation(wireOf:)`: what `RecordWire.write(stored:…)` writes of its stored text), for a
-        /// page asked for with a `wire` zone id: appended to the answer as it is.
-        case wire(recordName: String, text: String)
         case deleted(recordName: String, recordType: String)
 
         /// The record name either way.
         public var recordName: String {
             switch self {
             case .saved(let record): record.recordName
-            case .stored(let name, _): name
-            case .wire(let name, _): name
             case .deleted(let name, _): name
             }
         }
@@ -178,9 +172,12 @@ public struct SyncStore: Sendable {
     /// `firstAlwaysFits`, so that a record larger than the budget still reaches the client — and a
     /// page where nothing fits holds no change, keeps the client's position and says more are coming.
     ///
-    /// `wire`, the zone id dictionary's text, asks for the records of a page read in one statement
-    /// as CloudKit's record dictionaries written by PostgreSQL (`Change.wire`) where they can be:
-    /// for an answer with every field and numbers as numbers.
+    /// A page is built one of two ways. `wire`, the zone id dictionary's text, asks for the page
+    /// written by PostgreSQL in one statement (`ZoneChanges.wire`: each record as CloudKit's record
+    /// dictionary) — for an answer with every field and numbers as numbers, in the owner's zone,
+    /// forward or reverse, when no record on it is a share or holds an asset field. Every other
+    /// page is the general one: a snapshot transaction that reads the records (`Change.saved`),
+    /// which the API writes with `RecordWire.dictionary`.
     public func changes(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, horizon known: Int64 = 0, limit: Int,
         recordTypes: Set<String>? = nil, mode: Mode = .forward, maxBytes: Int = .max, firstAlwaysFits: Bool = true, sharedWith user: String? = nil,
@@ -189,10 +186,8 @@ public struct SyncStore: Sendable {
         guard !zone.isDefaultZone else {
             throw StratusError(.badRequest, "Change tracking is available in custom zones only, not in \(ZoneID.defaultZoneName): read its records with records/query (or records/lookup by name), or keep records a device syncs in a custom zone (zones/modify) and fetch them with records/changes")
         }
-        // The common case — the owner's own zone, forward or reverse — is one statement (one
-        // snapshot, one round trip) answering each record as its stored text; the shared database,
-        // snapshot mode and a page holding a share (whose state lives in other tables) take the
-        // transaction below.
+        // The common case — the owner's own zone, forward or reverse, answered in wire form — is
+        // one statement (one snapshot, one round trip); the rest takes the general page.
         func question(_ incarnation: UUID) -> SyncReadAhead.Question {
             SyncReadAhead.Question(
                 database: database, zoneName: zone.zoneName, incarnation: incarnation, since: version, known: known, limit: limit, recordTypes: recordTypes,
@@ -205,15 +200,33 @@ public struct SyncStore: Sendable {
                 return read.page
             }
         }
-        if user == nil, mode != .snapshot, let page = try await storedPage(
-            zone: zone, in: database, incarnation: expected, since: version, known: known, limit: limit, recordTypes: recordTypes, mode: mode,
-            maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire, logger: logger) {
-            if mode == .forward, let readAhead {
-                readAhead.readNext(after: page, of: question(page.incarnation), read: nextPage(zone: zone, logger: logger))
-            }
-            return page
+        var page: ZoneChanges?
+        if user == nil, mode != .snapshot, let wire {
+            page = try await wirePage(
+                zone: zone, in: database, incarnation: expected, since: version, known: known, limit: limit, recordTypes: recordTypes, mode: mode,
+                maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, wire: wire, logger: logger)
         }
-        return try await store.snapshot(logger: logger) { transaction in
+        let answer: ZoneChanges
+        if let page {
+            answer = page
+        } else {
+            answer = try await generalPage(
+                zone: zone, in: database, incarnation: expected, since: version, known: known, limit: limit, recordTypes: recordTypes, mode: mode,
+                maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, sharedWith: user, logger: logger)
+        }
+        if user == nil, mode == .forward, let readAhead {
+            readAhead.readNext(after: answer, of: question(answer.incarnation), read: nextPage(zone: zone, logger: logger))
+        }
+        return answer
+    }
+
+    /// The general page: the zone's row, the page's versions and its records read in one snapshot;
+    /// in the shared database only what the caller reaches; snapshot mode from the event log.
+    private func generalPage(
+        zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, known: Int64, limit: Int, recordTypes: Set<String>?,
+        mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, sharedWith user: String?, logger: Logger
+    ) async throws -> ZoneChanges {
+        try await store.snapshot(logger: logger) { transaction in
             let connection = transaction.connection
             // The shared database: the caller must reach the zone now, and sees only what they reach.
             var shared: SharedZone?
@@ -294,7 +307,13 @@ public struct SyncStore: Sendable {
                 }
                 return .saved(record)
             }
-            return ending.page(changes)
+            var page = ending.page(changes)
+            // The owner's zone: what a page read ahead is served against (`SyncReadAhead`). Not a
+            // page holding a share, whose state lives in other tables.
+            if user == nil, !changes.contains(where: { if case .saved(let record) = $0 { ShareRecord.isShare(record.recordType) } else { false } }) {
+                page.observed = SyncReadAhead.ZoneState((incarnation, counter, horizon))
+            }
+            return page
         }
     }
 
@@ -310,15 +329,24 @@ public struct SyncStore: Sendable {
         }
     }
 
-    /// How a page is read ahead: as `storedPage` reads the question's page, nil when it cannot
-    /// (an error, a share on the page: the question is then answered when it is asked).
+    /// How a page is read ahead: as `changes` reads the question's page (the page written by
+    /// PostgreSQL or the general one), nil when it cannot (an error).
     private func nextPage(zone: ZoneID, logger: Logger) -> @Sendable (SyncReadAhead.Question) async -> (ZoneChanges, SyncReadAhead.ZoneState)? {
         { question in
-            guard let page = try? await storedPage(
-                zone: zone, in: question.database, incarnation: question.incarnation, since: question.since, known: question.known, limit: question.limit,
-                recordTypes: question.recordTypes, mode: .forward, maxBytes: question.maxBytes, firstAlwaysFits: question.firstAlwaysFits,
-                wire: question.wire, logger: logger), let observed = page.observed
-            else { return nil }
+            var page: ZoneChanges?
+            if let wire = question.wire {
+                page = try? await wirePage(
+                    zone: zone, in: question.database, incarnation: question.incarnation, since: question.since, known: question.known, limit: question.limit,
+                    recordTypes: question.recordTypes, mode: .forward, maxBytes: question.maxBytes, firstAlwaysFits: question.firstAlwaysFits,
+                    wire: wire, logger: logger)
+            }
+            if page == nil {
+                page = try? await generalPage(
+                    zone: zone, in: question.database, incarnation: question.incarnation, since: question.since, known: question.known, limit: question.limit,
+                    recordTypes: question.recordTypes, mode: .forward, maxBytes: question.maxBytes, firstAlwaysFits: question.firstAlwaysFits,
+                    sharedWith: nil, logger: logger)
+            }
+            guard let page, let observed = page.observed else { return nil }
             return (page, observed)
         }
     }
@@ -373,20 +401,17 @@ public struct SyncStore: Sendable {
         var types: [String]?
         var order: String
         var limit: Int
-        var wire: String?
+        var wire: String
     }
 
-    /// A forward or reverse page of the owner's zone in one statement: the zone's row, the page's
-    /// versions (records and tombstones, as the transaction below reads them) and, for the saved
-    /// records that fit in `maxBytes`, their text. Nil when the page holds a share, whose state is
-    /// read with it in the transaction. The text is rendered from the row the page's scan reads (a
-    /// second lookup per record would be planned as a scan each while the table's statistics are
-    /// stale, right after a load); only what fits is sent. With `wire`, a page whose records all
-    /// have their wire form (no share, no asset field) comes as one row: the page's entries
-    /// written and joined by PostgreSQL (`ZoneChanges.wire`).
-    private func storedPage(
+    /// A forward or reverse page of the owner's zone written by PostgreSQL in one statement: the
+    /// zone's row, the page's versions (records and tombstones, as the general page reads them) and
+    /// its entries, each record as CloudKit's record dictionary (`appendInterpolation(wireOf:)`),
+    /// joined by commas (`ZoneChanges.wire`). Nil when a record on the page has no wire form (a
+    /// share, an asset field): the general page answers it.
+    private func wirePage(
         zone: ZoneID, in database: DatabaseID, incarnation expected: UUID?, since version: Int64, known: Int64, limit: Int,
-        recordTypes: Set<String>?, mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, wire: String?, logger: Logger
+        recordTypes: Set<String>?, mode: Mode, maxBytes: Int, firstAlwaysFits: Bool, wire: String, logger: Logger
     ) async throws -> ZoneChanges? {
         var upTo: Int64?
         var continueBelow: Int64?
@@ -399,71 +424,19 @@ public struct SyncStore: Sendable {
         let candidates = PageCandidates(
             zone: zone, database: database, version: version, upper: upTo ?? Int64.max, below: below, types: recordTypes.map { Array($0) },
             order: descending ? "DESC" : "ASC", limit: limit, wire: wire)
-        let statements = store.statements
-        if wire != nil, let joined = try await joinedPage(candidates, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, logger: logger) {
-            let (incarnation, counter, horizon) = try Self.check(zone: zone, state: joined.state, expected: expected, version: version, known: known)
-            let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (min(upTo ?? counter, counter), below) : nil,
-                                moreComing: joined.moreComing, lastVersion: joined.lastVersion, bytes: joined.bytes, horizon: horizon)
-            var page = ending.page([])
-            page.wire = joined.text
-            page.observed = joined.state.map(SyncReadAhead.ZoneState.init)
-            return page
-        }
-        let rows: [PageRow] = try await store.withConnection { connection in
-            let rows = try await connection.query("""
-                WITH \(pageOf: candidates)
-                SELECT zone.incarnation, zone.change_counter, zone.tombstone_horizon, page.version, page.record_name, page.record_type, page.deleted, page.bytes,
-                       CASE WHEN page.running <= \(Int64(clamping: maxBytes)) OR (page.position = 1 AND \(firstAlwaysFits)) THEN page.text END, page.wired
-                FROM zone LEFT JOIN page ON true
-                ORDER BY page.position
-                """, preparedIn: statements, logger: logger)
-            // Read cell by cell with concrete types: decoding a 10-member tuple per row through the
-            // client library's variadic generic looked its metadata up again for every row.
-            var decoded: [PageRow] = []
-            decoded.reserveCapacity(limit + 2)
-            for try await row in rows {
-                var cells = row.makeIterator()
-                decoded.append(PageRow(
-                    incarnation: try Self.next(&cells, UUID.self), counter: try Self.next(&cells, Int64.self), horizon: try Self.next(&cells, Int64.self),
-                    version: try Self.next(&cells, Int64?.self), name: try Self.next(&cells, String?.self), type: try Self.next(&cells, String?.self),
-                    deleted: try Self.next(&cells, Bool?.self), bytes: try Self.next(&cells, Int64?.self), text: try Self.next(&cells, String?.self),
-                    wired: try Self.next(&cells, Bool?.self) ?? false))
-            }
-            return decoded
-        }
-        let state = rows.first.map { ($0.incarnation, $0.counter, $0.horizon) }
-        let (incarnation, counter, horizon) = try Self.check(zone: zone, state: state, expected: expected, version: version, known: known)
-        let reverseUpper = min(upTo ?? counter, counter)
-        var entries: [(version: Int64, name: String, type: String, deleted: Bool, bytes: Int64, text: String?, wired: Bool)] = []
-        entries.reserveCapacity(rows.count)
-        for row in rows {
-            guard let entryVersion = row.version, let name = row.name, let type = row.type, let deleted = row.deleted, let bytes = row.bytes else { continue }
-            entries.append((entryVersion, name, type, deleted, bytes, row.text, row.wired))
-        }
-        let fit = Self.fit(entries.map(\.bytes), limit: limit, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits)
-        entries.removeLast(entries.count - fit.count)
-        let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (reverseUpper, below) : nil,
-                            moreComing: fit.moreComing, lastVersion: entries.last?.version, bytes: fit.bytes, horizon: horizon)
-        var changes: [Change] = []
-        changes.reserveCapacity(entries.count)
-        for entry in entries {
-            if entry.deleted {
-                changes.append(.deleted(recordName: entry.name, recordType: entry.type))
-            } else if let text = entry.text {
-                changes.append(entry.wired ? .wire(recordName: entry.name, text: text) : .stored(recordName: entry.name, text: text))
-            } else {
-                // A share (the statement renders no text for one): the transaction reads its state.
-                return nil
-            }
-        }
-        var page = ending.page(changes)
-        page.observed = state.map(SyncReadAhead.ZoneState.init)
+        guard let joined = try await joinedPage(candidates, maxBytes: maxBytes, firstAlwaysFits: firstAlwaysFits, logger: logger) else { return nil }
+        let (incarnation, counter, horizon) = try Self.check(zone: zone, state: joined.state, expected: expected, version: version, known: known)
+        let ending = Ending(incarnation: incarnation, since: version, counter: counter, reverse: descending ? (min(upTo ?? counter, counter), below) : nil,
+                            moreComing: joined.moreComing, lastVersion: joined.lastVersion, bytes: joined.bytes, horizon: horizon)
+        var page = ending.page([])
+        page.wire = joined.text
+        page.observed = joined.state.map(SyncReadAhead.ZoneState.init)
         return page
     }
 
-    /// A page as one row (`storedPage` with `wire`): the zone's row (nil: no zone), what the page
+    /// A page as one row (`wirePage`): the zone's row (nil: no zone), what the page
     /// holds, and its entries written by PostgreSQL and joined with commas. Nil when a record the
-    /// page holds has no wire form (a share, an asset field): the per-row statement answers it.
+    /// page holds has no wire form (a share, an asset field): the general page answers it.
     private func joinedPage(
         _ candidates: PageCandidates, maxBytes: Int, firstAlwaysFits: Bool, logger: Logger
     ) async throws -> (state: (UUID, Int64, Int64)?, moreComing: Bool, lastVersion: Int64?, bytes: Int, text: String)? {
@@ -482,7 +455,7 @@ public struct SyncStore: Sendable {
                 FROM zone LEFT JOIN (
                     SELECT count(*) AS count, coalesce(sum(bytes), 0)::int8 AS bytes,
                            (array_agg(version ORDER BY position DESC))[1] AS last_version,
-                           coalesce(bool_and(deleted OR (text IS NOT NULL AND wired)), true) AS whole,
+                           coalesce(bool_and(deleted OR text IS NOT NULL), true) AS whole,
                            string_agg(CASE WHEN deleted THEN '{"deleted":true,"recordName":' || to_json(record_name)::text || '}' ELSE text END, ','
                                       ORDER BY position) AS text
                     FROM kept
@@ -500,12 +473,6 @@ public struct SyncStore: Sendable {
             }
             return (nil, false, nil, 0, "")
         }
-    }
-
-    /// A row of `storedPage`'s statement: the zone's row, then one candidate (all nil when none).
-    private struct PageRow {
-        var incarnation: UUID, counter: Int64, horizon: Int64
-        var version: Int64?, name: String?, type: String?, deleted: Bool?, bytes: Int64?, text: String?, wired: Bool
     }
 
     /// The next cell of a row, decoded as `type`.

@@ -41,6 +41,14 @@ class AssetTests: XCTestCase {
     /// the relay publishes the event log to a topic of the test's own.
     func withStack(maxAssetBytes: Int64? = nil, quota: Int64? = nil, relay runsRelay: Bool = false, _ body: @Sendable (Stack) async throws -> Void) async throws {
         let (blobs, blobSettings) = try await makeBlobs()
+        try await Self.withStack(blobs: blobs, blobSettings: blobSettings, maxAssetBytes: maxAssetBytes, quota: quota, relay: runsRelay, body)
+    }
+
+    /// `withStack` over a blob store the caller made (and removes).
+    static func withStack(
+        blobs: any BlobStore, blobSettings: [String: String], maxAssetBytes: Int64? = nil, quota: Int64? = nil, relay runsRelay: Bool = false,
+        _ body: @Sendable (Stack) async throws -> Void
+    ) async throws {
         try await TestSupport.withMigratedStore { store, url in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             var configuration = APIConfiguration(secretKey: SecretKey.generate())

@@ -114,9 +114,9 @@ extension SyncTests {
     /// A page asked for in wire form gets each record written by PostgreSQL byte for byte as the
     /// API writes it from the record's stored text — with the columns a plain save leaves empty
     /// (no device: the Web Services' one, which migration 0031's `wire_head` writes too), then with
-    /// every column set (device, share, short GUID, expiration, parent); a record with an asset
-    /// field, whose download link is signed per answer, comes as stored text, and so does every
-    /// record when the wire form is not asked for.
+    /// every column set (device, share, short GUID, expiration, parent); a page holding a record
+    /// with an asset field, whose download link is signed per answer, is the general page (records
+    /// read), and so is every page when the wire form is not asked for.
     func testAWirePageWritesEachRecordAsTheAPIWritesItsStoredText() async throws {
         try await withFixture { fixture, client in
             try await Self.saveWireRecords(client, fixture, zone: "Wired")
@@ -130,6 +130,10 @@ extension SyncTests {
                            '{"file": {"type": "ASSETID", "value": {"fileChecksum": "c2hh", "size": 3, "receipt": "r"}}}'::jsonb, change_tag,
                            created_at, created_by, modified_at, modified_by, version + 1000, created_version + 1000
                     FROM records WHERE zone_name = 'Wired' AND record_name = 'lists'
+                    """, logger: TestSupport.logger)
+                // As a write raises it: the zone's change counter at its newest version.
+                try await connection.query("""
+                    UPDATE zones SET change_counter = (SELECT max(version) FROM records WHERE zone_name = 'Wired') WHERE zone_name = 'Wired'
                     """, logger: TestSupport.logger)
             }
             names.append("asset")
@@ -145,42 +149,49 @@ extension SyncTests {
                     SELECT count(*)::int8 FROM records WHERE zone_name = 'Wired' AND fields_bytes = octet_length(fields::text)
                     """)
                 XCTAssertEqual(sizes, Int64(names.count), columns)
-                let wired = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, wire: zoneID, logger: TestSupport.logger)
+                let whole = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, wire: zoneID, logger: TestSupport.logger)
+                XCTAssertNil(whole.wire, "a page holding the asset record is the general page (\(columns))")
+                XCTAssertEqual(whole.changes.count, names.count, columns)
                 let plain = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 0, limit: 100, logger: TestSupport.logger)
+                XCTAssertNil(plain.wire, columns)
+                XCTAssertEqual(plain.changes.count, names.count, columns)
+                for change in plain.changes {
+                    guard case .saved = change else { return XCTFail("\(change.recordName): without the wire form, records are read (\(columns))") }
+                }
                 guard let texts = try await RecordStore(store: fixture.store).lookupStored(names, zone: zone, in: database, logger: TestSupport.logger) else {
                     return XCTFail("every record has its stored text")
                 }
+                // Page by page, one record each: every page but the asset record's is written by PostgreSQL.
                 var written: Set<String> = []
-                for change in wired.changes {
-                    switch change {
-                    case .wire(let name, let text):
+                var version: Int64 = 0
+                for _ in names {
+                    let page = try await sync.changes(zone: zone, in: database, incarnation: nil, since: version, limit: 1, wire: zoneID, logger: TestSupport.logger)
+                    version = page.version
+                    if let text = page.wire {
+                        guard case .object(let members) = try JSONParser.parse(text), let name = members["recordName"]?.stringValue else {
+                            return XCTFail("\(text) is one record (\(columns))")
+                        }
                         var expected: [UInt8] = []
                         try RecordWire.write(
                             stored: try XCTUnwrap(texts[ExactName(name)]), zone: zone, zoneID: Array(zoneID.utf8), desiredKeys: nil, numbersAsStrings: false,
                             links: links, into: &expected)
                         XCTAssertEqual(text, String(decoding: expected, as: UTF8.self), "\(name), \(columns)")
-                        XCTAssertNoThrow(try JSONParser.parse(text), "\(name), \(columns)")
                         written.insert(name)
-                    case .stored(let name, _):
-                        XCTAssertEqual(name, "asset", "only the asset record is left to the API (\(columns))")
-                    default:
-                        XCTFail("\(change.recordName): every change of the page is a saved record (\(columns))")
+                    } else {
+                        XCTAssertEqual(page.changes.map(\.recordName), ["asset"], "only the asset record's page is left to the general page (\(columns))")
                     }
                 }
                 XCTAssertEqual(written, Set(names).subtracting(["asset"]), columns)
-                XCTAssertEqual(plain.changes.count, names.count, columns)
-                for change in plain.changes {
-                    guard case .stored = change else { return XCTFail("\(change.recordName): without the wire form, records come as stored text (\(columns))") }
-                }
             }
         }
     }
 
     /// A page whose records all have their wire form comes joined by PostgreSQL in one row, and it
-    /// ends where the per-row page ends — same entries, position, `moreComing`, reverse bounds and
+    /// ends where the general page ends — same entries, position, `moreComing`, reverse bounds and
     /// bytes — for every limit, byte budget (the first record fitting or not), direction and token,
-    /// with deletions and an expired record among the changes; each entry is what the API writes.
-    func testAJoinedPageEndsWhereThePerRowPageEnds() async throws {
+    /// with deletions and an expired record among the changes; each entry is what the API writes
+    /// from the record's stored text.
+    func testAJoinedPageEndsWhereTheGeneralPageEnds() async throws {
         try await withFixture { fixture, client in
             try await Self.saveWireRecords(client, fixture, zone: "Joined")
             try await Self.setEveryColumn(fixture.store, zone: "Joined")
@@ -201,6 +212,8 @@ extension SyncTests {
             let zoneID = String(decoding: zone.json.serialized(), as: UTF8.self)
             let sync = SyncStore(store: fixture.store)
             let links = AssetLinks(key: fixture.configuration.secretKey, base: "http://h", expiresAt: 0)
+            let texts = try await RecordStore(store: fixture.store).lookupStored(
+                Self.wireRecords().map { $0["recordName"] as! String } + ["late"], zone: zone, in: database, logger: TestSupport.logger) ?? [:]
             var joinedPages = 0
             for mode in [SyncStore.Mode.forward, .reverse(upTo: nil, below: nil)] {
                 for since: Int64 in [0, 2, 4] {
@@ -218,18 +231,16 @@ extension SyncTests {
                             XCTAssertEqual(joined.reverse?.below, plain.reverse?.below, context)
                             XCTAssertEqual(joined.bytes, plain.bytes, context)
                             XCTAssertTrue(joined.changes.isEmpty, context)
-                            // The entries, written as the API writes each from the per-row page.
+                            // The entries, written as the API writes each from its stored text.
                             var expected: [UInt8] = []
                             for (index, change) in plain.changes.enumerated() {
                                 if index > 0 { expected.append(UInt8(ascii: ",")) }
                                 switch change {
-                                case .stored(_, let text):
-                                    try RecordWire.write(stored: text, zone: zone, zoneID: Array(zoneID.utf8), desiredKeys: nil, numbersAsStrings: false,
-                                                         links: links, into: &expected)
+                                case .saved(let record):
+                                    try RecordWire.write(stored: try XCTUnwrap(texts[ExactName(record.recordName)], context), zone: zone, zoneID: Array(zoneID.utf8),
+                                                         desiredKeys: nil, numbersAsStrings: false, links: links, into: &expected)
                                 case .deleted(let name, _):
                                     JSONValue.object(["recordName": .string(name), "deleted": .bool(true)]).write(into: &expected)
-                                default:
-                                    XCTFail("\(context): \(change.recordName) is stored text or a deletion")
                                 }
                             }
                             XCTAssertEqual(joined.wire ?? "", String(decoding: expected, as: UTF8.self), context)
