@@ -620,12 +620,17 @@ GRANT = {"name": "grant", "in": "path", "required": True, "description": "The si
          "schema": {"type": "string", "minLength": 1, "maxLength": 2048}}
 PATHS["/assets/1/upload/{grant}"] = {"post": {
     "operationId": "assetUpload", "tags": ["assets"], "summary": "Upload an asset's bytes",
-    "description": "The URL from assets/upload is the credential. The body is the asset's bytes (at most "
-                   "STRATUS_MAX_ASSET_BYTES, 50 MB by default), streamed to the blob store and hashed on the way; an "
-                   "optional `Content-Digest: sha-256=:…:` is checked. Answers the receipt as `singleFile`. A URL takes "
-                   "one upload.",
+    "description": "The URL from assets/upload is the credential. The body is the asset's bytes, or "
+                   "multipart/form-data whose one file part (a `filename` in its Content-Disposition, or a Content-Type) "
+                   "holds them; at most STRATUS_MAX_ASSET_BYTES of file (50 MB by default), streamed to the blob store "
+                   "and hashed on the way; an optional `Content-Digest: sha-256=:…:` of the file is checked. A multipart "
+                   "envelope is bounded (70-character boundary, 8 KiB and 16 header lines per part, 16 parts, 1 MiB in "
+                   "all: LIMIT_EXCEEDED) and a malformed one is BAD_REQUEST. Answers the file's receipt as `singleFile`. "
+                   "A URL takes one upload.",
     "parameters": [GRANT, {"name": "Content-Digest", "in": "header", "required": False, EXT: True, "schema": {"type": "string"}}],
-    "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+    "requestBody": {"required": True, "content": {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        "multipart/form-data": {"schema": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}}}}},
     "security": [],
     "responses": {
         "200": ok(obj({"singleFile": ref("Asset")})),
