@@ -572,14 +572,22 @@ for root in ("/database/1/{container}/{environment}", "/device/1/{container}/{en
         example={"notificationIDs": ["00000000-0000-0000-0000-000000000000"]})}
 PATHS["/device/1/{container}/{environment}/courier/{token}"] = {"get": {
     "operationId": "webCourier", "tags": ["notifications"], "summary": "The web courier's long poll",
-    "description": "Answers the notifications the token has not been handed yet, else waits up to `timeout` seconds "
-                   "(default 30) for one. The token (from tokens/create) is the credential.",
+    "description": "As Apple's courier: answers one notification, CloudKit's push dictionary (`ck` with `qry`, `fet` or "
+                   "`met`, and `aps`), the oldest the token has not been handed yet; the next poll gets the next. With "
+                   "none waiting it waits up to `timeout` seconds (default 30) for one and answers 204 when none came. "
+                   "`format=list` (a Stratus extension) answers `{notifications: [...]}`: every notification waiting, "
+                   "an empty list when none came. The token (from tokens/create) is the credential.",
     "parameters": USER_PATH_PARAMETERS + [
         {"name": "token", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
-        {"name": "timeout", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0, "maximum": 1}}],
+        {"name": "timeout", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0, "maximum": 1}},
+        {"name": "format", "in": "query", "required": False, EXT: True, "schema": {"type": "string", "enum": ["list"]}}],
     "security": [],
     "responses": {
-        "200": ok(obj({"notifications": NOTIFICATION_LIST})),
+        "200": ok({"anyOf": [
+            obj({"ck": {"type": "object"}}, {"aps": {"type": "object"}}),
+            extension(obj({"notifications": NOTIFICATION_LIST}), "format=list"),
+        ]}),
+        "204": {"description": "No notification came within the wait (Apple's shape)."},
         **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 500, 503)},
     },
 }}
