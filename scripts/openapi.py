@@ -572,14 +572,22 @@ for root in ("/database/1/{container}/{environment}", "/device/1/{container}/{en
         example={"notificationIDs": ["00000000-0000-0000-0000-000000000000"]})}
 PATHS["/device/1/{container}/{environment}/courier/{token}"] = {"get": {
     "operationId": "webCourier", "tags": ["notifications"], "summary": "The web courier's long poll",
-    "description": "Answers the notifications the token has not been handed yet, else waits up to `timeout` seconds "
-                   "(default 30) for one. The token (from tokens/create) is the credential.",
+    "description": "As Apple's courier: answers one notification, CloudKit's push dictionary (`ck` with `qry`, `fet` or "
+                   "`met`, and `aps`), the oldest the token has not been handed yet; the next poll gets the next. With "
+                   "none waiting it waits up to `timeout` seconds (default 30) for one and answers 204 when none came. "
+                   "`format=list` (a Stratus extension) answers `{notifications: [...]}`: every notification waiting, "
+                   "an empty list when none came. The token (from tokens/create) is the credential.",
     "parameters": USER_PATH_PARAMETERS + [
         {"name": "token", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
-        {"name": "timeout", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0, "maximum": 1}}],
+        {"name": "timeout", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0, "maximum": 1}},
+        {"name": "format", "in": "query", "required": False, EXT: True, "schema": {"type": "string", "enum": ["list"]}}],
     "security": [],
     "responses": {
-        "200": ok(obj({"notifications": NOTIFICATION_LIST})),
+        "200": ok({"anyOf": [
+            obj({"ck": {"type": "object"}}, {"aps": {"type": "object"}}),
+            extension(obj({"notifications": NOTIFICATION_LIST}), "format=list"),
+        ]}),
+        "204": {"description": "No notification came within the wait (Apple's shape)."},
         **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 500, 503)},
     },
 }}
@@ -620,12 +628,17 @@ GRANT = {"name": "grant", "in": "path", "required": True, "description": "The si
          "schema": {"type": "string", "minLength": 1, "maxLength": 2048}}
 PATHS["/assets/1/upload/{grant}"] = {"post": {
     "operationId": "assetUpload", "tags": ["assets"], "summary": "Upload an asset's bytes",
-    "description": "The URL from assets/upload is the credential. The body is the asset's bytes (at most "
-                   "STRATUS_MAX_ASSET_BYTES, 50 MB by default), streamed to the blob store and hashed on the way; an "
-                   "optional `Content-Digest: sha-256=:…:` is checked. Answers the receipt as `singleFile`. A URL takes "
-                   "one upload.",
+    "description": "The URL from assets/upload is the credential. The body is the asset's bytes, or "
+                   "multipart/form-data whose one file part (a `filename` in its Content-Disposition, or a Content-Type) "
+                   "holds them; at most STRATUS_MAX_ASSET_BYTES of file (50 MB by default), streamed to the blob store "
+                   "and hashed on the way; an optional `Content-Digest: sha-256=:…:` of the file is checked. A multipart "
+                   "envelope is bounded (70-character boundary, 8 KiB and 16 header lines per part, 16 parts, 1 MiB in "
+                   "all: LIMIT_EXCEEDED) and a malformed one is BAD_REQUEST. Answers the file's receipt as `singleFile`. "
+                   "A URL takes one upload.",
     "parameters": [GRANT, {"name": "Content-Digest", "in": "header", "required": False, EXT: True, "schema": {"type": "string"}}],
-    "requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+    "requestBody": {"required": True, "content": {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        "multipart/form-data": {"schema": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}}}}},
     "security": [],
     "responses": {
         "200": ok(obj({"singleFile": ref("Asset")})),

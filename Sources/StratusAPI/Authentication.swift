@@ -59,7 +59,8 @@ struct Authenticator: Sendable {
         var key: ServerKey
         var date: String
         var signature: String
-        var subpath: String
+        /// The path alone, and the path with its query as received (`ServerSignature.subpaths`).
+        var subpaths: [String]
     }
 
     /// Checks everything that needs no body, so that a caller who cannot authenticate is refused
@@ -81,7 +82,8 @@ struct Authenticator: Sendable {
                     .filter { $0.1 == nil }.map(\.0)
                 throw StratusError(.authenticationFailed, "A signed request needs the headers \(missing.joined(separator: ", ")) too")
             }
-            return .signed(try await identifySigned(keyID: keyID, date: date, signature: signature, subpath: request.uri.path, path: path, logger: logger))
+            let subpaths = try ServerSignature.subpaths(path: request.uri.path, query: request.uri.query)
+            return .signed(try await identifySigned(keyID: keyID, date: date, signature: signature, subpaths: subpaths, path: path, logger: logger))
         }
         guard let apiToken, !apiToken.isEmpty else {
             throw StratusError(.authenticationFailed, "Missing ckAPIToken (or a server-to-server signature)")
@@ -111,7 +113,7 @@ struct Authenticator: Sendable {
             return caller
         case .signed(let signed):
             try ServerSignature.verify(
-                signature: signed.signature, date: signed.date, body: body, subpath: signed.subpath, publicKey: signed.key.publicKey,
+                signature: signed.signature, date: signed.date, body: body, subpaths: signed.subpaths, publicKey: signed.key.publicKey,
                 now: Int64(Date().timeIntervalSince1970))
             let key = signed.key
             return Caller(container: key.container, credential: .serverKey(key.keyID), userRecordName: key.userRecordName, allowsAnonymousPublic: false)
@@ -119,7 +121,7 @@ struct Authenticator: Sendable {
     }
 
     private func identifySigned(
-        keyID: String, date: String, signature: String, subpath: String, path: DatabasePath, logger: Logger
+        keyID: String, date: String, signature: String, subpaths: [String], path: DatabasePath, logger: Logger
     ) async throws -> SignedRequest {
         // Key ids are 64 hex digits; anything else names no key and is not looked up.
         guard keyID.utf8.count == 64, keyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0 | 0x20) }),
@@ -131,7 +133,7 @@ struct Authenticator: Sendable {
             throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(ClientText.excerpt(path.container))'")
         }
         try ServerSignature.checkDate(date, now: Int64(Date().timeIntervalSince1970))
-        return SignedRequest(key: key, date: date, signature: signature, subpath: subpath)
+        return SignedRequest(key: key, date: date, signature: signature, subpaths: subpaths)
     }
 
     /// The database the caller addresses, if the caller may do `access` there.

@@ -17,9 +17,12 @@ struct WireRecordInput: Decodable {
     /// A share record's sharing keys, as sent.
     var publicPermission: JSONValue?
     var participants: JSONValue?
+    /// A share record's root record, `{recordName, zoneID}`, as sent.
+    var forRecord: JSONValue?
 
     enum CodingKeys: String, CodingKey {
         case recordName, recordType, recordChangeTag, fields, parent, share, createShortGUID, expirationDate, timeToLive, publicPermission, participants
+        case forRecord
     }
 
     init(from decoder: any Decoder) throws {
@@ -36,6 +39,7 @@ struct WireRecordInput: Decodable {
         timeToLive = container.contains(.timeToLive) ? try container.decode(JSONValue.self, forKey: .timeToLive) : nil
         publicPermission = container.contains(.publicPermission) ? try container.decode(JSONValue.self, forKey: .publicPermission) : nil
         participants = container.contains(.participants) ? try container.decode(JSONValue.self, forKey: .participants) : nil
+        forRecord = container.contains(.forRecord) ? try container.decode(JSONValue.self, forKey: .forRecord) : nil
     }
 }
 
@@ -78,9 +82,27 @@ enum RecordWire {
             parent: try reference(wire.parent, key: "parent", zone: zone), share: try reference(wire.share, key: "share", zone: zone),
             createShortGUID: wire.createShortGUID ?? false,
             expirationDate: operation.isDelete ? nil : try RecordExpiration.resolve(expirationDate: wire.expirationDate, timeToLive: wire.timeToLive, now: now),
-            shareProposal: proposal)
+            shareProposal: proposal, forRecord: operation.isDelete ? nil : try shareRoot(wire.forRecord))
         try input.validateReferences()
         return input
+    }
+
+    /// A share record's `forRecord`: `{recordName, zoneID?}`; null or absent: none. Which zone it may
+    /// name is decided with the write (`ShareWriteRules.forRecordRoot`).
+    private static func shareRoot(_ value: JSONValue?) throws(StratusError) -> ShareRootName? {
+        guard let value, value != .null else { return nil }
+        guard let name = value["recordName"]?.stringValue, !name.isEmpty else {
+            throw StratusError(.badRequest, "record.forRecord must be {recordName, zoneID} naming the share's root record")
+        }
+        switch value["zoneID"] {
+        case nil, .null?:
+            return ShareRootName(recordName: name)
+        case let zoneID?:
+            guard let zoneName = zoneID["zoneName"]?.stringValue else {
+                throw StratusError(.badRequest, "record.forRecord.zoneID must be {zoneName, ownerRecordName}")
+            }
+            return ShareRootName(recordName: name, zoneName: zoneName)
+        }
     }
 
     private static func reference(_ value: JSONValue??, key: String, zone: ZoneID) throws(StratusError) -> String?? {

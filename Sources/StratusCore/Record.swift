@@ -141,11 +141,13 @@ public struct RecordInput: Sendable, Hashable {
     public var expirationDate: Int64??
     /// A share record's `publicPermission` and `participants` as sent (`cloudkit.share` only).
     public var shareProposal: ShareProposal?
+    /// The root record a share record's `forRecord` names (`cloudkit.share` only).
+    public var forRecord: ShareRootName?
 
     /// Creates an input.
     public init(recordName: String, recordType: String? = nil, changeTag: String? = nil, fields: [String: FieldValue] = [:],
                 removedFields: Set<String> = [], parent: String?? = nil, share: String?? = nil, createShortGUID: Bool = false,
-                expirationDate: Int64?? = nil, shareProposal: ShareProposal? = nil) {
+                expirationDate: Int64?? = nil, shareProposal: ShareProposal? = nil, forRecord: ShareRootName? = nil) {
         self.recordName = recordName
         self.recordType = recordType
         self.changeTag = changeTag
@@ -156,6 +158,7 @@ public struct RecordInput: Sendable, Hashable {
         self.createShortGUID = createShortGUID
         self.expirationDate = expirationDate
         self.shareProposal = shareProposal
+        self.forRecord = forRecord
     }
 }
 
@@ -170,6 +173,7 @@ extension RecordInput {
         }
         if case .some(.some(let parent)) = parent { try Record.validate(recordName: parent, "record.parent.recordName") }
         if case .some(.some(let share)) = share { try Record.validate(recordName: share, "record.share.recordName") }
+        if let forRecord { try Record.validate(recordName: forRecord.recordName, "record.forRecord.recordName") }
     }
 }
 

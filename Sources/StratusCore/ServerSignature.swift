@@ -6,6 +6,8 @@ import Foundation
 /// The client signs `date:base64(sha256(body)):subpath` with its P-256 private key (ECDSA over
 /// SHA-256) and sends the key id, the date and the base64 DER signature in three headers. The
 /// server finds the registered public key by id and checks the signature and the date's freshness.
+/// The subpath is the URL's path, or the path with its query string exactly as sent (a JavaScript
+/// client signs `…/users/caller?ckjsVersion=…`): both forms verify (`subpaths`).
 public enum ServerSignature {
     /// The header naming the registered key.
     public static let keyIDHeader = "X-Apple-CloudKit-Request-KeyID"
@@ -15,6 +17,20 @@ public enum ServerSignature {
     public static let signatureHeader = "X-Apple-CloudKit-Request-SignatureV1"
     /// How far (seconds) the signing time may be from the server's clock, either way.
     public static let maxClockSkew: Int64 = 600
+
+    /// The longest query string (bytes, as received) a signed request may carry.
+    public static let maxQueryBytes = 4096
+
+    /// The subpaths a request's signature may have been made over: its path alone, and, when the
+    /// request has a query string, the path, `?` and the query byte for byte as received (never
+    /// decoded or re-encoded). A query longer than `maxQueryBytes` is refused.
+    public static func subpaths(path: String, query: String?) throws(StratusError) -> [String] {
+        guard let query else { return [path] }
+        guard query.utf8.count <= maxQueryBytes else {
+            throw StratusError(.authenticationFailed, "A signed request's query string may hold at most \(maxQueryBytes) bytes")
+        }
+        return [path, "\(path)?\(query)"]
+    }
 
     /// The bytes that are signed.
     public static func message(date: String, body: some DataProtocol, subpath: String) -> Data {
@@ -42,14 +58,23 @@ public enum ServerSignature {
     public static func verify(
         signature: String, date: String, body: some DataProtocol, subpath: String, publicKey: ServerPublicKey, now: Int64
     ) throws(StratusError) {
+        try verify(signature: signature, date: date, body: body, subpaths: [subpath], publicKey: publicKey, now: now)
+    }
+
+    /// Checks a signed request whose signature may cover any of `subpaths` (see `subpaths(path:query:)`):
+    /// the date is well formed and fresh, and the signature verifies over one of them.
+    public static func verify(
+        signature: String, date: String, body: some DataProtocol, subpaths: [String], publicKey: ServerPublicKey, now: Int64
+    ) throws(StratusError) {
         try checkDate(date, now: now)
         guard let bytes = Data(base64Encoded: signature.trimmingCharacters(in: .whitespaces)) else {
             throw StratusError(.authenticationFailed, "\(signatureHeader) is not base64")
         }
         // DER is what clients send; the raw 64-byte form is accepted too.
         let parsed = (try? P256.Signing.ECDSASignature(derRepresentation: bytes)) ?? (try? P256.Signing.ECDSASignature(rawRepresentation: bytes))
+        let bodyBytes = Data(body)
         guard let parsed, let key = try? P256.Signing.PublicKey(derRepresentation: publicKey.der),
-              key.isValidSignature(parsed, for: message(date: date, body: body, subpath: subpath)) else {
+              subpaths.contains(where: { key.isValidSignature(parsed, for: message(date: date, body: bodyBytes, subpath: $0)) }) else {
             throw StratusError(.authenticationFailed, "The request signature does not verify with the key \(keyIDHeader) names")
         }
     }

@@ -363,6 +363,7 @@ struct ZoneWriter {
         }
         switch outcome {
         case .save(var record, let before):
+            if let forRecord = input.forRecord { try noteNamedRoot(record, forRecord) }
             if ShareRecord.isShare(record.recordType) {
                 record = try await shareSaved(record, before: before, proposal: input.shareProposal, in: transaction)
             } else if let share = record.share, share != before?.share {

@@ -45,6 +45,30 @@ final class ServerSignatureTests: XCTestCase {
         }
     }
 
+    func testASignatureOverThePathWithItsQueryAsSentVerifies() throws {
+        let privateKey = P256.Signing.PrivateKey()
+        let key = try ServerPublicKey(text: privateKey.publicKey.pemRepresentation)
+        let now: Int64 = 1_800_000_000
+        let date = ISO8601Time.text(now)
+        let path = "/database/1/iCloud.com.example.notes/development/public/users/caller"
+        let query = "ckjsBuildVersion=1&ckjsVersion=2.6.4&clientId=a%2Fb"
+        let subpaths = try ServerSignature.subpaths(path: path, query: query)
+        XCTAssertEqual(subpaths, [path, "\(path)?\(query)"])
+        XCTAssertEqual(try ServerSignature.subpaths(path: path, query: nil), [path])
+        for signed in subpaths {
+            let signature = try ServerSignature.sign(date: date, body: Data(), subpath: signed, privateKey: privateKey)
+            XCTAssertNoThrow(try ServerSignature.verify(signature: signature, date: date, body: Data(), subpaths: subpaths, publicKey: key, now: now), signed)
+        }
+        // Byte for byte: the decoded query is another message.
+        let decoded = try ServerSignature.sign(date: date, body: Data(), subpath: "\(path)?ckjsBuildVersion=1&ckjsVersion=2.6.4&clientId=a/b", privateKey: privateKey)
+        XCTAssertThrowsError(try ServerSignature.verify(signature: decoded, date: date, body: Data(), subpaths: subpaths, publicKey: key, now: now))
+        // The query is bounded.
+        XCTAssertNoThrow(try ServerSignature.subpaths(path: path, query: String(repeating: "a", count: ServerSignature.maxQueryBytes)))
+        XCTAssertThrowsError(try ServerSignature.subpaths(path: path, query: String(repeating: "a", count: ServerSignature.maxQueryBytes + 1))) { error in
+            XCTAssertEqual((error as? StratusError)?.code, .authenticationFailed)
+        }
+    }
+
     func testSignaturesMadeHereVerifyAndStaleOrForeignOnesDoNot() throws {
         let privateKey = P256.Signing.PrivateKey()
         let key = try ServerPublicKey(text: privateKey.publicKey.pemRepresentation)

@@ -336,9 +336,53 @@ final class WritePlanTests: XCTestCase {
             XCTAssertEqual(refusal { try ShareWriteRules.checkStoredRoot("r2", share: "s", storedRoot: root) }, expected, "stored root \(String(describing: root))")
         }
         XCTAssertEqual(ShareWriteRules.missingRoot("s"), StratusError(.badRequest,
-            "Share record 's' needs its root record in the same request: a record whose share field points at it"))
+            "Share record 's' needs its root record: name it in forRecord, or save it in the same request with its share field pointing at the share"))
         XCTAssertEqual(ShareWriteRules.refused("s", StratusError(.accessDenied, "only the zone's owner creates a share")),
                        StratusError(.accessDenied, "Share record 's': only the zone's owner creates a share"))
+    }
+
+    /// `forRecord` (Apple's key on a share record naming its root) attaches the share to that
+    /// record, as if the record's share field pointed at it.
+    func testAShareIsAttachedToTheRootItsForRecordNames() {
+        let zone = ZoneID(zoneName: "Z", ownerRecordName: "_alice")
+        let share = ShareRecord.recordType
+        // Only a hierarchy share takes the key, naming a record of its own zone (zoneID optional).
+        XCTAssertEqual(try? ShareWriteRules.forRecordRoot("s", recordType: share, forRecord: ShareRootName(recordName: "r"), zone: zone), "r")
+        XCTAssertEqual(try? ShareWriteRules.forRecordRoot("s", recordType: share, forRecord: ShareRootName(recordName: "r", zoneName: "Z"), zone: zone), "r")
+        XCTAssertEqual(refusal { _ = try ShareWriteRules.forRecordRoot("s", recordType: share, forRecord: ShareRootName(recordName: "r", zoneName: "Other"), zone: zone) },
+                       StratusError(.badRequest, "Share record 's': forRecord names a record of zone 'Other'; a share's root record is in the share's own zone 'Z'"))
+        XCTAssertEqual(refusal { _ = try ShareWriteRules.forRecordRoot("n", recordType: "Note", forRecord: ShareRootName(recordName: "r"), zone: zone) },
+                       StratusError(.badRequest, "Record 'n': forRecord is a key of share records (cloudkit.share) only"))
+        let whole = ShareRecord.zoneShareName
+        XCTAssertEqual(refusal { _ = try ShareWriteRules.forRecordRoot(whole, recordType: share, forRecord: ShareRootName(recordName: "r"), zone: zone) },
+                       StratusError(.badRequest, "Share record '\(whole)' shares its whole zone; it has no root record to name in forRecord"))
+        // The root: named, pointed at, or stored; one root, which never changes.
+        let roots: [(String?, String?, String?, Result<String, StratusError>)] = [
+            ("r", nil, nil, .success("r")),
+            ("r", "r", nil, .success("r")),
+            ("r", nil, "r", .success("r")),
+            (nil, "p", nil, .success("p")),
+            (nil, nil, "t", .success("t")),
+            (nil, nil, nil, .failure(ShareWriteRules.missingRoot("s"))),
+            ("r", "p", nil, .failure(StratusError(.badRequest,
+                "Share record 's' names 'r' in forRecord, but 'p' points its share field at it; a share has one root record"))),
+            ("r", nil, "t", .failure(StratusError(.badRequest,
+                "Share record 's' names 'r' in forRecord, but its root record is 't'; a share's root record does not change"))),
+        ]
+        for (named, pointedBy, stored, expected) in roots {
+            let decided = Result { () throws(StratusError) in try ShareWriteRules.root(share: "s", named: named, pointedBy: pointedBy, stored: stored) }
+            XCTAssertEqual(decided, expected, "named \(String(describing: named)), pointed by \(String(describing: pointedBy)), stored \(String(describing: stored))")
+        }
+        // The named root exists and no other share roots it.
+        let missing = StratusError(.badRequest, "Share record 's' names 'r' in forRecord, which does not exist in the share's zone")
+        let taken = StratusError(.badRequest, "Share record 's' names 'r' in forRecord, which share 'u' already shares; a record has one share")
+        let targets: [(Bool, [String], StratusError?)] = [
+            (true, [], nil), (true, ["s"], nil), (false, [], missing), (true, ["u"], taken), (true, ["s", "u"], taken), (false, ["u"], missing),
+        ]
+        for (exists, rootedBy, expected) in targets {
+            XCTAssertEqual(refusal { try ShareWriteRules.checkNamedRoot(share: "s", root: "r", exists: exists, rootedBy: rootedBy) }, expected,
+                           "exists \(exists), rooted by \(rootedBy)")
+        }
     }
 
     // MARK: Deletes

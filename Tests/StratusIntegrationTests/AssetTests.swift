@@ -239,6 +239,87 @@ class AssetTests: XCTestCase {
         }
     }
 
+    /// A `multipart/form-data` upload body: a form field, then the file part.
+    static func multipart(_ file: [UInt8], boundary: String = "----stratus-form-4f2a", closed: Bool = true) -> [UInt8] {
+        Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nholiday\r\n".utf8)
+            + Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"files\"; filename=\"photo.jpg\"\r\nContent-Type: image/jpeg\r\n\r\n".utf8)
+            + file + Array((closed ? "\r\n--\(boundary)--\r\n" : "").utf8)
+    }
+
+    static func multipartHeaders(boundary: String = "----stratus-form-4f2a") -> HTTPFields {
+        var headers = HTTPFields()
+        headers[.contentType] = "multipart/form-data; boundary=\(boundary)"
+        return headers
+    }
+
+    /// `headers` with the `Content-Digest` of `bytes`.
+    static func withDigest(_ headers: HTTPFields, of bytes: [UInt8]) -> HTTPFields {
+        var headers = headers
+        headers[.init("Content-Digest")!] = "sha-256=:\(Data(SHA256.hash(data: bytes)).base64EncodedString()):"
+        return headers
+    }
+
+    /// A client that POSTs the upload URL as multipart/form-data gets the receipt, size and checksum
+    /// of the file part, and downloads the file, not the envelope; a raw octet-stream body keeps
+    /// working; a malformed or oversized envelope is refused clearly and leaves the URL unused.
+    func testAMultipartUploadStoresTheFilePartsBytes() async throws {
+        try await withStack { stack in
+            try await RecordAPITests.createZone(stack.client, stack.fixture, "Notes")
+            let file = Self.random(200_000)
+            let path = try await Self.uploadPath(stack.client, stack.fixture, record: "m1", field: "image")
+            let (status, answer) = try await Self.send(stack.client, path, Self.multipart(file), headers: Self.withDigest(Self.multipartHeaders(), of: file))
+            XCTAssertEqual(status, 200, "\(answer)")
+            let single = try XCTUnwrap(answer["singleFile"] as? Body)
+            XCTAssertEqual((single["size"] as? NSNumber)?.intValue, file.count)
+            XCTAssertEqual(single["fileChecksum"] as? String, Data(SHA256.hash(data: file)).base64EncodedString())
+            // A raw body with an explicit octet-stream type is the file itself.
+            let raw = Self.random(1000)
+            var rawHeaders = HTTPFields()
+            rawHeaders[.contentType] = "application/octet-stream"
+            let (rawStatus, rawAnswer) = try await Self.send(stack.client, try await Self.uploadPath(stack.client, stack.fixture, record: "m1", field: "album"), raw, headers: rawHeaders)
+            XCTAssertEqual(rawStatus, 200, "\(rawAnswer)")
+            let rawFile = try XCTUnwrap(rawAnswer["singleFile"] as? Body)
+            XCTAssertEqual((rawFile["size"] as? NSNumber)?.intValue, raw.count)
+
+            let (saved, records) = try await RecordAPITests.modify(stack.client, stack.fixture, [[
+                "operationType": "create",
+                "record": Self.photo("m1", ["image": ["value": single, "type": "ASSETID"], "album": ["value": [rawFile], "type": "ASSETID_LIST"]]),
+            ]])
+            XCTAssertEqual(saved, 200, "\(records)")
+            let record = try await RecordAPITests.lookup(stack.client, stack.fixture, ["m1"])[0]
+            let (downloaded, _, bytes) = try await Self.get(stack.client, try XCTUnwrap(Self.downloadURL(record, "image")))
+            XCTAssertEqual(downloaded, 200)
+            XCTAssertEqual(bytes, file, "the download is the file part, not the envelope")
+            let album = try XCTUnwrap(RecordAPITests.fields(record)["album"]?["value"] as? [Body])
+            let (_, _, rawBytes) = try await Self.get(stack.client, try XCTUnwrap(album.first?["downloadURL"] as? String))
+            XCTAssertEqual(rawBytes, raw)
+
+            // Refusals: each a CloudKit error, and the URL stays unused.
+            let refusedPath = try await Self.uploadPath(stack.client, stack.fixture, record: "m2", field: "image")
+            var mixed = HTTPFields()
+            mixed[.contentType] = "multipart/mixed; boundary=x"
+            var noBoundary = HTTPFields()
+            noBoundary[.contentType] = "multipart/form-data"
+            let envelope = Array("--b\r\nContent-Disposition: form-data; name=\"pad\"\r\n\r\n".utf8)
+                + [UInt8](repeating: 65, count: Int(MultipartUpload.maxEnvelopeBytes)) + Array("\r\n--b--".utf8)
+            let refusals: [(String, [UInt8], HTTPFields, String)] = [
+                ("no closing boundary", Self.multipart([1, 2, 3], closed: false), Self.multipartHeaders(), "BAD_REQUEST"),
+                ("no file part", Array("--b\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\nv\r\n--b--".utf8), Self.multipartHeaders(boundary: "b"), "BAD_REQUEST"),
+                ("another multipart type", Self.multipart([1]), mixed, "BAD_REQUEST"),
+                ("no boundary", Self.multipart([1]), noBoundary, "BAD_REQUEST"),
+                ("an envelope past its bound", envelope, Self.multipartHeaders(boundary: "b"), "LIMIT_EXCEEDED"),
+            ]
+            for (name, body, requestHeaders, code) in refusals {
+                let (refused, refusal) = try await Self.send(stack.client, refusedPath, body, headers: requestHeaders)
+                XCTAssertEqual(refused, 400, "\(name): \(refusal)")
+                XCTAssertEqual(refusal["serverErrorCode"] as? String, code, name)
+                XCTAssertTrue((refusal["reason"] as? String ?? "").lowercased().contains("multipart"), "\(name): \(refusal)")
+            }
+            let (reused, _) = try await Self.send(stack.client, refusedPath, Self.multipart([7, 8, 9]), headers: Self.multipartHeaders())
+            XCTAssertEqual(reused, 200, "refused uploads leave their URL unused")
+        }
+    }
+
     func testBadReceiptsAndUploadURLsAreRefused() async throws {
         try await withStack { stack in
             try await RecordAPITests.createZone(stack.client, stack.fixture, "Notes")
@@ -332,6 +413,17 @@ class AssetTests: XCTestCase {
             // Nothing of a refused upload is kept, and its URL may not be used again.
             let (again, _) = try await Self.send(stack.client, streamed, [1])
             XCTAssertEqual(again, 200, "a refused upload leaves its URL unused")
+            // A multipart upload is bounded by its file's bytes, not by its envelope's.
+            let (multipartFits, fitsAnswer) = try await Self.send(
+                stack.client, try await Self.uploadPath(stack.client, stack.fixture, record: "p3", field: "image"), Self.multipart(Self.random(1000)),
+                headers: Self.multipartHeaders())
+            XCTAssertEqual(multipartFits, 200, "\(fitsAnswer)")
+            XCTAssertEqual(((fitsAnswer["singleFile"] as? Body)?["size"] as? NSNumber)?.intValue, 1000)
+            let (multipartTooLarge, tooLargeAnswer) = try await Self.send(
+                stack.client, try await Self.uploadPath(stack.client, stack.fixture, record: "p3", field: "image"), Self.multipart(Self.random(1001)),
+                headers: Self.multipartHeaders())
+            XCTAssertEqual(multipartTooLarge, 413, "\(tooLargeAnswer)")
+            XCTAssertEqual(tooLargeAnswer["serverErrorCode"] as? String, "LIMIT_EXCEEDED")
         }
     }
 

@@ -148,6 +148,49 @@ final class AuthTests: XCTestCase {
         }
     }
 
+    /// A JavaScript client signs the path with its query string as it sends it
+    /// (`…/users/caller?ckjsBuildVersion=…&ckjsVersion=…&clientId=…`): that signature verifies, over
+    /// the query byte for byte (a decoded or reordered query does not), and the path-only form still does.
+    func testASignatureOverThePathWithItsQueryAsSentVerifies() async throws {
+        try await withFixture { fixture, client in
+            let privateKey = P256.Signing.PrivateKey()
+            let registered = try await ServerKeyStore(store: fixture.store).register(
+                container: Self.container, publicKey: try ServerPublicKey(text: privateKey.publicKey.pemRepresentation), label: "web", logger: TestSupport.logger)
+            let path = Self.path("users/caller")
+            let query = "ckjsBuildVersion=2404ProjectDev18&ckjsVersion=2.6.4&clientId=9f1c%2F2b%20e7"
+            let uri = "\(path)?\(query)"
+            let (status, caller) = try await Self.send(
+                client, uri, method: .get, headers: try Self.signedHeaders(keyID: registered.keyID, key: privateKey, body: Data(), subpath: uri), body: Data())
+            XCTAssertEqual(status, 200, "\(caller)")
+            XCTAssertEqual(caller["userRecordName"] as? String, registered.userRecordName)
+            // A POST with a body and a query verifies the same way.
+            let modify = Self.path("records/modify") + "?ckjsVersion=2.6.4"
+            let body = try Self.json(Self.create("js1", value: 1))
+            let (saved, answer) = try await Self.send(
+                client, modify, headers: try Self.signedHeaders(keyID: registered.keyID, key: privateKey, body: body, subpath: modify), body: body)
+            XCTAssertEqual(saved, 200, "\(answer)")
+            // The path alone still verifies when a query is sent.
+            let (pathOnly, _) = try await Self.send(
+                client, uri, method: .get, headers: try Self.signedHeaders(keyID: registered.keyID, key: privateKey, body: Data(), subpath: path), body: Data())
+            XCTAssertEqual(pathOnly, 200)
+            // The query is taken as received: a signature over its decoded or reordered form fails.
+            let decoded = "\(path)?ckjsBuildVersion=2404ProjectDev18&ckjsVersion=2.6.4&clientId=9f1c/2b e7"
+            let reordered = "\(path)?ckjsVersion=2.6.4&ckjsBuildVersion=2404ProjectDev18&clientId=9f1c%2F2b%20e7"
+            for signed in [decoded, reordered, "\(path)?"] {
+                let (refused, reason) = try await Self.send(
+                    client, uri, method: .get, headers: try Self.signedHeaders(keyID: registered.keyID, key: privateKey, body: Data(), subpath: signed), body: Data())
+                XCTAssertEqual(refused, 401, signed)
+                XCTAssertEqual(reason["serverErrorCode"] as? String, "AUTHENTICATION_FAILED", signed)
+            }
+            // A query past the bound is refused clearly, before the signature is checked.
+            let long = "\(path)?pad=\(String(repeating: "a", count: ServerSignature.maxQueryBytes))"
+            let (tooLong, answerTooLong) = try await Self.send(
+                client, long, method: .get, headers: try Self.signedHeaders(keyID: registered.keyID, key: privateKey, body: Data(), subpath: long), body: Data())
+            XCTAssertEqual(tooLong, 401)
+            XCTAssertTrue((answerTooLong["reason"] as? String ?? "").contains("query string"), "\(answerTooLong)")
+        }
+    }
+
     func testTheKeyCommandRegistersPEMKeysAndRefusesOtherText() async throws {
         try await withFixture { fixture, client in
             var configuration = try StratusConfiguration.fromEnvironment(["STRATUS_SECRET_KEY": SecretKey.generate().hex, "STRATUS_DATABASE_URL": fixture.url])

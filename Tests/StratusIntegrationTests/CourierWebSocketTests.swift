@@ -67,14 +67,18 @@ final class CourierWebSocketTests: XCTestCase {
             XCTAssertEqual(second["recordName"] as? String, "pushed")
             XCTAssertEqual(second["subscriptionID"] as? String, "all")
             XCTAssertEqual(second["queryNotificationReason"] as? String, first["queryNotificationReason"] as? String)
-            // The long poll's dictionary, member for member.
+            // The dictionary of the long poll's list form, member for member.
             XCTAssertEqual(Set(second.keys), ["notificationID", "notificationType", "subscriptionID", "zoneID", "databaseScope", "isRead",
                                               "createdAt", "payload", "queryNotificationReason", "recordName"])
             _ = try await closed
             // The client closed: the server's push task ended and left the hub.
             try await TestSupport.eventually(timeout: .seconds(10), "the push to end when the client closed") { hub.waiting == 0 }
-            // What the socket handed out is handed out once: the long poll finds nothing left.
-            let (status, polled) = try await SubscriptionTests.get(client, courier.poll + "?timeout=0")
+            // What the socket handed out is handed out once: the long poll finds nothing left, in
+            // Apple's shape (204, no notification) and in the list form.
+            let (empty, nothing) = try await SubscriptionTests.poll(client, courier.poll + "?timeout=0")
+            XCTAssertEqual(empty, 204)
+            XCTAssertEqual(nothing, [])
+            let (status, polled) = try await SubscriptionTests.get(client, courier.poll + "?format=list&timeout=0")
             XCTAssertEqual(status, 200)
             XCTAssertEqual((polled["notifications"] as? [Body])?.count, 0)
         }

@@ -422,6 +422,95 @@ final class SharingTests: XCTestCase {
         }
     }
 
+    /// A Swift client saves a root record and a `cloudkit.share` whose `forRecord` names the root, in
+    /// one atomic records/modify (the root's share field not set): the share is attached to that
+    /// root, as it is to a root saved before; a forRecord naming another zone, a missing record or a
+    /// record another share roots is refused, and nothing of the request is stored.
+    func testAShareSavedWithForRecordIsAttachedToItsRoot() async throws {
+        try await withFixture { fixture, client in
+            try await Self.createZone(client, fixture, "Trip")
+            try await Self.createZone(client, fixture, "Elsewhere")
+            let zoneID: Body = ["zoneName": "Trip", "ownerRecordName": fixture.alice]
+            let modify = fixture.path("records/modify", as: fixture.alice)
+            func share(_ name: String, forRecord: Any, participants: [Body] = []) -> Body {
+                ["operationType": "create", "record": [
+                    "recordName": name, "recordType": "cloudkit.share", "forRecord": forRecord, "publicPermission": "NONE", "participants": participants]]
+            }
+            // The root and its share in one atomic request.
+            let saved = try await Self.ok(client, modify, [
+                "zoneID": zoneID, "atomic": true,
+                "operations": [
+                    ["operationType": "create", "record": ["recordName": "trip", "recordType": "Trip", "fields": ["title": ["value": "Lisbon"]]]],
+                    ["operationType": "create", "record": ["recordName": "day1", "recordType": "Day", "parent": ["recordName": "trip", "zoneID": zoneID]]],
+                    ["operationType": "create", "record": ["recordName": "other", "recordType": "Day"]],
+                    share("share-1", forRecord: ["recordName": "trip", "zoneID": zoneID], participants: [Self.participant(fixture.bob, "READ_ONLY")]),
+                ],
+            ])
+            let records = Self.list(saved, "records")
+            XCTAssertEqual(records.count, 4, "\(saved)")
+            XCTAssertNil(records.first { $0["serverErrorCode"] != nil }, "\(saved)")
+            let shortGUID = try XCTUnwrap(records[3]["shortGUID"] as? String, "\(saved)")
+            let resolved = Self.list(try await Self.ok(client, fixture.path("records/resolve", "public", as: fixture.bob), [
+                "shortGUIDs": [["value": shortGUID, "shouldFetchRootRecord": true]],
+            ]), "results")
+            XCTAssertEqual(resolved.first?["rootRecordName"] as? String, "trip", "\(resolved)")
+            // Accepted, it opens the root's hierarchy and nothing else.
+            let accepted = Self.list(try await Self.ok(client, fixture.path("records/accept", "public", as: fixture.bob), ["shortGUIDs": [shortGUID]]), "results")
+            XCTAssertEqual(accepted.first?["participantStatus"] as? String, "ACCEPTED", "\(accepted)")
+            let looked = Self.list(try await Self.ok(client, fixture.path("records/lookup", "shared", as: fixture.bob), [
+                "zoneID": zoneID, "records": [["recordName": "trip"], ["recordName": "day1"], ["recordName": "other"]],
+            ]), "records")
+            XCTAssertEqual(looked.map { $0["serverErrorCode"] as? String ?? "found" }, ["found", "found", "NOT_FOUND"], "\(looked)")
+
+            // A root saved before: a later share names it (zoneID may be left out).
+            _ = try await Self.ok(client, modify, [
+                "zoneID": zoneID, "operations": [["operationType": "create", "record": ["recordName": "solo", "recordType": "Trip"]]],
+            ])
+            let later = Self.list(try await Self.ok(client, modify, ["zoneID": zoneID, "operations": [share("share-2", forRecord: ["recordName": "solo"])]]), "records")
+            let laterGUID = try XCTUnwrap(later.first?["shortGUID"] as? String, "\(later)")
+            let owner = Self.list(try await Self.ok(client, fixture.path("records/resolve", "public", as: fixture.alice), ["shortGUIDs": [laterGUID]]), "results")
+            XCTAssertEqual(owner.first?["rootRecordName"] as? String, "solo", "\(owner)")
+
+            // Refusals: each names the problem; the atomic request stores nothing.
+            let refusals: [(String, [Body], String)] = [
+                ("another zone", [share("share-3", forRecord: ["recordName": "trip", "zoneID": ["zoneName": "Elsewhere"]])], "zone"),
+                ("a missing record", [share("share-3", forRecord: ["recordName": "nowhere"])], "does not exist"),
+                ("a record shared already", [share("share-3", forRecord: ["recordName": "trip"])], "already shares"),
+                ("a record named by two shares", [share("share-3", forRecord: ["recordName": "free"]), share("share-4", forRecord: ["recordName": "free"]),
+                    ["operationType": "create", "record": ["recordName": "free", "recordType": "Trip"]]], "already shares"),
+                ("a record pointed at another share", [
+                    ["operationType": "create", "record": ["recordName": "taken", "recordType": "Trip", "share": ["recordName": "share-5"]]],
+                    ["operationType": "create", "record": ["recordName": "share-5", "recordType": "cloudkit.share"]],
+                    share("share-6", forRecord: ["recordName": "taken"])], "already shares"),
+                ("a record that is no share", [["operationType": "create", "record": [
+                    "recordName": "plain", "recordType": "Trip", "forRecord": ["recordName": "trip"]]]], "share records"),
+            ]
+            for (name, operations, reason) in refusals {
+                let (_, answer) = try await Self.send(client, modify, ["zoneID": zoneID, "atomic": true, "operations": [
+                    ["operationType": "create", "record": ["recordName": "bystander", "recordType": "Trip"]],
+                ] + operations])
+                let results = Self.list(answer, "records")
+                let refused = results.filter { $0["serverErrorCode"] as? String == "BAD_REQUEST" }
+                XCTAssertEqual(refused.count, 1, "\(name): \(answer)")
+                XCTAssertTrue((refused.first?["reason"] as? String ?? "").contains(reason), "\(name): \(answer)")
+                XCTAssertEqual(results.first?["serverErrorCode"] as? String, "ATOMIC_ERROR", "\(name): \(answer)")
+                let stored = Self.list(try await Self.ok(client, fixture.path("records/lookup", as: fixture.alice), [
+                    "zoneID": zoneID, "records": [["recordName": "bystander"], ["recordName": "share-3"], ["recordName": "free"], ["recordName": "taken"]],
+                ]), "records")
+                XCTAssertEqual(stored.map { $0["serverErrorCode"] as? String }, ["NOT_FOUND", "NOT_FOUND", "NOT_FOUND", "NOT_FOUND"], name)
+            }
+            let (malformed, malformedAnswer) = try await Self.send(client, modify, ["zoneID": zoneID, "operations": [share("share-3", forRecord: "trip")]])
+            XCTAssertEqual(malformed, 400, "\(malformedAnswer)")
+            XCTAssertTrue("\(malformedAnswer)".contains("forRecord"), "\(malformedAnswer)")
+
+            // Once its share is deleted, a root may be shared again by a new share naming it.
+            _ = try await Self.ok(client, modify, ["zoneID": zoneID, "operations": [["operationType": "forceDelete", "record": ["recordName": "share-2"]]]])
+            let again = Self.list(try await Self.ok(client, modify, ["zoneID": zoneID, "operations": [share("share-7", forRecord: ["recordName": "solo"])]]), "records")
+            XCTAssertNil(again.first?["serverErrorCode"], "\(again)")
+            XCTAssertNotNil(again.first?["shortGUID"] as? String, "\(again)")
+        }
+    }
+
     func testResolveAndAcceptRefuseBadRequests() async throws {
         try await withFixture { fixture, client in
             let (anonymous, needsUser) = try await Self.send(client, fixture.path("records/resolve", "public", as: nil), ["shortGUIDs": ["abc"]])

@@ -331,16 +331,11 @@ final class SubscriptionTests: XCTestCase {
 
     func testTheWebCourierLongPollReceivesANotificationForASave() async throws {
         try await Self.withStack { fixture, client, hub in
-            try await RecordAPITests.createZone(client, fixture, "Q")
-            _ = try await Self.modify(client, fixture, [Self.create(Self.querySubscription("all"))])
-            let (status, created) = try await RecordAPITests.post(client, Self.notificationsPath(fixture, "tokens/create"), ["apnsEnvironment": "development"])
-            XCTAssertEqual(status, 200, "\(created)")
-            let url = try XCTUnwrap(created["webcourierURL"] as? String)
-            let path = try XCTUnwrap(url.range(of: "/device/").map { String(url[$0.lowerBound...]) })
+            let (path, created) = try await Self.webCourier(client, fixture)
             XCTAssertEqual(created["apnsEnvironment"] as? String, "development")
             XCTAssertNotNil(created["apnsToken"] as? String)
-            // The poll waits for the save that comes after it starts.
-            async let polled: (Int, Body) = Self.get(client, path + "?timeout=45")
+            // The poll (the list form, a Stratus extension) waits for the save that comes after it starts.
+            async let polled: (Int, Body) = Self.get(client, path + "?format=list&timeout=45")
             try await TestSupport.eventually(timeout: .seconds(10), "the poll to wait") { hub.waiting == 1 }
             try await Self.save(client, fixture, "pushed", count: 1, operation: "create")
             let (pollStatus, answer) = try await polled
@@ -348,7 +343,7 @@ final class SubscriptionTests: XCTestCase {
             let delivered = answer["notifications"] as? [Body] ?? []
             XCTAssertEqual(delivered.map { $0["recordName"] as? String }, ["pushed"])
             // Handed out once: the next poll answers only what came later (none, after a short wait).
-            let (_, next) = try await Self.get(client, path + "?timeout=1")
+            let (_, next) = try await Self.get(client, path + "?format=list&timeout=1")
             XCTAssertEqual((next["notifications"] as? [Body])?.count, 0)
             // Unknown tokens and bad timeouts are refused.
             let (unknown, _) = try await Self.get(client, "/device/1/\(fixture.container)/development/courier/nope")
@@ -379,6 +374,73 @@ final class SubscriptionTests: XCTestCase {
             }
             let (limited, limitedJSON) = try await RecordAPITests.post(client, Self.notificationsPath(fixture, "notifications/changes"), ["resultsLimit": -5])
             XCTAssertEqual(limited, 200, "a limit below 1 is read as 1: \(limitedJSON)")
+        }
+    }
+
+    /// Zone Q with the query subscription `all`, and a web courier token from tokens/create: the
+    /// path of its `webcourierURL` and the whole answer.
+    static func webCourier(_ client: any TestClientProtocol, _ fixture: Fixture) async throws -> (String, Body) {
+        try await RecordAPITests.createZone(client, fixture, "Q")
+        _ = try await Self.modify(client, fixture, [Self.create(Self.querySubscription("all"))])
+        let (status, created) = try await RecordAPITests.post(client, Self.notificationsPath(fixture, "tokens/create"), ["apnsEnvironment": "development"])
+        XCTAssertEqual(status, 200, "\(created)")
+        let url = try XCTUnwrap(created["webcourierURL"] as? String)
+        return (try XCTUnwrap(url.range(of: "/device/").map { String(url[$0.lowerBound...]) }), created)
+    }
+
+    /// A courier poll: the status and the raw answer (a 204 has none).
+    static func poll(_ client: any TestClientProtocol, _ uri: String) async throws -> (Int, [UInt8]) {
+        try await client.execute(uri: uri, method: .get) { response in (Int(response.status.code), Array(buffer: response.body)) }
+    }
+
+    /// Apple's web courier shape: `webcourierURL` answers one notification per poll, CloudKit's push
+    /// dictionary with `ck` (and `qry`) at the top level; the next poll gets the next, and none is
+    /// handed out twice or skipped, also when the list form (`format=list`) takes the rest.
+    func testTheWebCourierAnswersOneNotificationPerPollInApplesShape() async throws {
+        try await Self.withStack { fixture, client, hub in
+            let (path, _) = try await Self.webCourier(client, fixture)
+            // Five notifications wait before the first poll.
+            let names = ["n1", "n2", "n3", "n4", "n5"]
+            for name in names { try await Self.save(client, fixture, name, count: 1, operation: "create") }
+            let logged = try await Self.waitForNotifications(client, fixture, count: names.count)
+            XCTAssertEqual(logged.compactMap { $0["recordName"] as? String }, names)
+            // Three polls in Apple's shape: one notification each, oldest first.
+            var handed: [String] = []
+            for expected in names.prefix(3) {
+                let (pollStatus, bytes) = try await Self.poll(client, path + "?timeout=5")
+                XCTAssertEqual(pollStatus, 200)
+                let answer = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(bytes)) as? Body, "one dictionary, not a list")
+                XCTAssertNil(answer["notifications"])
+                let ck = try XCTUnwrap(answer["ck"] as? Body, "\(answer)")
+                XCTAssertNotNil(answer["aps"] as? Body)
+                let query = try XCTUnwrap(ck["qry"] as? Body, "\(ck)")
+                XCTAssertEqual(query["rid"] as? String, expected)
+                XCTAssertEqual(query["sid"] as? String, "all")
+                XCTAssertEqual(query["zid"] as? String, "Q")
+                XCTAssertEqual(query["fo"] as? Int, 1)
+                XCTAssertEqual(ck["cid"] as? String, fixture.container)
+                handed.append(try XCTUnwrap(ck["nid"] as? String))
+            }
+            XCTAssertEqual(handed, logged.prefix(3).compactMap { $0["notificationID"] as? String })
+            // The list form takes exactly the rest.
+            let (_, rest) = try await Self.get(client, path + "?format=list&timeout=5")
+            XCTAssertEqual((rest["notifications"] as? [Body])?.compactMap { $0["recordName"] as? String }, ["n4", "n5"])
+            // Nothing is left: a poll in Apple's shape waits, then answers 204 with no body.
+            let (empty, nothing) = try await Self.poll(client, path + "?timeout=1")
+            XCTAssertEqual(empty, 204)
+            XCTAssertEqual(nothing, [])
+            // A poll in Apple's shape waits for the next save and answers it alone.
+            async let waiting: (Int, [UInt8]) = Self.poll(client, path + "?timeout=45")
+            try await TestSupport.eventually(timeout: .seconds(10), "the poll to wait") { hub.waiting == 1 }
+            try await Self.save(client, fixture, "n6", count: 1, operation: "create")
+            let (woken, bytes) = try await waiting
+            XCTAssertEqual(woken, 200)
+            let answer = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(bytes)) as? Body)
+            XCTAssertEqual(((answer["ck"] as? Body)?["qry"] as? Body)?["rid"] as? String, "n6")
+            // An unknown format is refused clearly.
+            let (badFormat, refusal) = try await Self.get(client, path + "?format=xml&timeout=0")
+            XCTAssertEqual(badFormat, 400)
+            XCTAssertEqual(refusal["serverErrorCode"] as? String, "BAD_REQUEST")
         }
     }
 

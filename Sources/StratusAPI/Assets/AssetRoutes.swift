@@ -147,12 +147,16 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
         guard grant.expiresAt > Int64(Date().timeIntervalSince1970 * 1000) else {
             throw StratusError(.authenticationFailed, "This upload URL has expired; ask assets/upload for a new one")
         }
-        if let declared = request.headers[.contentLength].flatMap({ Int64($0) }), declared > settings.maxBytes {
+        // A multipart/form-data body carries the file in one part; any other body is the file.
+        let boundary = try MultipartUpload.boundary(contentType: request.headers[.contentType])
+        let declaredLimit = settings.maxBytes + (boundary == nil ? 0 : MultipartUpload.maxEnvelopeBytes)
+        if let declared = request.headers[.contentLength].flatMap({ Int64($0) }), declared > declaredLimit {
             throw UploadMeter.tooLarge(settings.maxBytes)
         }
         let expected = try Self.contentDigest(request.headers[.init("Content-Digest")!])
         let quota = limits.userQuotaBytes
-        if quota > 0, let declared = request.headers[.contentLength].flatMap({ Int64($0) }) {
+        // A multipart body's length is more than its file's: its quota is checked when the file is stored.
+        if quota > 0, boundary == nil, let declared = request.headers[.contentLength].flatMap({ Int64($0) }) {
             // A declared length past what the user has left is refused before any byte is stored.
             let used = try await assets.usage(
                 container: grant.database.container, environment: grant.database.environment, owner: grant.usageOwner, logger: context.logger)
@@ -166,8 +170,14 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
         let receipt = AssetValue.receipt(grant.assetID)
         let key = BlobKey(receipt)!
         let meter = UploadMeter(limit: settings.maxBytes)
+        let multipart = boundary.map(MultipartFile.init)
         do {
-            try await blobs.put(key: key, body: MeteredBody(base: request.body, meter: meter), logger: context.logger)
+            if let multipart {
+                let file = StagedBody(base: request.body, stage: multipart)
+                try await blobs.put(key: key, body: StagedBody(base: file, stage: meter), logger: context.logger)
+            } else {
+                try await blobs.put(key: key, body: StagedBody(base: request.body, stage: meter), logger: context.logger)
+            }
             let (size, digest) = meter.total
             if let expected, Data(digest) != expected {
                 throw StratusError(.badRequest, "The bytes received do not match Content-Digest; nothing was stored")
@@ -181,6 +191,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
             try? await blobs.delete(key: key, logger: context.logger)
             try? await assets.abandonUpload(grant.assetID, logger: context.logger)
             if meter.exceeded { throw UploadMeter.tooLarge(settings.maxBytes) }
+            if let refusal = multipart?.refusal { throw refusal }
             if error is StratusError { throw error }
             context.logger.error("storing an asset failed", metadata: ["error": "\(error)"])
             throw StratusError(.tryAgainLater, "The asset could not be stored; send it again")

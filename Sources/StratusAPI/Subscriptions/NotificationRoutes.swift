@@ -89,21 +89,36 @@ struct NotificationRoutes<Context: StratusRequestContext>: Sendable {
         return json(JSONValue.object(["apnsEnvironment": .string(apns), "apnsToken": .string(token)]))
     }
 
-    /// The web courier: answers at once with the notifications the token has not been handed yet,
-    /// else waits for one (up to `timeout` seconds, 30 by default, `maxCourierWait` at most) and
-    /// answers with an empty list when none came. Each answer moves the token past what it hands out.
+    /// The web courier. As Apple's courier answers, each answer is one notification: CloudKit's push
+    /// dictionary (`ck` with `qry`, `fet` or `met` at the top level, `aps` beside it), the oldest the
+    /// token has not been handed yet; the next poll gets the next. With none waiting it waits for one
+    /// (up to `timeout` seconds, 30 by default, `maxCourierWait` at most) and answers `204 No Content`
+    /// when none came. `format=list` (a Stratus extension) answers `{notifications: [...]}` instead:
+    /// every waiting notification (at most `maxResults`), an empty list when none came. Each answer
+    /// moves the token past exactly what it hands out, so nothing is handed out twice or skipped.
     func poll(_ request: Request, _ context: Context) async throws -> Response {
         guard let token = context.parameters.get("token"), let courier = try await notifications.courier(token: token, logger: context.logger) else {
             throw StratusError(.authenticationFailed, "Unknown web courier token; create one with tokens/create")
         }
+        let query = request.uri.queryParameters
         var wait = Duration.seconds(30)
-        if let text = request.uri.queryParameters.get("timeout") {
+        if let text = query.get("timeout") {
             guard let seconds = Int(text), seconds >= 0 else { throw StratusError(.badRequest, "timeout must be a whole number of seconds") }
             wait = min(.seconds(seconds), limits.maxCourierWait)
         }
+        let list: Bool
+        switch query.get("format") {
+        case nil: list = false
+        case "list"?: list = true
+        case let other?: throw StratusError(.badRequest, "format must be 'list' or absent, not '\(ClientText.excerpt(other))'")
+        }
         let batch = try await CourierSession(notifications: notifications, hub: hub, token: token, courier: courier, logger: context.logger)
-            .next(waitingUpTo: wait, limit: limits.maxResults)
-        return json(JSONValue.object(["notifications": .array(batch.map(Self.wire))]))
+            .next(waitingUpTo: wait, limit: list ? limits.maxResults : 1)
+        if list {
+            return json(JSONValue.object(["notifications": .array(batch.map(Self.wire))]))
+        }
+        guard let first = batch.first else { return Response(status: .noContent) }
+        return json(first.payload)
     }
 
     func changes(_ request: Request, _ context: Context) async throws -> Response {

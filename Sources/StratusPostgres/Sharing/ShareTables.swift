@@ -10,6 +10,8 @@ struct ShareWrites {
     var saved: [Record] = []
     /// Share record name → the record saved in this transaction whose `share` field points at it.
     var roots: [ExactName: String] = [:]
+    /// Share record name → the root record its `forRecord` names (saved in this transaction or stored).
+    var named: [ExactName: String] = [:]
     /// States decided outside `ShareRules` (records/accept), by share record name: a save of the
     /// share takes this state instead of deciding one from what a client sent.
     var decided: [ExactName: ShareState] = [:]
@@ -57,6 +59,16 @@ extension ZoneWriter {
         return shared
     }
 
+    /// Notes the root a saved record's `forRecord` names, as `ShareWriteRules` reads it: the share is
+    /// attached to that record at `writeShares`, as if the record's share field pointed at it.
+    mutating func noteNamedRoot(_ record: Record, _ forRecord: ShareRootName) throws {
+        let zone = context.zone
+        let root = try RecordStore.Failure.deciding { () throws(StratusError) -> String in
+            try ShareWriteRules.forRecordRoot(record.recordName, recordType: record.recordType, forRecord: forRecord, zone: zone)
+        }
+        sharing.named[ExactName(record.recordName)] = root
+    }
+
     /// Notes that `recordName` now points its `share` field at `share`: one root per share.
     mutating func noteRoot(_ recordName: String, of share: String) throws {
         let other = sharing.roots[ExactName(share)]
@@ -64,9 +76,9 @@ extension ZoneWriter {
         sharing.roots[ExactName(share)] = recordName
     }
 
-    /// Writes the rows of the shares this transaction saved: a hierarchy share needs its root, saved
-    /// in the same request (a new share) or already known; a record pointing at an existing share
-    /// must be its root.
+    /// Writes the rows of the shares this transaction saved: a hierarchy share needs its root, named
+    /// by its `forRecord` (saved in the same request or stored), saved in the same request pointing
+    /// at it, or already known; a record pointing at an existing share must be its root.
     mutating func writeShares(in transaction: Transaction) async throws {
         let database = context.database
         let zoneName = context.zone.zoneName
@@ -76,10 +88,16 @@ extension ZoneWriter {
             var root: String?
             if !ShareRecord.isZoneWide(record.recordName) {
                 let stored = try await ShareTables.share(record.recordName, zone: zoneName, of: database, on: transaction)
-                root = sharing.roots[ExactName(record.recordName)] ?? stored?.root
-                guard root != nil else {
-                    throw RecordStore.ItemRefused(recordName: record.recordName, failure: RecordStore.Failure(error: ShareWriteRules.missingRoot(record.recordName)))
+                let named = sharing.named[ExactName(record.recordName)]
+                let pointedBy = sharing.roots[ExactName(record.recordName)]
+                do throws(RecordStore.Failure) {
+                    root = try RecordStore.Failure.deciding { () throws(StratusError) -> String in
+                        try ShareWriteRules.root(share: record.recordName, named: named, pointedBy: pointedBy, stored: stored?.root)
+                    }
+                } catch {
+                    throw RecordStore.ItemRefused(recordName: record.recordName, failure: error)
                 }
+                if let named { try await checkNamedRoot(named, of: record.recordName, in: transaction) }
             }
             try await ShareTables.write(
                 share: record.recordName, root: root, shortGUID: shortGUID, state: state, zone: zoneName, of: database, on: transaction)
@@ -93,6 +111,24 @@ extension ZoneWriter {
             }
         }
         sharing = ShareWrites(decided: sharing.decided)
+    }
+
+    /// Checks the root a share's `forRecord` names: it exists (saved in this transaction or stored,
+    /// not expired) and no other share roots it, stored or saved in this transaction.
+    private mutating func checkNamedRoot(_ root: String, of share: String, in transaction: Transaction) async throws {
+        let target = try await load(root, in: transaction)
+        let exists = target.map { !$0.isExpired(at: Int64(Date().timeIntervalSince1970 * 1000)) } ?? false
+        let key = ExactName(root)
+        let rootedBy = try await sharesRooted(at: [key], in: transaction).map { $0.share }
+            + sharing.roots.filter { ExactName($0.value) == key }.map { $0.key.name }.sorted()
+            + sharing.named.filter { ExactName($0.value) == key }.map { $0.key.name }.sorted()
+        do throws(RecordStore.Failure) {
+            try RecordStore.Failure.deciding { () throws(StratusError) in
+                try ShareWriteRules.checkNamedRoot(share: share, root: root, exists: exists, rootedBy: rootedBy)
+            }
+        } catch {
+            throw RecordStore.ItemRefused(recordName: share, failure: error)
+        }
     }
 
     /// The shares rooted at any of `names`, with their roots (private custom zones only).
