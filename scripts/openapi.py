@@ -97,13 +97,14 @@ SCHEMAS = {
         "allOf": [ref("ZoneID"), obj({"ownerRecordName": STRING, "zoneType": ref("ZoneType")})],
     },
     "Zone": obj(
-        {"zoneID": ref("TypedZoneID"), "atomic": BOOL, "syncToken": ref("Base64Token"), "zoneType": ref("ZoneType")},
-        {"deleted": {"const": False},
+        {"zoneID": ref("TypedZoneID"), "atomic": BOOL, "zoneType": ref("ZoneType")},
+        {"syncToken": ref("Base64Token"), "deleted": {"const": False},
          "defaultTimeToLive": extension(
              {"type": "integer", "minimum": 1, "maximum": 315360000},
              "The zone's default time to live in seconds, when it has one (docs/ttl.md).")},
-        "A zone dictionary. `atomic` is true for custom zones; a custom zone's `syncToken` is its current state, "
-        "the default zone's names the zone (records/changes answers it with BAD_REQUEST naming records/query).",
+        "A zone dictionary. `atomic` is true for custom zones; a custom zone's `syncToken` is its current state; "
+        "the default zone has no change history (records/changes answers it with BAD_REQUEST naming records/query) "
+        "and no `syncToken`.",
     ),
     "DeletedZone": obj({"zoneID": ref("ZoneID"), "deleted": {"const": True}}, description="A deleted zone."),
     "Error": {
