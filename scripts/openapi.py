@@ -97,13 +97,14 @@ SCHEMAS = {
         "allOf": [ref("ZoneID"), obj({"ownerRecordName": STRING, "zoneType": ref("ZoneType")})],
     },
     "Zone": obj(
-        {"zoneID": ref("TypedZoneID"), "atomic": BOOL, "syncToken": ref("Base64Token"), "zoneType": ref("ZoneType")},
-        {"deleted": {"const": False},
+        {"zoneID": ref("TypedZoneID"), "atomic": BOOL, "zoneType": ref("ZoneType")},
+        {"syncToken": ref("Base64Token"), "deleted": {"const": False},
          "defaultTimeToLive": extension(
              {"type": "integer", "minimum": 1, "maximum": 315360000},
              "The zone's default time to live in seconds, when it has one (docs/ttl.md).")},
-        "A zone dictionary. `atomic` is true for custom zones; a custom zone's `syncToken` is its current state, "
-        "the default zone's names the zone (records/changes answers it with BAD_REQUEST naming records/query).",
+        "A zone dictionary. `atomic` is true for custom zones; a custom zone's `syncToken` is its current state; "
+        "the default zone has no change history (records/changes answers it with BAD_REQUEST naming records/query) "
+        "and no `syncToken`.",
     ),
     "DeletedZone": obj({"zoneID": ref("ZoneID"), "deleted": {"const": True}}, description="A deleted zone."),
     "Error": {
@@ -484,7 +485,8 @@ database_path("changes/zone", {"post": operation(
 for name, operation_id in (("zones/changes", "zonesChanges"), ("changes/database", "changesDatabase")):
     database_path(name, {"post": operation(
         operation_id, "The database's changed zones since a token", "The token comes back as both `syncToken` and "
-        "`metaSyncToken`; the public database reports no zone changes. An empty body starts from the beginning.",
+        "`metaSyncToken`; the public database reports no zone changes. An empty body starts from the beginning. The token "
+        "is a position in the database's change history, the same size whatever the number of zones.",
         "sync", ref("DatabaseChangesRequest"), ref("DatabaseChanges"), DATABASE_ERRORS + [410], READ,
         example={"resultsLimit": 50})})
 for name, answer, about in (

@@ -60,18 +60,13 @@ struct WireZone: Encodable {
     /// The zone's default time to live in seconds (a Stratus extension, docs/ttl.md), when it has one.
     var defaultTimeToLive: Int64?
 
-    /// A database's default zone. It has no change history of its own (`records/changes` serves
-    /// custom zones only), but clients expect a `syncToken` in every zone dictionary: it carries one
-    /// that names the zone, which `records/changes` answers with the alternatives to use.
-    static func defaultZone(in database: DatabaseID, key: SecretKey) -> WireZone {
+    /// A database's default zone. It has no change history (`records/changes` serves custom zones
+    /// only, as Apple's does), so its dictionary carries no `syncToken`: a client takes a token as
+    /// the sign that a zone's changes can be fetched.
+    static func defaultZone(in database: DatabaseID) -> WireZone {
         let zoneID = ZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: database.owner)
-        let token = ZoneSyncToken.signed(
-            zoneKey: ZoneKey(database: database, zoneName: zoneID.zoneName).rawValue, incarnation: defaultZoneIncarnation, version: 0, key: key)
-        return WireZone(zoneID: WireZoneID(zoneID), atomic: false, syncToken: token, zoneType: zoneID.zoneType)
+        return WireZone(zoneID: WireZoneID(zoneID), atomic: false, zoneType: zoneID.zoneType)
     }
-
-    /// The incarnation a default zone's token names: a default zone is never re-created.
-    static let defaultZoneIncarnation = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
     /// A live custom zone with the sync token of its current state.
     static func custom(_ zone: Zone, key: SecretKey) -> WireZone {

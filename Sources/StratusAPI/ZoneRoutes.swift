@@ -148,7 +148,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         }
         for wire in body.zones {
             if wire.zoneName == ZoneID.defaultZoneName, target.hasDefaultZone {
-                results.append(.zone(.defaultZone(in: database, key: secretKey)))
+                results.append(.zone(.defaultZone(in: database)))
             } else if target.participant != nil, let zone = shared.first(where: { candidate in
                 candidate.zone.zoneID.zoneName == wire.zoneName && (wire.ownerRecordName ?? candidate.zone.zoneID.ownerRecordName) == candidate.zone.zoneID.ownerRecordName
             }) {
@@ -171,7 +171,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
             return try await sharedZones(of: participant, in: database, logger: logger).map { .custom($0.zone, key: secretKey) }
         }
         let custom = target.belongsToUser ? try await zones.list(in: database, logger: logger) : []
-        return [.defaultZone(in: database, key: secretKey)] + custom.map { .custom($0, key: secretKey) }
+        return [.defaultZone(in: database)] + custom.map { .custom($0, key: secretKey) }
     }
 
     /// The zones other users shared with the participant and the participant accepted.

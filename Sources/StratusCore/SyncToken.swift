@@ -135,8 +135,95 @@ public struct ZoneSyncToken: Sendable, Hashable, Codable {
     }
 }
 
-/// A database sync token: for every zone the client has seen, its incarnation and change counter.
-/// Zones whose pair differs (or that are new) are the database's changes since the token.
+/// A database sync token: a position in the database's change history (every zone row carries the
+/// position of its last change, migration 0034), the same size whatever the number of zones. The
+/// database's changes since the token are its zones whose positions lie past it.
+public struct DatabasePositionToken: Sendable, Hashable, Codable {
+    /// Binds the token to one database: `container/environment/scope/owner` (`DatabaseID.key`).
+    public var database: String
+    /// Every change at or below this position is the client's.
+    public var position: Int64
+    /// While a sync pages: the position it brings the client up to; the zones whose positions lie
+    /// in (`position`, `upTo`] are still to come.
+    public var upTo: Int64?
+    /// While a first sync (one without a token) pages: deleted zones stay left out, as the client
+    /// never knew them.
+    public var first: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case database = "d", position = "p", upTo = "u", first = "f"
+    }
+
+    /// Creates a token value.
+    public init(database: String, position: Int64, upTo: Int64? = nil, first: Bool? = nil) {
+        self.database = database
+        self.position = position
+        self.upTo = upTo
+        self.first = first
+    }
+
+    // Positions travel as 16 hexadecimal digits, so a token's size never depends on how far the
+    // database's history has gone.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        database = try container.decode(String.self, forKey: .database)
+        position = try Self.position(container.decode(String.self, forKey: .position), in: container, .position)
+        upTo = try container.decodeIfPresent(String.self, forKey: .upTo).map { try Self.position($0, in: container, .upTo) }
+        first = try container.decodeIfPresent(Bool.self, forKey: .first)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(database, forKey: .database)
+        try container.encode(Self.text(position), forKey: .position)
+        try container.encodeIfPresent(upTo.map(Self.text), forKey: .upTo)
+        try container.encodeIfPresent(first, forKey: .first)
+    }
+
+    private static func text(_ position: Int64) -> String {
+        let digits = String(UInt64(bitPattern: position), radix: 16)
+        return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
+    }
+
+    private static func position(_ text: String, in container: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) throws -> Int64 {
+        guard text.utf8.count == 16, let value = UInt64(text, radix: 16), value <= UInt64(Int64.max) else {
+            throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "not a position")
+        }
+        return Int64(value)
+    }
+
+    /// The positions one call answers: the zones whose positions lie in (`after`, `upTo`], deleted
+    /// ones too unless `leavesOutDeleted`.
+    public struct Window: Sendable, Hashable {
+        public var after: Int64
+        public var upTo: Int64
+        public var leavesOutDeleted: Bool
+    }
+
+    /// The window a call answers from `token` (nil: a first sync), given the position the database
+    /// has `reached` (every writer that drew a position up to it has ended). A token past it was not
+    /// issued by this database's history as it stands (a database restored from an earlier
+    /// backup): it can no longer be honoured.
+    public static func window(from token: DatabasePositionToken?, reached: Int64) throws -> Window {
+        guard let token else { return Window(after: 0, upTo: reached, leavesOutDeleted: true) }
+        guard token.position >= 0, token.position <= reached, (token.upTo ?? token.position) <= reached, (token.upTo ?? token.position) >= token.position else {
+            throw StratusError(.changeTokenExpired, "This sync token is ahead of the database's change history; discard the local copy and sync from the start")
+        }
+        guard let upTo = token.upTo else { return Window(after: token.position, upTo: reached, leavesOutDeleted: false) }
+        return Window(after: token.position, upTo: upTo, leavesOutDeleted: token.first == true)
+    }
+
+    /// The token after a page of `window` whose last zone stands at `last`: the rest of the window
+    /// when more is coming, else the window's end.
+    public static func after(_ window: Window, database: String, last: Int64?, moreComing: Bool) -> DatabasePositionToken {
+        guard moreComing, let last else { return DatabasePositionToken(database: database, position: window.upTo) }
+        return DatabasePositionToken(database: database, position: last, upTo: window.upTo, first: window.leavesOutDeleted ? true : nil)
+    }
+}
+
+/// A database sync token of the earlier form, still issued for the shared database and read for the
+/// private one: for every zone the client has seen, its incarnation and change counter. Zones whose
+/// pair differs (or that are new) are the database's changes since the token.
 public struct DatabaseSyncToken: Sendable, Hashable, Codable {
     /// Binds the token to one database: `container/environment/scope/owner`.
     public var database: String
