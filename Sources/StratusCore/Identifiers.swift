@@ -34,7 +34,7 @@ public struct DatabaseID: Sendable, Hashable, Codable {
     }
 
     /// `container/environment/scope/owner`: what a database sync token is bound to, and the key of
-    /// the database's change history (`next_database_position`, migration 0034).
+    /// the database's change history (`next_database_position`, migration 0032).
     public var key: String { [container, environment.rawValue, scope.rawValue, owner].joined(separator: "/") }
 }
 

@@ -136,7 +136,7 @@ public struct ZoneSyncToken: Sendable, Hashable, Codable {
 }
 
 /// A database sync token: a position in the database's change history (every zone row carries the
-/// position of its last change, migration 0034), the same size whatever the number of zones. The
+/// position of its last change, migration 0032), the same size whatever the number of zones. The
 /// database's changes since the token are its zones whose positions lie past it.
 public struct DatabasePositionToken: Sendable, Hashable, Codable {
     /// Binds the token to one database: `container/environment/scope/owner` (`DatabaseID.key`).

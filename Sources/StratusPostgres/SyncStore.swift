@@ -609,7 +609,7 @@ public struct SyncStore: Sendable {
     }
 
     /// The position the database's change history has reached: waits (`database_position_reached`,
-    /// migration 0034) until every writer of the database that drew a position so far has ended,
+    /// migration 0032) until every writer of the database that drew a position so far has ended,
     /// so a snapshot taken after this returns sees every change at or below it, and every later
     /// change stands above it.
     public func positionReached(in database: DatabaseID, logger: Logger) async throws -> Int64 {

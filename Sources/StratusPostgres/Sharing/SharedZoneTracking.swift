@@ -143,7 +143,7 @@ extension ShareStore {
     }
 
     /// A page of `user`'s shared database's change history (`shared_database_changes`, migration
-    /// 0034): the first `limit` entries whose positions lie in the window, in position order, through
+    /// 0032): the first `limit` entries whose positions lie in the window, in position order, through
     /// the history's index, each as it is now (the owner's zone if it is shared with the user,
     /// decided from the share tables in the same snapshot; else nil); `last`, the position of the
     /// last entry read (the next page starts after it, even when the window leaves out what it
