@@ -23,7 +23,8 @@
 #                          URL is printed) until the file named in the log is removed
 #   STRATUS_BUILD          release (default) or debug
 #   STRATUS_BENCH_BIN      a folder with the stack's binaries to measure instead of this build's
-#                          (stratus, stratus-api, the workers; e.g. an earlier commit's, for an A/B)
+#                          (stratus, stratus-api, the workers; e.g. an earlier commit's, for an A/B);
+#                          a migrations/ folder beside them is migrated instead of this tree's
 #   STRATUS_LOG_LEVEL      of every process (default: warning for the API, whose request logs cost
 #                          CPU, and info, a deployment's default, for the workers)
 set -euo pipefail
@@ -125,7 +126,12 @@ http_port="$(free_port)"
 STRATUS_DATABASE_URL="postgres://stratus@127.0.0.1:$pg_port/stratus"
 STRATUS_KAFKA_BROKERS="127.0.0.1:$broker_port"
 STRATUS_DATA_DIR="$work/data"
+# The migrations of the stack measured: those beside STRATUS_BENCH_BIN's binaries when it has them
+# (an earlier commit's, for an A/B), else this tree's.
 STRATUS_MIGRATIONS_DIR="$STRATUS_ROOT/migrations"
+if [[ -d "$BIN/migrations" ]]; then
+    STRATUS_MIGRATIONS_DIR="$BIN/migrations"
+fi
 STRATUS_HTTP_HOST=127.0.0.1
 STRATUS_HTTP_PORT="$http_port"
 API_LOG_LEVEL="${STRATUS_LOG_LEVEL:-warning}"
