@@ -49,9 +49,20 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
-        // The connection pool's rules: a pure state machine (no I/O, no clock) that the
-        // PostgreSQL adapter drives.
-        .target(name: "StratusConnections"),
+        // The connection runtime: per-loop pools, connection watches, prepared statements, timers,
+        // carried out over PostgresNIO; its decisions are pure state types (no I/O, no clock),
+        // unit-tested without a server. The PostgreSQL adapter leases through it.
+        .target(
+            name: "StratusConnections",
+            dependencies: [
+                "StratusCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
         // Layer 2: adapters.
         .systemLibrary(name: "CRdkafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
         .target(
@@ -104,7 +115,7 @@ let package = Package(
         .target(
             name: "StratusRelay",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusKafka",
+                "StratusCore", "StratusConnections", "StratusPostgres", "StratusKafka",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -233,7 +244,7 @@ let package = Package(
         .testTarget(
             name: "StratusIntegrationTests",
             dependencies: [
-                "StratusTesting", "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
+                "StratusTesting", "StratusCore", "StratusConnections", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
                 "StratusAPI", "StratusRuntime", "StratusBench", "StratusPush", "StratusPushTestSupport", "StratusBlobStore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

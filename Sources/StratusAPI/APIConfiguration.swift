@@ -88,8 +88,10 @@ public struct ConsoleSettings: Sendable {
     /// `STRATUS_CONSOLE_SECURE_COOKIES`: cookies marked `Secure` (the console is reached over TLS,
     /// e.g. through a proxy). A request a proxy marks `X-Forwarded-Proto: https` gets them anyway.
     public var secureCookies = false
-    /// The workers whose progress the operations page shows (their checkpoint names).
-    public var workers = ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"]
+    /// The workers whose progress the operations page shows (their checkpoint names) and which it
+    /// may replay: the names of the worker definitions, which the runtime sets (none by default:
+    /// StratusWorkers, where the workers are defined, is not a dependency of this layer).
+    public var workers: [String] = []
 
     /// The defaults: served, 8-hour sessions, cookies not marked `Secure`.
     public init() {}

@@ -1,5 +1,5 @@
 /// The bookkeeping of one pool of database connections, as a pure state machine: it performs no I/O
-/// and reads no clock. Its driver (`ConnectionPool` in StratusPostgres) tells it what happened — a
+/// and reads no clock. Its driver (`ConnectionPool`) tells it what happened — a
 /// lease asked for, a connection opened, failed to open, given back or closed, a retry's time come,
 /// the pool shutting down — and carries out the `Actions` each event returns: hand a connection to
 /// a waiter, fail waiters, open or close connections, schedule a retry.

@@ -19,20 +19,35 @@ public struct CommitNotifications: Sendable {
         case notified
         /// Nothing was appended until `timeout` (or the task was cancelled).
         case timedOut
+        /// Events the relay has not yet published were in the event log (only with
+        /// `unpublishedRecheck`): it waited at most that long, and the caller looks again without
+        /// taking the log's last id as seen, since their publication notifies nobody.
+        case unpublished
     }
 
     /// Starts listening, then reads the event log's last id: when it is not `lastID`, returns at once,
     /// since a commit made before the listening began would otherwise go unnoticed; when it is, calls
     /// `waiting` and waits for a notification or `timeout`.
+    ///
+    /// With `unpublishedRecheck`, for a caller that reads the events from the broker (a worker):
+    /// while the relay has events to publish (after a PostgreSQL restart, or while the broker is
+    /// away) it returns `.unpublished` after a notification or that long, whichever comes first, and
+    /// never `.changed`: an id taken as seen while its events were not at the broker yet would let
+    /// the caller wait for the next commit while they reach the broker unnoticed.
     public func wait(
-        unlessLastIDIsNot lastID: Int64?, timeout: Duration, logger: Logger, waiting: @escaping @Sendable () -> Void = {}
+        unlessLastIDIsNot lastID: Int64?, timeout: Duration, unpublishedRecheck: Duration? = nil, logger: Logger,
+        waiting: @escaping @Sendable () -> Void = {}
     ) async throws -> Outcome {
         try await store.withDedicatedConnection { connection in
             try await connection.listen(on: EventLog.channel) { notifications in
-                let rows = try await connection.query("SELECT coalesce(max(id), 0)::bigint FROM events", logger: logger)
+                let rows = try await connection.query(
+                    "SELECT coalesce(max(id), 0)::bigint, EXISTS (SELECT 1 FROM unpublished_events) FROM events", logger: logger)
                 var current: Int64 = 0
-                for try await id in rows.decode(Int64.self) { current = id }
-                guard current == lastID else { return .changed(lastID: current) }
+                var unpublished = false
+                for try await (id, pending) in rows.decode((Int64, Bool).self) { (current, unpublished) = (id, pending) }
+                let recheck = unpublished ? unpublishedRecheck : nil
+                if recheck == nil, current != lastID { return .changed(lastID: current) }
+                let timeout = min(timeout, recheck ?? timeout)
                 waiting()
                 return await withTaskGroup(of: Outcome.self) { group in
                     group.addTask {
@@ -47,7 +62,7 @@ public struct CommitNotifications: Sendable {
                     }
                     let outcome = await group.next() ?? .timedOut
                     group.cancelAll()
-                    return outcome
+                    return recheck == nil ? outcome : .unpublished
                 }
             }
         }

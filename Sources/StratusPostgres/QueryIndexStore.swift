@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import StratusConnections
 import StratusCore
 
 /// The query index: written by the indexer from record events, read by `records/query`.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import StratusConnections
 import StratusCore
 
 /// Runs `records/query` against the live generation of the query index.

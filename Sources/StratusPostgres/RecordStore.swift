@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import StratusConnections
 import StratusCore
 
 /// Records: the serializable write path for `records/modify` and the reads for `records/lookup`.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import StratusConnections
 import StratusCore
 
 extension PostgresQuery.StringInterpolation {

@@ -31,8 +31,12 @@ public final class TaskOwner: Service, Sendable {
     let logger: Logger
     private let state = Mutex(State())
 
+    /// How long graceful shutdown waits for the jobs unless told otherwise
+    /// (`STRATUS_SHUTDOWN_DEADLINE_SECONDS`).
+    public static let defaultDeadline: Duration = .seconds(10)
+
     /// Creates an owner; `deadline` bounds how long graceful shutdown waits for its jobs.
-    public init(name: String, deadline: Duration = .seconds(10), logger: Logger) {
+    public init(name: String, deadline: Duration = TaskOwner.defaultDeadline, logger: Logger) {
         self.name = name
         self.deadline = deadline
         self.logger = logger

@@ -1,3 +1,4 @@
+import StratusConnections
 import StratusPostgres
 import Synchronization
 

@@ -54,6 +54,12 @@ public struct StratusConfiguration: Sendable {
     public var databaseMinConnections: Int?
     /// The most `STRATUS_DATABASE_MAX_CONNECTIONS` may ask for.
     public static let maxDatabaseConnections = 10_000
+    /// `STRATUS_SHUTDOWN_DEADLINE_SECONDS`: how long `stratus-api`'s graceful shutdown waits for the
+    /// work it started off requests (sync pages read ahead, console maintenance runs) before it
+    /// cancels it (`TaskOwner`); 0 to `maxShutdownDeadlineSeconds`.
+    public var shutdownDeadline = TaskOwner.defaultDeadline
+    /// The most `STRATUS_SHUTDOWN_DEADLINE_SECONDS` may ask for: an hour.
+    public static let maxShutdownDeadlineSeconds = 3_600
     /// `STRATUS_DEPLOYMENT`: `development` (one machine) or `production`.
     public var deployment: Deployment
     /// Where the token-signing key (`api.secretKey`) came from.
@@ -195,6 +201,12 @@ public struct StratusConfiguration: Sendable {
             }
             configuration.databaseMinConnections = kept
         }
+        let shutdownSeconds = try int("STRATUS_SHUTDOWN_DEADLINE_SECONDS", Int(configuration.shutdownDeadline.components.seconds))
+        guard (0...Self.maxShutdownDeadlineSeconds).contains(shutdownSeconds) else {
+            throw ConfigurationProblem(
+                "STRATUS_SHUTDOWN_DEADLINE_SECONDS must be 0 (cancel at once) to \(Self.maxShutdownDeadlineSeconds), got \(shutdownSeconds)")
+        }
+        configuration.shutdownDeadline = .seconds(shutdownSeconds)
         configuration.preparedStatements = try int("STRATUS_PREPARED_STATEMENTS", configuration.preparedStatements)
         guard (0...10_000).contains(configuration.preparedStatements) else {
             throw ConfigurationProblem("STRATUS_PREPARED_STATEMENTS must be 0 (none) to 10000, got \(configuration.preparedStatements)")

@@ -61,6 +61,12 @@ public enum StratusProcess {
         try Librdkafka.ensureSupported()
     }
 
+    /// The owner of the work the API starts off its requests (sync pages read ahead, console
+    /// maintenance runs), whose graceful shutdown waits for it until `shutdownDeadline`.
+    public static func taskOwner(_ configuration: StratusConfiguration, logger: Logger) -> TaskOwner {
+        TaskOwner(name: "stratus-api", deadline: configuration.shutdownDeadline, logger: logger)
+    }
+
     /// `stratus-api`: the HTTP API with the relay embedded (unless `STRATUS_RELAY=off`).
     public static func runAPI(_ configuration: StratusConfiguration, logger: Logger) async throws {
         try await verifyMigrated(configuration, logger: logger)
@@ -71,8 +77,7 @@ public enum StratusProcess {
             services.append(Relay(store: store, kafka: configuration.kafka, configuration: configuration.relay, logger: logger))
         }
         let kafka = configuration.kafka
-        // The work the API starts off its requests: sync pages read ahead, console maintenance runs.
-        let tasks = TaskOwner(name: "stratus-api", logger: logger)
+        let tasks = taskOwner(configuration, logger: logger)
         let dependencies = APIDependencies(
             store: store,
             readiness: [

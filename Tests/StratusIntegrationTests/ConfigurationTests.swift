@@ -189,6 +189,34 @@ final class ConfigurationTests: XCTestCase {
         }
     }
 
+    /// How long `stratus-api`'s graceful shutdown waits for the work it started off requests: read,
+    /// bounded, and what the API's task owner is given.
+    func testTheShutdownDeadlineIsReadBoundedAndGivenToTheAPIsTaskOwner() throws {
+        try withDataDirectory { directory in
+            func read(_ value: String?) throws -> StratusConfiguration {
+                var environment = ["STRATUS_DATA_DIR": directory]
+                environment["STRATUS_SHUTDOWN_DEADLINE_SECONDS"] = value
+                return try StratusConfiguration.fromEnvironment(environment)
+            }
+            let cases: [(value: String?, deadline: Duration?)] = [
+                (nil, .seconds(10)), ("0", .zero), ("45", .seconds(45)), ("3600", .seconds(3600)),
+                ("-1", nil), ("3601", nil), ("ten", nil), ("", nil), ("1.5", nil),
+            ]
+            for test in cases {
+                if let deadline = test.deadline {
+                    let configuration = try read(test.value)
+                    XCTAssertEqual(configuration.shutdownDeadline, deadline, "\(test)")
+                    XCTAssertEqual(StratusProcess.taskOwner(configuration, logger: TestSupport.logger).deadline, deadline, "\(test)")
+                } else {
+                    XCTAssertThrowsError(try read(test.value), "\(test)") { error in
+                        XCTAssertTrue(String(describing: error).contains("STRATUS_SHUTDOWN_DEADLINE_SECONDS"), "\(error)")
+                    }
+                }
+            }
+            XCTAssertEqual(TaskOwner.defaultDeadline, .seconds(10))
+        }
+    }
+
     func testTasksOnTheEventLoopsAreTheDefaultAndTheSwitchIsRead() throws {
         XCTAssertTrue(try StratusProcess.tasksOnEventLoops([:]))
         for value in ["true", "1", "on"] {

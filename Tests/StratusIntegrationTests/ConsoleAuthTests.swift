@@ -76,6 +76,7 @@ final class ConsoleAuthTests: XCTestCase {
         _ configure: (inout APIConfiguration) -> Void = { _ in }, _ body: @Sendable (PostgresStore, Browser) async throws -> Void
     ) async throws {
         var configuration = APIConfiguration(secretKey: SecretKey.generate())
+        configuration.console.workers = StratusProcess.workerNames
         configure(&configuration)
         try await TestSupport.withMigratedStore { [configuration] store, _ in
             let containers = ContainerStore(store: store)

@@ -1,5 +1,6 @@
 import Foundation
 import ServiceLifecycle
+import StratusConnections
 @testable import StratusPostgres
 import StratusTesting
 import StratusWorkers

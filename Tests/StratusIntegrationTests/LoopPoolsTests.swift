@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import StratusCore
+import StratusConnections
 @testable import StratusPostgres
 import StratusTesting
 import XCTest
@@ -11,20 +12,20 @@ import XCTest
 /// connection of that loop, and the connection limit is shared out between the loops' pools.
 final class LoopPoolsTests: XCTestCase {
     func testTheConnectionLimitIsSharedOutBetweenTheLoops() {
-        XCTAssertEqual(LoopPools.limits(maxConnections: 20, loops: 2), [10, 10])
-        XCTAssertEqual(LoopPools.limits(maxConnections: 5, loops: 2), [3, 2])
-        XCTAssertEqual(LoopPools.limits(maxConnections: 20, loops: 1), [20])
-        XCTAssertEqual(LoopPools.limits(maxConnections: 3, loops: 8), [1, 1, 1], "no pool without a connection")
-        XCTAssertEqual(LoopPools.limits(maxConnections: 1, loops: 2), [1])
-        XCTAssertEqual(LoopPools.limits(maxConnections: 0, loops: 2), [1])
-        XCTAssertEqual(LoopPools.limits(maxConnections: 7, loops: 0), [7])
+        XCTAssertEqual(PoolShares.limits(maxConnections: 20, loops: 2), [10, 10])
+        XCTAssertEqual(PoolShares.limits(maxConnections: 5, loops: 2), [3, 2])
+        XCTAssertEqual(PoolShares.limits(maxConnections: 20, loops: 1), [20])
+        XCTAssertEqual(PoolShares.limits(maxConnections: 3, loops: 8), [1, 1, 1], "no pool without a connection")
+        XCTAssertEqual(PoolShares.limits(maxConnections: 1, loops: 2), [1])
+        XCTAssertEqual(PoolShares.limits(maxConnections: 0, loops: 2), [1])
+        XCTAssertEqual(PoolShares.limits(maxConnections: 7, loops: 0), [7])
         for total in 1...40 {
             for loops in 1...12 {
-                let limits = LoopPools.limits(maxConnections: total, loops: loops)
+                let limits = PoolShares.limits(maxConnections: total, loops: loops)
                 XCTAssertEqual(limits.reduce(0, +), total, "\(total) connections over \(loops) loops")
                 XCTAssertLessThanOrEqual(limits.max()! - limits.min()!, 1)
                 for kept in 0...total {
-                    let shares = LoopPools.shares(of: kept, pools: limits.count)
+                    let shares = PoolShares.shares(of: kept, pools: limits.count)
                     XCTAssertEqual(shares.reduce(0, +), kept)
                     XCTAssertTrue(zip(shares, limits).allSatisfy { $0 <= $1 }, "\(kept) kept of \(total) over \(loops) loops: \(shares) within \(limits)")
                 }

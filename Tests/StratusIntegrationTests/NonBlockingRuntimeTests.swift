@@ -5,6 +5,7 @@ import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusKafka
+import StratusConnections
 @testable import StratusPostgres
 import StratusTesting
 import XCTest

@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import StratusCore
+import StratusConnections
 @testable import StratusPostgres
 import StratusTesting
 import Synchronization

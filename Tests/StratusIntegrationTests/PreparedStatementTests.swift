@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import StratusCore
+import StratusConnections
 @testable import StratusPostgres
 import StratusTesting
 import XCTest

@@ -44,6 +44,7 @@ final class RecordAPITests: XCTestCase {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            configuration.console.workers = StratusProcess.workerNames
             if let maxResults { configuration.limits.maxResults = maxResults }
             if let maxResponseBytes { configuration.limits.maxResponseBytes = maxResponseBytes }
             let tasks = TaskOwner(name: "stratus-api", logger: TestSupport.logger)

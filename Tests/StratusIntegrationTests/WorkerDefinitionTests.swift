@@ -1,6 +1,8 @@
 import Foundation
 import ServiceLifecycle
+import StratusAPI
 import StratusBlobStore
+import StratusCore
 import StratusPostgres
 @testable import StratusRuntime
 import StratusTesting
@@ -14,7 +16,10 @@ final class WorkerDefinitionTests: XCTestCase {
     /// definitions'.
     func testTheWorkersAreTheirDefinitions() {
         XCTAssertEqual(StratusProcess.workerNames, ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"])
-        XCTAssertEqual(MaintenanceJob.workers, StratusProcess.workerNames, "the maintenance runs' workers are the definitions'")
+        XCTAssertEqual(
+            try StratusConfiguration.fromEnvironment(["STRATUS_SECRET_KEY": SecretKey.generate().hex]).api.console.workers, StratusProcess.workerNames,
+            "the console's workers, whose runs it starts, are the definitions'")
+        XCTAssertEqual(APIConfiguration(secretKey: SecretKey.generate()).console.workers, [], "no second list: only the definitions name workers")
         for name in StratusProcess.workerNames {
             XCTAssertEqual(StratusProcess.projection(named: name)?.name, name, "a worker's projection keeps its checkpoints under its name")
         }
@@ -23,6 +28,27 @@ final class WorkerDefinitionTests: XCTestCase {
         XCTAssertEqual(WorkerDefinition.gc.consumerGroup(configuration), "stratus-gc")
         configuration.consumerGroupSuffix = "t1"
         XCTAssertEqual(WorkerDefinition.gc.consumerGroup(configuration), "stratus-gc.t1")
+    }
+
+    /// The maintenance jobs are the reindex and a replay of each worker it is given (the console
+    /// gives the definitions'), and a form may name only those.
+    func testTheMaintenanceJobsAreAReplayOfEachWorkerGiven() {
+        let workers = StratusProcess.workerNames
+        XCTAssertEqual(MaintenanceJob.all(workers: workers), [.reindex] + WorkerDefinition.all.map { .replay(worker: $0.name) })
+        XCTAssertEqual(MaintenanceJob.all(workers: ["stratus-gc"]).map(\.name), ["reindex", "replay:stratus-gc"])
+        XCTAssertEqual(MaintenanceJob.all(workers: []), [.reindex])
+        let cases: [(name: String, workers: [String], job: MaintenanceJob?)] = [
+            ("reindex", [], .reindex),
+            ("replay:stratus-gc", workers, .replay(worker: "stratus-gc")),
+            ("replay:stratus-gc", ["stratus-indexer"], nil),
+            ("replay:stratus-api", workers, nil),
+            ("replay:", workers, nil),
+            ("stratus-gc", workers, nil),
+            ("", workers, nil),
+        ]
+        for test in cases {
+            XCTAssertEqual(MaintenanceJob(name: test.name, workers: test.workers), test.job, "\(test)")
+        }
     }
 
     /// What each worker's process runs beside its consumer: stratus-gc its three periodic passes,

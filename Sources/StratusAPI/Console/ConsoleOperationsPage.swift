@@ -79,7 +79,7 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
         ]
         if letters.count == Self.pageSize, let last = letters.last { values["older"] = "/console/operations?before=\(last.id)" }
         values["canStart"] = routes.maintenance != nil
-        values["jobs"] = MaintenanceJob.all.map { ["name": $0.name, "label": $0.label] }
+        values["jobs"] = MaintenanceJob.all(workers: routes.settings.workers).map { ["name": $0.name, "label": $0.label] }
         values["runs"] = try await MaintenanceRunStore(store: routes.data.store).recent(logger: context.logger).map(Self.view)
         switch items["done"] {
         case "retried": values["notice"] = "The dead letter was handed back to its worker, which applies its zone again from the event log."
@@ -169,8 +169,9 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
     func startRun(_ request: Request, _ context: Context) async throws -> Response {
         let (session, form) = try await routes.form(request, context)
         try Self.requireEveryContainer(session)
-        guard let job = form["job"].flatMap(MaintenanceJob.init(name:)) else {
-            throw StratusError(.badRequest, "Choose a job: reindex, or a replay of \(MaintenanceJob.workers.joined(separator: ", "))")
+        let workers = routes.settings.workers
+        guard let job = form["job"].flatMap({ MaintenanceJob(name: $0, workers: workers) }) else {
+            throw StratusError(.badRequest, "Choose a job: reindex, or a replay of \(workers.joined(separator: ", "))")
         }
         guard let maintenance = routes.maintenance else {
             throw StratusError(.tryAgainLater, "This process cannot start runs; use stratus reindex or stratus replay")

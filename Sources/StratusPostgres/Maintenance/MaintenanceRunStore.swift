@@ -8,12 +8,10 @@ public enum MaintenanceJob: Sendable, Hashable {
     case reindex
     case replay(worker: String)
 
-    /// The workers a replay may name: the names of `WorkerDefinition.all` (StratusWorkers, a layer
-    /// above this one, where each worker is defined; `WorkerDefinitionTests` holds the two lists equal).
-    public static let workers = ["stratus-indexer", "stratus-subscriptions", "stratus-gc", "stratus-shares"]
-
-    /// Every job, in the order the console offers them.
-    public static var all: [MaintenanceJob] { [.reindex] + workers.map { .replay(worker: $0) } }
+    /// Every job, in the order the console offers them: the reindex, then a replay of each of
+    /// `workers` (the names of `WorkerDefinition.all`, which the runtime hands down: StratusWorkers,
+    /// where each worker is defined, is a layer above this one).
+    public static func all(workers: [String]) -> [MaintenanceJob] { [.reindex] + workers.map { .replay(worker: $0) } }
 
     /// `reindex`, or `replay:<worker>` (what a form posts).
     public var name: String {
@@ -23,11 +21,11 @@ public enum MaintenanceJob: Sendable, Hashable {
         }
     }
 
-    /// The job a form names, or nil.
-    public init?(name: String) {
+    /// The job a form names, a replay only of one of `workers`; or nil.
+    public init?(name: String, workers: [String]) {
         if name == "reindex" {
             self = .reindex
-        } else if name.hasPrefix("replay:"), Self.workers.contains(String(name.dropFirst("replay:".count))) {
+        } else if name.hasPrefix("replay:"), workers.contains(String(name.dropFirst("replay:".count))) {
             self = .replay(worker: String(name.dropFirst("replay:".count)))
         } else {
             return nil

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import StratusConnections
 import StratusCore
 import Synchronization
 

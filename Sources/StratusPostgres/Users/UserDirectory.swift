@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import StratusConnections
 import StratusCore
 
 /// The identities of the user directory: email addresses, names and discoverability, and the

@@ -36,6 +36,10 @@ public struct WorkerConfiguration: Sendable {
     /// The longest an idle worker waits for a notification before it fetches again (events that
     /// reach the broker without one, e.g. published again after a broker restart, wait this long).
     public var idleWakeInterval: Duration = .seconds(10)
+    /// The longest an idle worker waits while the relay still has events to publish (after a
+    /// PostgreSQL restart, or while the broker is away): their publication notifies nobody, so it
+    /// looks again this often until they are at the broker.
+    public var unpublishedRecheck: Duration = .seconds(1)
 
     /// Appended to the consumer group's name (`<worker>.<suffix>`) when set: for several independent
     /// stacks sharing one broker (the tests, one per topic). Checkpoints keep the worker's name.
@@ -180,15 +184,18 @@ public final class Worker: Service, Sendable {
                     // Nothing to read for a while: stop asking the broker (an idle fetch loop costs it
                     // a share of a core) until a commit says events are coming, or the next
                     // reconciliation is due. Only when the event log has not grown since the last
-                    // look (an idle period ago), so no event committed before the listening began
-                    // can be waiting at the broker; and not before the group has assigned
-                    // partitions, which would be fetched while nobody polls.
+                    // look (an idle period ago) and the relay has published every event, so no event
+                    // committed before the listening began can be waiting at the broker (while the
+                    // relay has a backlog, e.g. after a PostgreSQL restart, it looks again every
+                    // `unpublishedRecheck`); and not before the group has assigned partitions, which
+                    // would be fetched while nobody polls.
                     let untilReconcile = configuration.reconcileInterval - (ContinuousClock.now - lastReconcile)
                     if try await consumer.pause() > 0 {
                         let outcome: CommitNotifications.Outcome
                         do {
                             outcome = try await CommitNotifications(store: store).wait(
-                                unlessLastIDIsNot: lastEventID, timeout: max(.zero, min(configuration.idleWakeInterval, untilReconcile)), logger: logger
+                                unlessLastIDIsNot: lastEventID, timeout: max(.zero, min(configuration.idleWakeInterval, untilReconcile)),
+                                unpublishedRecheck: configuration.unpublishedRecheck, logger: logger
                             ) { [self] in
                                 idlePauses.add(1, ordering: .relaxed)
                                 idleGauge.record(1)
@@ -199,7 +206,13 @@ public final class Worker: Service, Sendable {
                             logger.notice("idle wait for the next commit failed; fetching again", metadata: ["error": "\(error)"])
                             outcome = .timedOut
                         }
-                        if case .changed(let lastID) = outcome { lastEventID = lastID }
+                        switch outcome {
+                        case .changed(let lastID): lastEventID = lastID
+                        // Events were still to be published: the next look, once none is, fetches
+                        // again before it waits, so one published in between is not missed.
+                        case .unpublished: lastEventID = nil
+                        case .notified, .timedOut: break
+                        }
                         idleGauge.record(0)
                         try await consumer.resume()
                     }

@@ -1,11 +1,10 @@
 import Logging
 import NIOCore
 import PostgresNIO
-import StratusConnections
 import StratusCore
 import Synchronization
 
-/// One event loop's pool of PostgreSQL connections: the rules of `PoolState` (StratusConnections),
+/// One event loop's pool of PostgreSQL connections: the rules of `PoolState` and `LeaseWaiters`,
 /// carried out with connections that all live on `loop`.
 ///
 /// Stratus runs its own pool rather than the database client's, whose state machine stops the
@@ -19,8 +18,8 @@ import Synchronization
 /// that waits is resumed by a release or a new connection, or fails at its deadline (a timer on the
 /// loop, cancelled when it is served), when its task is cancelled, or at once when the database
 /// cannot be reached.
-final class ConnectionPool: Sendable {
-    let loop: any EventLoop
+package final class ConnectionPool: Sendable {
+    package let loop: any EventLoop
     private let configuration: PostgresConnection.Configuration
     private let logger: Logger
     private let retryAfterSeconds: Int
@@ -30,9 +29,9 @@ final class ConnectionPool: Sendable {
     private static let connectionIDs = Atomic<Int>(0)
 
     /// A new connection id, unique in the process.
-    static func nextConnectionID() -> Int { connectionIDs.wrappingAdd(1, ordering: .relaxed).newValue }
+    package static func nextConnectionID() -> Int { connectionIDs.wrappingAdd(1, ordering: .relaxed).newValue }
 
-    init(settings: PoolState.Settings, configuration: PostgresConnection.Configuration, loop: any EventLoop, retryAfterSeconds: Int, logger: Logger) {
+    package init(settings: PoolState.Settings, configuration: PostgresConnection.Configuration, loop: any EventLoop, retryAfterSeconds: Int, logger: Logger) {
         self.loop = loop
         self.configuration = configuration
         self.logger = logger
@@ -40,13 +39,13 @@ final class ConnectionPool: Sendable {
         self.state = Mutex(Driver(pool: PoolState(settings: settings)))
     }
 
-    var settings: PoolState.Settings { state.withLock { $0.pool.settings } }
+    package var settings: PoolState.Settings { state.withLock { $0.pool.settings } }
 
     // MARK: Leases
 
     /// A connection of the pool, waiting at most `timeout` for one; then `TRY_AGAIN_LATER`. Give it
     /// back with `release(_:)`.
-    func lease(timeout: Duration) async throws -> PostgresConnection {
+    package func lease(timeout: Duration) async throws -> PostgresConnection {
         // An idle connection, unless it closed a moment ago (its close not yet seen by the pool).
         while let connection = state.withLock({ driver in driver.pool.leaseIdle().flatMap { driver.open[$0] } }) {
             if !connection.isClosed { return connection }
@@ -56,7 +55,7 @@ final class ConnectionPool: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PostgresConnection, any Error>) in
                 let work: Work = state.withLock { driver in
-                    if driver.cancelled.remove(waiter) != nil {
+                    guard driver.waiters.begin(waiter) else {
                         return Work(resume: [(continuation, .failure(CancellationError()))])
                     }
                     switch driver.pool.lease(waiter) {
@@ -68,7 +67,7 @@ final class ConnectionPool: Sendable {
                     case .fail(let failure):
                         return Work(resume: [(continuation, .failure(error(failure)))])
                     case .wait(let actions):
-                        driver.waiters[waiter] = Waiter(continuation: continuation)
+                        driver.waiters.wait(waiter, continuation)
                         return driver.work(actions, pool: self)
                     }
                 }
@@ -80,12 +79,8 @@ final class ConnectionPool: Sendable {
                         .tryAgainLater, "The server is busy: no database connection came free in time; retry the request", retryAfter: retryAfterSeconds),
                         timedOut: true)
                 }
-                let served = state.withLock { driver in
-                    guard driver.waiters[waiter] != nil else { return true }
-                    driver.waiters[waiter]?.deadline = deadline
-                    return false
-                }
-                if served { deadline.cancel() }
+                let armed = state.withLock { $0.waiters.arm(waiter, deadline) }
+                if !armed { deadline.cancel() }
             }
         } onCancel: {
             giveUp(waiter, with: CancellationError(), timedOut: false)
@@ -94,7 +89,7 @@ final class ConnectionPool: Sendable {
 
     /// Gives a leased connection back: to be used again unless it closed or `reusable` is false (it is
     /// then closed, and replaced when needed).
-    func release(_ connection: PostgresConnection, reusable: Bool = true) {
+    package func release(_ connection: PostgresConnection, reusable: Bool = true) {
         let now = ContinuousClock.now
         let work: Work = state.withLock { driver in
             guard let id = driver.local[connection.id] else { return Work() }
@@ -106,7 +101,7 @@ final class ConnectionPool: Sendable {
     /// Runs `body` on a leased connection, given back afterwards. A connection whose work failed
     /// because the server is ending its session (a restart, `pg_terminate_backend`) is not used again:
     /// the server's message arrives before the connection closes.
-    func withConnection<T>(timeout: Duration, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    package func withConnection<T>(timeout: Duration, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         let connection = try await lease(timeout: timeout)
         do {
             let value = try await body(connection)
@@ -123,19 +118,15 @@ final class ConnectionPool: Sendable {
         let continuation: CheckedContinuation<PostgresConnection, any Error>? = state.withLock { driver in
             guard driver.pool.cancel(waiter) else {
                 // Not waiting (yet): a cancellation before the lease registered is remembered.
-                // (A lease already served leaves a stale entry; ids are never reused, and the set is kept small.)
-                if !timedOut && driver.waiters[waiter] == nil {
-                    if driver.cancelled.count >= 1024 { driver.cancelled.removeAll() }
-                    driver.cancelled.insert(waiter)
-                }
+                if !timedOut { driver.waiters.cancelledEarly(waiter) }
                 return nil
             }
-            let removed = driver.waiters.removeValue(forKey: waiter)
+            let removed = driver.waiters.take(waiter)
             removed?.deadline?.cancel()
-            return removed?.continuation
+            return removed?.waiter
         }
         guard let continuation else { return }
-        if timedOut { StoreMetrics.leaseTimeouts.increment() }
+        if timedOut { ConnectionMetrics.leaseTimeouts.increment() }
         continuation.resume(throwing: failure)
     }
 
@@ -143,18 +134,16 @@ final class ConnectionPool: Sendable {
 
     /// Opens the connections to keep, closes idle ones past their time, and on cancellation closes
     /// every connection (leased ones when they are given back), waiting a few seconds at most.
-    func run() async {
+    package func run() async {
         perform(state.withLock { $0.work($0.pool.start(), pool: self) })
-        let settings = settings
-        let sweep: RepeatedTask? = settings.minConnections < settings.maxConnections
-            ? loop.scheduleRepeatedTask(
-                initialDelay: LoopTimer.timeAmount(settings.idleTimeout),
-                delay: LoopTimer.timeAmount(settings.idleTimeout / 2)
+        let sweep: RepeatedTask? = TimerPlan.idleSweep(settings).map { plan in
+            loop.scheduleRepeatedTask(
+                initialDelay: LoopTimer.timeAmount(plan.initialDelay), delay: LoopTimer.timeAmount(plan.interval)
             ) { [self] _ in
                 let now = ContinuousClock.now
                 perform(state.withLock { $0.work($0.pool.closeIdle(now: now), pool: self) })
             }
-            : nil
+        }
         let (stopped, stop) = AsyncStream<Void>.makeStream()
         await withTaskCancellationHandler {
             for await _ in stopped {}
@@ -219,7 +208,7 @@ final class ConnectionPool: Sendable {
                 let work = state.withLock { driver in driver.work(driver.pool.connectFailed(id), pool: self) }
                 if let delay = work.retryAfter {
                     logger.warning("could not connect to PostgreSQL; retrying", metadata: [
-                        "error": "\(PostgresStore.describe(failure))", "retry_in": "\(delay)",
+                        "error": "\(PostgresErrors.describe(failure))", "retry_in": "\(delay)",
                     ])
                 }
                 perform(work)
@@ -227,19 +216,13 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    func error(_ failure: PoolState.Failure) -> any Error {
+    package func error(_ failure: PoolState.Failure) -> any Error {
         switch failure {
         case .unavailable: PostgresErrors.unavailable(retryAfterSeconds)
         case .shutDown: StratusError(.tryAgainLater, "The server is shutting down; retry the request", retryAfter: retryAfterSeconds)
         }
     }
 
-}
-
-/// A lease waiting for a connection.
-private struct Waiter {
-    let continuation: CheckedContinuation<PostgresConnection, any Error>
-    var deadline: LoopTimer.Handle?
 }
 
 /// What to carry out after the lock.
@@ -260,9 +243,8 @@ private struct Driver {
     var open: [Int: PostgresConnection] = [:]
     /// The pool's id of each open connection, by the connection's own id.
     var local: [PostgresConnection.ID: Int] = [:]
-    var waiters: [Int: Waiter] = [:]
-    /// Leases cancelled before they began waiting.
-    var cancelled = Set<Int>()
+    /// The waiting leases and their deadlines.
+    var waiters = LeaseWaiters<CheckedContinuation<PostgresConnection, any Error>, LoopTimer.Handle>()
 
     /// Turns the state machine's actions into work on connections and waiters.
     mutating func work(_ actions: PoolState.Actions, pool owner: ConnectionPool) -> Work {
@@ -271,7 +253,7 @@ private struct Driver {
         while true {
             var more = PoolState.Actions()
             for handoff in pending.handoffs {
-                guard let waiter = waiters.removeValue(forKey: handoff.waiter), let connection = open[handoff.connection] else {
+                guard let connection = open[handoff.connection], let waiter = waiters.take(handoff.waiter) else {
                     // Never expected: both are registered under the same lock. Give the connection back.
                     let next = pool.release(handoff.connection, reusable: open[handoff.connection] != nil, now: .now)
                     more.handoffs += next.handoffs
@@ -280,13 +262,13 @@ private struct Driver {
                     continue
                 }
                 if let deadline = waiter.deadline { work.deadlines.append(deadline) }
-                work.resume.append((waiter.continuation, .success(connection)))
+                work.resume.append((waiter.waiter, .success(connection)))
             }
             if let failure = pending.failure {
                 for id in pending.failed {
-                    guard let waiter = waiters.removeValue(forKey: id) else { continue }
+                    guard let waiter = waiters.take(id) else { continue }
                     if let deadline = waiter.deadline { work.deadlines.append(deadline) }
-                    work.resume.append((waiter.continuation, .failure(owner.error(failure))))
+                    work.resume.append((waiter.waiter, .failure(owner.error(failure))))
                 }
             }
             for id in pending.close {

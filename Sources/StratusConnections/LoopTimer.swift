@@ -25,7 +25,7 @@ public enum LoopTimer {
     }
 
     /// Returns after `duration`; throws `CancellationError` when the task is cancelled first.
-    static func sleep(for duration: Duration, on loop: any EventLoop = PostgresConnection.defaultEventLoopGroup.any()) async throws {
+    package static func sleep(for duration: Duration, on loop: any EventLoop = PostgresConnection.defaultEventLoopGroup.any()) async throws {
         let scheduled = loop.scheduleTask(in: timeAmount(duration)) {}
         try await withTaskCancellationHandler {
             do {
@@ -38,14 +38,14 @@ public enum LoopTimer {
         }
     }
 
-    /// `duration` as a `TimeAmount` (NIO's conversion: whole nanoseconds, clamped to what it holds);
-    /// a negative one is none.
-    static func timeAmount(_ duration: Duration) -> TimeAmount {
-        TimeAmount(max(duration, .zero))
+    /// `duration` as a `TimeAmount` (`TimerPlan.nanoseconds`: whole nanoseconds, clamped to what it
+    /// holds; a negative one is none).
+    package static func timeAmount(_ duration: Duration) -> TimeAmount {
+        .nanoseconds(TimerPlan.nanoseconds(duration))
     }
 
     /// `duration` in nanoseconds, as `timeAmount(_:)` has it.
-    static func nanoseconds(_ duration: Duration) -> Int64 {
+    package static func nanoseconds(_ duration: Duration) -> Int64 {
         timeAmount(duration).nanoseconds
     }
 }

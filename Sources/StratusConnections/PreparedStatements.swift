@@ -20,18 +20,10 @@ public final class PreparedStatements: Sendable {
     /// A text's statement: its name and the types its values were bound with when it was first
     /// seen (what PostgreSQL is told when a connection prepares it; a null value's type is left to
     /// PostgreSQL to infer from where the value is used).
-    struct Named: Sendable {
-        var name: String
-        var types: [PostgresDataType]
-    }
+    typealias Named = StatementRegistry<[PostgresDataType]>.Named
 
-    private struct State {
-        var names: [String: Named] = [:]
-        var epoch = 0
-        var prepared = 0
-    }
-
-    private let state = Mutex(State())
+    /// Which texts are prepared under which names (`StatementRegistry`).
+    private let state: Mutex<StatementRegistry<[PostgresDataType]>>
     /// How many statement texts are prepared at most.
     public let capacity: Int
     /// How many times names may move to a new epoch before statements run unprepared.
@@ -39,27 +31,21 @@ public final class PreparedStatements: Sendable {
 
     /// A registry preparing at most `capacity` texts (0: none).
     public init(capacity: Int = 256, maxEpochs: Int = 64) {
-        self.capacity = max(0, capacity)
-        self.maxEpochs = max(0, maxEpochs)
+        let registry = StatementRegistry<[PostgresDataType]>(capacity: capacity, maxEpochs: maxEpochs)
+        self.capacity = registry.capacity
+        self.maxEpochs = registry.maxEpochs
+        self.state = Mutex(registry)
     }
 
     /// The statement `query` is prepared as, or nil when it runs unprepared.
     func named(_ query: PostgresQuery) -> Named? {
-        let known: Named?? = state.withLock { state in
-            guard state.epoch < maxEpochs else { return .some(nil) }
-            return state.names[query.sql].map { .some($0) }
-        }
-        if let known { return known }
-        // The client library keeps the values' types to itself; they are read once per text.
-        guard let types = Self.types(of: query.binds) else { return nil }
-        return state.withLock { state in
-            guard state.epoch < maxEpochs else { return nil }
-            if let named = state.names[query.sql] { return named }
-            guard state.prepared < capacity else { return nil }
-            state.prepared += 1
-            let named = Named(name: "stratus_\(state.epoch)_\(state.names.count)", types: types)
-            state.names[query.sql] = named
-            return named
+        switch state.withLock({ $0.lookup(query.sql) }) {
+        case .named(let named): return named
+        case .unprepared: return nil
+        case .unknown:
+            // The client library keeps the values' types to itself; they are read once per text.
+            guard let types = Self.types(of: query.binds) else { return nil }
+            return state.withLock { $0.register(query.sql, types: types) }
         }
     }
 
@@ -78,31 +64,17 @@ public final class PreparedStatements: Sendable {
     /// Forgets every name after a failure that may be a preparation's: the next call of each text
     /// prepares it again under a new name.
     func failed(_ error: any Error, name: String, logger: Logger) {
-        guard let sqlState = PostgresErrors.sqlState(error), Self.mayStickToName.contains(sqlState) else { return }
-        let moved = state.withLock { state -> Int? in
-            // Another call may have moved the names already.
-            guard state.names.values.contains(where: { $0.name == name }) else { return nil }
-            state.epoch += 1
-            state.names = [:]
-            return state.epoch
-        }
-        if let moved {
-            logger.notice("prepared statements renamed after a failure", metadata: ["sqlState": "\(sqlState)", "epoch": "\(moved)"])
+        let sqlState = PostgresErrors.sqlState(error)
+        if let moved = state.withLock({ $0.failed(sqlState: sqlState, name: name) }) {
+            logger.notice("prepared statements renamed after a failure", metadata: ["sqlState": "\(sqlState ?? "")", "epoch": "\(moved)"])
         }
     }
 
     /// Texts prepared so far in this epoch (tests and metrics).
-    var count: Int { state.withLock { $0.names.count } }
+    package var count: Int { state.withLock { $0.count } }
 
     /// The texts prepared so far in this epoch (tests).
-    var texts: Set<String> { state.withLock { Set($0.names.keys) } }
-
-    /// SQLSTATEs with which a preparation can fail while the text itself is sound: a lock not
-    /// granted in time (a table being altered), a cached plan invalidated by a changed table, a
-    /// prepared statement missing on the server, a dropped table, and a transaction already failed
-    /// (writes and workers prepare statements inside their transactions: one prepared after an
-    /// earlier statement of the transaction failed is refused for that reason alone).
-    static let mayStickToName: Set<String> = ["55P03", "0A000", "26000", "42P01", "25P02"]
+    package var texts: Set<String> { state.withLock { $0.texts } }
 }
 
 /// A prepared statement whose name and text are the calling task's: the client library takes both
@@ -126,13 +98,13 @@ private struct NamedStatement: PostgresPreparedStatement {
 }
 
 /// The rows of a statement run through `PreparedStatements`.
-typealias PreparedRows = AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow>
+package typealias PreparedRows = AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow>
 
 extension PostgresConnection {
     /// Runs `query` as a prepared statement of `statements` (or as an unnamed one once the
     /// registry prepares no more). Use it for statements whose text is one of a few per call site;
     /// the values are bound as always.
-    func query(_ query: PostgresQuery, preparedIn statements: PreparedStatements, logger: Logger) async throws -> PreparedRows {
+    package func query(_ query: PostgresQuery, preparedIn statements: PreparedStatements, logger: Logger) async throws -> PreparedRows {
         guard let named = statements.named(query) else {
             return try await self.query(query, logger: logger).map { $0 }
         }

@@ -16,19 +16,19 @@ import Synchronization
 ///
 /// One watch per connection, registered on the connection's close once (not once per lease, which
 /// would pile callbacks on a long-lived connection).
-final class ConnectionWatches: Sendable {
+package final class ConnectionWatches: Sendable {
     private let watches = Mutex<[PostgresConnection.ID: ConnectionWatch]>([:])
-    let grace: Duration
+    package let grace: Duration
 
-    init(grace: Duration) {
+    package init(grace: Duration) {
         self.grace = grace
     }
 
     /// How many connections are watched: those leased at least once and not yet closed.
-    var count: Int { watches.withLock { $0.count } }
+    package var count: Int { watches.withLock { $0.count } }
 
     /// Runs `work` on `connection` until it ends, or until the connection closes and `grace` passes.
-    func run<T: Sendable>(
+    package func run<T: Sendable>(
         on connection: PostgresConnection, retryAfter: Int, _ work: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let watch = watch(connection)
@@ -53,7 +53,7 @@ final class ConnectionWatches: Sendable {
             // The grace period on the connection's event loop, not in a task of its own.
             _ = LoopTimer.schedule(after: grace, on: connection.eventLoop) {
                 if outcome.resume(with: .failure(unavailable)) {
-                    StoreMetrics.abandonedStatements.increment()
+                    ConnectionMetrics.abandonedStatements.increment()
                 }
             }
         }
@@ -86,24 +86,13 @@ final class ConnectionWatches: Sendable {
 }
 
 /// The calls running on one connection, told when it closes.
+/// (Its bookkeeping: `WatchState`.)
 final class ConnectionWatch: Sendable {
-    private struct State {
-        var closed = false
-        var next = 0
-        var handlers: [Int: @Sendable () -> Void] = [:]
-    }
-
-    private let state = Mutex(State())
+    private let state = Mutex(WatchState<@Sendable () -> Void>())
 
     /// Calls `handler` once when the connection closes (at once if it has). Returns the key to remove it.
     func onClose(_ handler: @escaping @Sendable () -> Void) -> Int {
-        let key: Int? = state.withLock { state in
-            guard !state.closed else { return nil }
-            state.next += 1
-            state.handlers[state.next] = handler
-            return state.next
-        }
-        guard let key else {
+        guard let key = state.withLock({ $0.add(handler) }) else {
             handler()
             return 0
         }
@@ -111,57 +100,33 @@ final class ConnectionWatch: Sendable {
     }
 
     func remove(_ key: Int) {
-        _ = state.withLock { $0.handlers.removeValue(forKey: key) }
+        state.withLock { _ = $0.remove(key) }
     }
 
     func close() {
-        let handlers = state.withLock { state in
-            state.closed = true
-            defer { state.handlers = [:] }
-            return Array(state.handlers.values)
-        }
-        for handler in handlers { handler() }
+        for handler in state.withLock({ $0.close() }) { handler() }
     }
 }
 
-/// A result delivered at most once to a continuation that may be attached before or after it.
-final class OneShot<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, any Error>?
-        var result: Result<T, any Error>?
-        var delivered = false
-    }
+/// A result delivered at most once to a continuation that may be attached before or after it
+/// (its bookkeeping: `OneShotState`).
+package final class OneShot<T: Sendable>: Sendable {
+    private let state = Mutex(OneShotState<CheckedContinuation<T, any Error>, Result<T, any Error>>())
 
-    private let state = Mutex(State())
+    package init() {}
 
     /// Attaches the continuation; resumes it at once when the result is already here.
-    func start(_ continuation: CheckedContinuation<T, any Error>) {
-        let ready: Result<T, any Error>? = state.withLock { state in
-            guard let result = state.result, !state.delivered else {
-                state.continuation = continuation
-                return nil
-            }
-            state.delivered = true
-            return result
-        }
-        if let ready { continuation.resume(with: ready) }
+    package func start(_ continuation: CheckedContinuation<T, any Error>) {
+        if case .deliver(let result) = state.withLock({ $0.start(continuation) }) { continuation.resume(with: result) }
     }
 
     /// Delivers `result` unless one was delivered already: true when this one was.
     @discardableResult
-    func resume(with result: Result<T, any Error>) -> Bool {
-        let continuation: CheckedContinuation<T, any Error>?? = state.withLock { state in
-            if case .some = state.result { return .none }
-            state.result = result
-            guard let continuation = state.continuation else { return .some(nil) }
-            state.delivered = true
-            state.continuation = nil
-            return .some(continuation)
-        }
-        switch continuation {
-        case .none: return false
-        case .some(nil): return true
-        case .some(let continuation?):
+    package func resume(with result: Result<T, any Error>) -> Bool {
+        switch state.withLock({ $0.resume(result) }) {
+        case .ignored: return false
+        case .kept: return true
+        case .deliver(let continuation):
             continuation.resume(with: result)
             return true
         }
