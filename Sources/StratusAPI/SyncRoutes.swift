@@ -192,120 +192,70 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         let (target, body) = try await open(request, context)
         let database = target.addressed
         let parsed = body.isEmpty ? DatabaseRequest() : try RequestBody.decode(DatabaseRequest.self, from: body)
-        if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
-        let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
-        var token: DatabasePositionToken?
-        var earlier: DatabaseSyncToken?
+        let databaseKey = [database.container, database.environment.rawValue, database.scope.rawValue, database.owner].joined(separator: "/")
+        var known: [String: String] = [:]
         if let text = parsed.syncToken ?? parsed.metaSyncToken, !text.isEmpty {
-            token = try databaseToken(text, as: DatabasePositionToken.self, of: database)
-            if token == nil { earlier = try databaseToken(text, as: DatabaseSyncToken.self, of: database) }
-            if token == nil, earlier == nil {
+            guard let token = SignedToken.open(text, as: DatabaseSyncToken.self, kind: .databaseSync, key: secretKey) else {
                 throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
             }
+            guard token.database == databaseKey else {
+                throw StratusError(.changeTokenExpired, "This sync token belongs to another database; discard the local copy and sync from the start")
+            }
+            known = token.zones
         }
-        // The private database's zones are the user's own, the shared database's are those shared
-        // with the participant; the public database has only its default zone, which has no change
-        // history.
-        guard target.belongsToUser || target.participant != nil else {
-            return try databaseAnswer(zones: [], token: DatabasePositionToken(database: database.key, position: 0), moreComing: false)
-        }
-        // Read before any zone: every change at or below it is then in what this call reads.
-        let reached = try await sync.positionReached(in: database, logger: context.logger)
-        if let earlier {
-            return try await databaseChanges(target: target, known: earlier.zones, reached: reached, limit: limit, logger: context.logger)
-        }
-        let window = try DatabasePositionToken.window(from: token, reached: reached)
-        let zones: [WireZone]
-        let page: (last: Int64?, moreComing: Bool)
+        if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
+        let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
         if let participant = target.participant {
-            let changes = try await shares.sharedZoneChanges(
-                user: participant, container: database.container, environment: database.environment, window: window, limit: limit, logger: context.logger)
-            zones = changes.zones.map { change in change.zone.map { WireZone.custom($0, key: secretKey) } ?? WireZone.deleted(change.zoneID) }
-            page = (changes.last, changes.moreComing)
-        } else {
-            let changes = try await sync.zoneChanges(in: database, window: window, limit: limit, logger: context.logger)
-            zones = changes.zones.map { wire($0, in: database) }
-            page = (changes.zones.last?.databasePosition, changes.moreComing)
+            return try await sharedDatabaseChanges(of: participant, in: database, known: known, databaseKey: databaseKey, limit: limit, logger: context.logger)
         }
-        let next = DatabasePositionToken.after(window, database: database.key, last: page.last, moreComing: page.moreComing)
-        return try databaseAnswer(zones: zones, token: next, moreComing: page.moreComing)
-    }
-
-    /// A database sync token of `type` bound to `database`; nil when the text is not a token of that
-    /// form; `CHANGE_TOKEN_EXPIRED` when it belongs to another database.
-    private func databaseToken<T: Decodable & DatabaseBound>(_ text: String, as type: T.Type, of database: DatabaseID) throws -> T? {
-        guard let token = SignedToken.open(text, as: type, kind: .databaseSync, key: secretKey) else { return nil }
-        guard token.database == database.key else {
-            throw StratusError(.changeTokenExpired, "This sync token belongs to another database; discard the local copy and sync from the start")
-        }
-        return token
-    }
-
-    /// A zone as the private database's change tracking answers it.
-    private func wire(_ state: SyncStore.ZoneState, in database: DatabaseID) -> WireZone {
-        let zoneID = ZoneID(zoneName: state.zoneName, ownerRecordName: database.owner)
-        return state.deleted ? .deleted(zoneID)
-            : .custom(Zone(database: database, zoneID: zoneID, incarnation: state.incarnation, changeCounter: state.changeCounter), key: secretKey)
-    }
-
-    /// The database's changes since a token of the earlier form (every zone it had seen with its
-    /// incarnation and counter, or its position in the share fan-out's tracking): the zones whose
-    /// pair differs, compared one by one. Once the last page is answered the client gets a position
-    /// token (`reached`, read before the zones): everything at or below it is in what it was told.
-    /// A page with more to come keeps the earlier form, which the next call continues.
-    private func databaseChanges(
-        target: CallTarget, known: [String: String], reached: Int64, limit: Int, logger: Logger
-    ) async throws -> Response {
-        let database = target.addressed
-        var known = known
-        let changed: [(key: String, fingerprint: String?, zone: WireZone)]
-        if let participant = target.participant {
-            changed = try await sharedZonesChanged(of: participant, in: database, known: known, logger: logger)
-        } else {
-            let states = try await sync.zoneStates(in: database, logger: logger)
-            // New zones, and known zones whose incarnation or counter moved; a deleted zone the client never knew is no news.
-            changed = states.filter { state in known[state.zoneName] != state.fingerprint && !(state.deleted && known[state.zoneName] == nil) }
-                .map { (key: $0.zoneName, fingerprint: Optional($0.fingerprint), zone: wire($0, in: database)) }
+        // Custom zones are the user's own (the public database has only its default zone).
+        let states = target.belongsToUser ? try await sync.zoneStates(in: database, logger: context.logger) : []
+        // New zones, and known zones whose incarnation or counter moved; a deleted zone the client never knew is no news.
+        let changed = states.filter { state in
+            known[state.zoneName] != state.fingerprint && !(state.deleted && known[state.zoneName] == nil)
         }
         let page = changed.prefix(limit)
-        guard changed.count > page.count else {
-            return try databaseAnswer(zones: page.map(\.zone), token: DatabasePositionToken(database: database.key, position: reached), moreComing: false)
+        for state in page { known[state.zoneName] = state.fingerprint }
+        let zones: [WireZone] = page.map { state in
+            let zoneID = ZoneID(zoneName: state.zoneName, ownerRecordName: database.owner)
+            return state.deleted ? .deleted(zoneID)
+                : .custom(Zone(database: database, zoneID: zoneID, incarnation: state.incarnation, changeCounter: state.changeCounter), key: secretKey)
         }
-        for entry in page { known[entry.key] = entry.fingerprint }
-        return try databaseAnswer(zones: page.map(\.zone), token: DatabaseSyncToken(database: database.key, zones: known), moreComing: true)
+        let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), kind: .databaseSync, key: secretKey)
+        return try json(DatabaseChangesResponse(zones: zones, syncToken: token, metaSyncToken: token, moreComing: changed.count > page.count))
     }
 
     /// Apple's reference names the token `syncToken` for changes/database and `metaSyncToken` for
     /// zones/changes, and clients read either: both keys carry it.
-    private func databaseAnswer(zones: [WireZone], token: some Encodable, moreComing: Bool) throws -> Response {
-        let signed = SignedToken.sign(token, kind: .databaseSync, key: secretKey)
-        return try json(DatabaseChangesResponse(zones: zones, syncToken: signed, metaSyncToken: signed, moreComing: moreComing))
-    }
-
-    /// The shared database's changes since a token of the earlier form: the zones shared with the
-    /// caller now, compared with those the token knew (keyed `zoneName/owner`, a zone name holding no
-    /// '/'): a new zone, or one whose incarnation or position in the caller's share fan-out tracking
-    /// moved, is answered; a zone no longer shared with the caller (removed, left, share or zone
-    /// deleted) is answered deleted.
-    private func sharedZonesChanged(
-        of participant: String, in database: DatabaseID, known: [String: String], logger: Logger
-    ) async throws -> [(key: String, fingerprint: String?, zone: WireZone)] {
+    /// The shared database's changes: the zones shared with the caller now, compared with those the
+    /// token knew (keyed `zoneName/owner`, a zone name holding no '/'): a new zone, or one whose
+    /// incarnation or counter moved, is answered; a zone no longer shared with the caller (removed,
+    /// left, share or zone deleted) is answered deleted. Which zones are shared is read from the
+    /// share tables at request time (a removal shows at once); a zone's position is the caller's
+    /// in the share fan-out's change tracking (`stratus-shares`), read in the same snapshot.
+    private func sharedDatabaseChanges(
+        of participant: String, in database: DatabaseID, known: [String: String], databaseKey: String, limit: Int, logger: Logger
+    ) async throws -> Response {
+        var known = known
         let shared = try await shares.trackedZones(user: participant, container: database.container, environment: database.environment, logger: logger)
         var current: [String: ShareStore.TrackedZone] = [:]
         for entry in shared { current["\(entry.zone.zoneID.zoneName)/\(entry.zone.zoneID.ownerRecordName)"] = entry }
         // The zone's incarnation and the participant's position in the fan-out's tracking (not the
         // owner's zone counter, which moves with changes the participant is not told of).
         func fingerprint(_ tracked: ShareStore.TrackedZone) -> String { "\(tracked.zone.incarnation.uuidString.prefix(8)):s\(tracked.changeSequence)" }
-        var changed: [(key: String, fingerprint: String?, zone: WireZone)] = []
+        var changed: [(key: String, zone: WireZone)] = []
         for (key, tracked) in current.sorted(by: { $0.key < $1.key }) where known[key] != fingerprint(tracked) {
-            changed.append((key, fingerprint(tracked), .custom(tracked.zone, key: secretKey)))
+            changed.append((key, .custom(tracked.zone, key: secretKey)))
         }
         for key in known.keys.sorted() where current[key] == nil {
             let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
             guard parts.count == 2 else { continue }
-            changed.append((key, nil, .deleted(ZoneID(zoneName: parts[0], ownerRecordName: parts[1]))))
+            changed.append((key, .deleted(ZoneID(zoneName: parts[0], ownerRecordName: parts[1]))))
         }
-        return changed
+        let page = changed.prefix(limit)
+        for entry in page { known[entry.key] = current[entry.key].map(fingerprint) }
+        let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), kind: .databaseSync, key: secretKey)
+        return try json(DatabaseChangesResponse(zones: page.map(\.zone), syncToken: token, metaSyncToken: token, moreComing: changed.count > page.count))
     }
 
     struct DatabaseChangesResponse: Encodable {
@@ -320,11 +270,3 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         return (opened.target, opened.body)
     }
 }
-
-/// A database sync token of either form names its database.
-protocol DatabaseBound {
-    var database: String { get }
-}
-
-extension DatabasePositionToken: DatabaseBound {}
-extension DatabaseSyncToken: DatabaseBound {}

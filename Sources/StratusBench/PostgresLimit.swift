@@ -28,21 +28,6 @@ struct PostgresLimit: Sendable {
                 "CREATE SCHEMA IF NOT EXISTS bench_limit",
                 "CREATE TABLE IF NOT EXISTS bench_limit.zones (LIKE public.zones INCLUDING ALL)",
                 "CREATE TABLE IF NOT EXISTS bench_limit.records (LIKE public.records INCLUDING ALL)",
-                // A write stamps its zone with a position in the database's change history where the
-                // stack measured does (migration 0032); an earlier stack's (an A/B) does not, and
-                // neither does its limit.
-                "ALTER TABLE bench_limit.zones ADD COLUMN IF NOT EXISTS database_position bigint",
-                """
-                DO $$ BEGIN
-                    IF to_regprocedure('public.next_database_position(text)') IS NOT NULL THEN
-                        CREATE OR REPLACE FUNCTION bench_limit.next_position(key text) RETURNS bigint LANGUAGE sql VOLATILE
-                            AS 'SELECT public.next_database_position(key)';
-                    ELSE
-                        CREATE OR REPLACE FUNCTION bench_limit.next_position(key text) RETURNS bigint LANGUAGE sql VOLATILE
-                            AS 'SELECT NULL::bigint';
-                    END IF;
-                END $$
-                """,
                 // Its own id sequence: the API's events keep gap-free ids.
                 """
                 CREATE TABLE IF NOT EXISTS bench_limit.events (
@@ -56,8 +41,8 @@ struct PostgresLimit: Sendable {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
             }
             try await connection.query("""
-                INSERT INTO bench_limit.zones (container, environment, scope, owner, zone_name, incarnation, change_counter, database_position)
-                SELECT 'bench', 'development', 'private', owner, \(zoneName), gen_random_uuid(), 0, bench_limit.next_position('bench/development/private/' || owner)
+                INSERT INTO bench_limit.zones (container, environment, scope, owner, zone_name, incarnation, change_counter)
+                SELECT 'bench', 'development', 'private', owner, \(zoneName), gen_random_uuid(), 0
                 FROM unnest(\([Self.owner(nil)] + (0..<writers).map { Self.owner($0) })::text[]) AS t(owner)
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
@@ -74,16 +59,14 @@ struct PostgresLimit: Sendable {
     }
 
     /// One write transaction on `owner`'s zone: lock the zone (as the API does), advance its counter
-    /// by `names.count` and stamp its database position (as the API's writes do), insert the records
-    /// and their events, notify, commit.
+    /// by `names.count`, insert the records and their events, notify, commit.
     func write(_ names: [String], owner: String = PostgresLimit.owner(nil), on connection: PostgresConnection) async throws {
         let zoneKey = zoneKey(owner: owner)
         try await connection.query("SELECT pg_advisory_lock(hashtextextended(\(zoneKey), 0))", logger: logger)
         do {
             try await connection.query("BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger)
             let rows = try await connection.query("""
-                UPDATE bench_limit.zones SET change_counter = change_counter + \(Int64(names.count)), modified_at = now(),
-                    database_position = bench_limit.next_position('bench/development/private/' || owner)
+                UPDATE bench_limit.zones SET change_counter = change_counter + \(Int64(names.count)), modified_at = now()
                 WHERE container = 'bench' AND environment = 'development' AND scope = 'private' AND owner = \(owner) AND zone_name = \(zoneName)
                 RETURNING change_counter
                 """, logger: logger)

@@ -536,8 +536,7 @@ struct ZoneWriter {
         if let sequence, sequence != startSequence {
             let database = context.database
             for try await _ in try await transaction.prepared("""
-                UPDATE zones SET change_counter = \(sequence), modified_at = now(),
-                    database_position = next_database_position(container || '/' || environment || '/' || scope || '/' || owner)
+                UPDATE zones SET change_counter = \(sequence), modified_at = now()
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
                 """) {}

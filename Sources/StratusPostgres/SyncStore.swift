@@ -581,10 +581,8 @@ public struct SyncStore: Sendable {
         public var incarnation: UUID
         public var changeCounter: Int64
         public var deleted: Bool
-        /// The position of the zone's last change in the database's change history.
-        public var databasePosition: Int64
 
-        /// The compact form a database token of the earlier form remembers.
+        /// The compact form a database token remembers.
         public var fingerprint: String { deleted ? "deleted" : "\(incarnation.uuidString.prefix(8)):\(changeCounter)" }
     }
 
@@ -592,53 +590,16 @@ public struct SyncStore: Sendable {
     public func zoneStates(in database: DatabaseID, logger: Logger) async throws -> [ZoneState] {
         try await store.snapshot(logger: logger) { transaction in
             let rows = try await transaction.connection.query("""
-                SELECT zone_name, incarnation, change_counter, deleted, database_position FROM zones
+                SELECT zone_name, incarnation, change_counter, deleted FROM zones
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner)
                 ORDER BY zone_name
                 """, logger: transaction.logger)
-            return try await Self.states(rows)
-        }
-    }
-
-    private static func states(_ rows: PostgresRowSequence) async throws -> [ZoneState] {
-        var states: [ZoneState] = []
-        for try await (name, incarnation, counter, deleted, position) in rows.decode((String, UUID, Int64, Bool, Int64).self) {
-            states.append(ZoneState(zoneName: name, incarnation: incarnation, changeCounter: counter, deleted: deleted, databasePosition: position))
-        }
-        return states
-    }
-
-    /// The position the database's change history has reached: waits (`database_position_reached`,
-    /// migration 0032) until every writer of the database that drew a position so far has ended,
-    /// so a snapshot taken after this returns sees every change at or below it, and every later
-    /// change stands above it.
-    public func positionReached(in database: DatabaseID, logger: Logger) async throws -> Int64 {
-        try await store.withConnection { connection in
-            let rows = try await connection.query("SELECT database_position_reached(\(database.key))", logger: logger)
-            var reached: Int64 = 0
-            for try await value in rows.decode(Int64.self) { reached = value }
-            return reached
-        }
-    }
-
-    /// A page of the database's change history: its zones whose positions lie in the window, in
-    /// position order, at most `limit`; and whether more lie past them. Call it after
-    /// `positionReached` returned the window's end.
-    public func zoneChanges(
-        in database: DatabaseID, window: DatabasePositionToken.Window, limit: Int, logger: Logger
-    ) async throws -> (zones: [ZoneState], moreComing: Bool) {
-        try await store.snapshot(logger: logger) { transaction in
-            let rows = try await transaction.connection.query("""
-                SELECT zone_name, incarnation, change_counter, deleted, database_position FROM zones
-                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-                  AND owner = \(database.owner) AND database_position > \(window.after) AND database_position <= \(window.upTo)
-                  AND NOT (deleted AND \(window.leavesOutDeleted))
-                ORDER BY database_position
-                LIMIT \(Int64(limit) + 1)
-                """, logger: transaction.logger)
-            let states = try await Self.states(rows)
-            return (Array(states.prefix(limit)), states.count > limit)
+            var states: [ZoneState] = []
+            for try await (name, incarnation, counter, deleted) in rows.decode((String, UUID, Int64, Bool).self) {
+                states.append(ZoneState(zoneName: name, incarnation: incarnation, changeCounter: counter, deleted: deleted))
+            }
+            return states
         }
     }
 

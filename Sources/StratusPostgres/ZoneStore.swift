@@ -60,14 +60,12 @@ public struct ZoneStore: Sendable {
                     }
                     let incarnation = after?.incarnation ?? row!.zone.incarnation
                     try await connection.query("""
-                        INSERT INTO zones (
-                            container, environment, scope, owner, zone_name, incarnation, change_counter, deleted, default_time_to_live, database_position)
+                        INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter, deleted, default_time_to_live)
                         VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner),
-                                \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil), \(after?.defaultTimeToLive),
-                                next_database_position(\(database.key)))
+                                \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil), \(after?.defaultTimeToLive))
                         ON CONFLICT (container, environment, scope, owner, zone_name) DO UPDATE
                         SET incarnation = EXCLUDED.incarnation, change_counter = EXCLUDED.change_counter,
-                            deleted = EXCLUDED.deleted, modified_at = now(), database_position = EXCLUDED.database_position,
+                            deleted = EXCLUDED.deleted, modified_at = now(),
                             tombstone_horizon = CASE WHEN zones.incarnation = EXCLUDED.incarnation AND NOT EXCLUDED.deleted THEN zones.tombstone_horizon ELSE 0 END,
                             default_time_to_live = EXCLUDED.default_time_to_live
                         """, logger: logger)

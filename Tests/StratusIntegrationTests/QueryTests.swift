@@ -655,9 +655,8 @@ extension QueryTests {
                     FROM generate_series(1, 60000) AS i
                     """, logger: TestSupport.logger)
                 try await connection.query("""
-                    INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter, database_position)
-                    SELECT 'iCloud.explain', 'development', 'private', '_u' || (i % 300), 'Z' || (i / 300), gen_random_uuid(), 0,
-                           next_database_position('iCloud.explain/development/private/_u' || (i % 300))
+                    INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter)
+                    SELECT 'iCloud.explain', 'development', 'private', '_u' || (i % 300), 'Z' || (i / 300), gen_random_uuid(), 0
                     FROM generate_series(300, 2099) AS i
                     """, logger: TestSupport.logger)
                 try await connection.query("ANALYZE events", logger: TestSupport.logger)

@@ -133,54 +133,6 @@ extension ShareStore {
         }
     }
 
-    /// A zone of a user's shared database as its change history answers it: the owner's zone while
-    /// it is shared with the user, nil once it is not (the zone left their shared database).
-    public struct SharedZoneChange: Sendable {
-        public var zoneID: ZoneID
-        public var zone: Zone?
-        /// The position of the zone's last change in the user's shared database.
-        public var databasePosition: Int64
-    }
-
-    /// A page of `user`'s shared database's change history (`shared_database_changes`, migration
-    /// 0032): the first `limit` entries whose positions lie in the window, in position order, through
-    /// the history's index, each as it is now (the owner's zone if it is shared with the user,
-    /// decided from the share tables in the same snapshot; else nil); `last`, the position of the
-    /// last entry read (the next page starts after it, even when the window leaves out what it
-    /// answered); and whether more lie past it. Call it after `SyncStore.positionReached` of the
-    /// user's shared database returned the window's end.
-    public func sharedZoneChanges(
-        user: String, container: String, environment: StratusCore.Environment, window: DatabasePositionToken.Window, limit: Int, logger: Logger
-    ) async throws -> (zones: [SharedZoneChange], last: Int64?, moreComing: Bool) {
-        try await store.snapshot(logger: logger) { transaction in
-            let rows = try await transaction.connection.query("""
-                SELECT c.owner, c.zone_name, c.database_position, z.incarnation, z.change_counter, z.default_time_to_live
-                FROM (SELECT container, environment, user_record_name, owner, zone_name, database_position FROM shared_database_changes
-                      WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user)
-                        AND database_position > \(window.after) AND database_position <= \(window.upTo)
-                      ORDER BY database_position
-                      LIMIT \(Int64(limit) + 1)) AS c
-                LEFT JOIN zones AS z ON z.container = c.container AND z.environment = c.environment AND z.scope = 'private'
-                     AND z.owner = c.owner AND z.zone_name = c.zone_name AND NOT z.deleted
-                     AND EXISTS (SELECT 1 FROM share_participants AS p
-                                 WHERE p.container = c.container AND p.environment = c.environment AND p.scope = 'private'
-                                   AND p.owner = c.owner AND p.zone_name = c.zone_name AND p.user_record_name = c.user_record_name
-                                   AND p.acceptance_status = 'ACCEPTED' AND p.type <> 'OWNER')
-                ORDER BY c.database_position
-                """, logger: transaction.logger)
-            var entries: [SharedZoneChange] = []
-            for try await (owner, zoneName, position, incarnation, counter, ttl) in rows.decode((String, String, Int64, UUID?, Int64?, Int64?).self) {
-                let zoneID = ZoneID(zoneName: zoneName, ownerRecordName: owner)
-                let database = DatabaseID(container: container, environment: environment, scope: .private, owner: owner)
-                let zone = incarnation.map { Zone(database: database, zoneID: zoneID, incarnation: $0, changeCounter: counter ?? 0, defaultTimeToLive: ttl) }
-                entries.append(SharedZoneChange(zoneID: zoneID, zone: zone, databasePosition: position))
-            }
-            let page = entries.prefix(limit)
-            let zones = page.filter { $0.zone != nil || !window.leavesOutDeleted }
-            return (Array(zones), page.last?.databasePosition, entries.count > limit)
-        }
-    }
-
     /// Whether `user` held a share of the owner's zone once (the fan-out recorded it) but holds
     /// none now: their old zone token is expired rather than naming a zone that does not exist.
     public func lostAccess(user: String, owner: String, zoneName: String, container: String, environment: StratusCore.Environment, logger: Logger) async throws -> Bool {
