@@ -103,9 +103,10 @@ final class SyncTests: XCTestCase {
         for seed in seeds {
             try await withFixture { fixture, client in
                 try await RecordAPITests.createZone(client, fixture, "Sync")
-                let writersDone = ManagedFlag()
+                let progress = WriteProgress()
                 let recreateAt = seed % 2 == 0 ? 40 : -1
                 async let writes: Void = withThrowingTaskGroup(of: Void.self) { group in
+                    defer { progress.finish() }
                     for writer in 0..<3 {
                         group.addTask {
                             var random = SplitMix64(seed: seed &* 31 &+ UInt64(writer))
@@ -124,16 +125,21 @@ final class SyncTests: XCTestCase {
                                 default: ["operationType": "forceUpdate", "record": RecordAPITests.note(name, ["v": ["value": value]])]
                                 }
                                 _ = try await RecordAPITests.modify(client, fixture, zone: "Sync", [operation])
+                                progress.wrote()
                             }
                         }
                     }
                     try await group.waitForAll()
-                    writersDone.set()
                 }
                 var device = Device()
                 var random = SplitMix64(seed: seed)
                 var rounds = 0
-                while !writersDone.isSet {
+                // A round after each write that completed since the last (writers never wait for
+                // the device, so other writes are in flight while it pages): a round with no new
+                // write could only be answered what the device already holds.
+                var seen = 0
+                while case let (count, done) = await progress.next(after: seen), !done {
+                    seen = count
                     try await device.sync(client, fixture, zone: "Sync", limit: Int(1 + random.next() % 4))
                     rounds += 1
                 }
@@ -436,10 +442,37 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// A flag one task sets and another polls.
-final class ManagedFlag: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
+/// The writers' progress as a syncing device follows it: how many writes completed, and whether
+/// the writers are done (also when one failed). One device waits on it at a time.
+final class WriteProgress: Sendable {
+    private let state = Mutex<(count: Int, done: Bool, waiter: CheckedContinuation<(count: Int, done: Bool), Never>?)>((0, false, nil))
+
+    /// A write completed.
+    func wrote() { update { $0.count += 1 } }
+
+    /// The writers are done.
+    func finish() { update { $0.done = true } }
+
+    /// Waits until a write completes after the first `seen`, or the writers are done.
+    func next(after seen: Int) async -> (count: Int, done: Bool) {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> (count: Int, done: Bool)? in
+                guard state.count <= seen, !state.done else { return (state.count, state.done) }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    private func update(_ change: (inout (count: Int, done: Bool, waiter: CheckedContinuation<(count: Int, done: Bool), Never>?)) -> Void) {
+        let (waiter, value) = state.withLock { state in
+            change(&state)
+            defer { state.waiter = nil }
+            return (state.waiter, (state.count, state.done))
+        }
+        waiter?.resume(returning: value)
+    }
 }
 
 extension SyncTests {
