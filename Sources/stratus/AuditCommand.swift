@@ -28,7 +28,7 @@ struct AuditCommand: AsyncParsableCommand {
         func validate() throws {
             guard (1...AuditLog.maxPage).contains(limit) else { throw ValidationError("--limit is 1 to \(AuditLog.maxPage)") }
             if let action, AuditAction(rawValue: action) == nil {
-                throw ValidationError("no action '\(action.prefix(100))'; the actions: \(AuditAction.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw ValidationError("no action '\(ClientText.excerpt(action))'; the actions: \(AuditAction.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
 
