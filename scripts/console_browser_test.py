@@ -334,6 +334,18 @@ def run(driver):
     check("RECORD TYPE Note" in driver.find_element(By.ID, "ckdb-production").text, "the production .ckdb text lacks Note")
     shot(driver, "14-schema")
 
+    step("the audit log: the deploy and the API token just made, filtered by action")
+    driver.get(BASE + "/console")
+    action = through(driver, wait_for(driver, (By.ID, "audit-link")).click, (By.ID, "audit-action"))
+    entries = driver.find_element(By.ID, "audit").text
+    check("schema.deploy" in entries and "token.create" in entries and "console.signin" in entries,
+          f"the audit log lacks the console's actions: {entries[:500]}")
+    Select(action).select_by_value("schema.deploy")
+    through(driver, driver.find_element(By.ID, "search-audit").click, (By.ID, "audit"))
+    filtered = driver.find_element(By.ID, "audit").text
+    check("schema.deploy" in filtered and "token.create" not in filtered, f"the filtered audit log: {filtered[:500]}")
+    shot(driver, "16-audit")
+
     step("a narrow screen")
     driver.set_window_size(390, 900)
     driver.get(BASE + "/console")

@@ -49,6 +49,7 @@ struct SchemaCommand: AsyncParsableCommand {
             let schema = try await Admin.importSchema(
                 container: container, text: String(decoding: data, as: UTF8.self), source: file, configuration, logger: logger)
             print("imported \(schema.recordTypes.count) record types into development")
+            try await options.audit(.schemaImport, container: container, details: [("recordTypes", "\(schema.recordTypes.count)")], configuration, logger)
             try await reportFieldIndexes(container: container, environment: .development, configuration, logger: logger)
         }
     }
@@ -64,6 +65,7 @@ struct SchemaCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-schema")
             let schema = try await Admin.deploySchema(container: container, configuration, logger: logger)
             print("deployed \(schema.recordTypes.count) record types to production")
+            try await options.audit(.schemaDeploy, container: container, details: [("recordTypes", "\(schema.recordTypes.count)")], configuration, logger)
             try await reportFieldIndexes(container: container, environment: .production, configuration, logger: logger)
         }
     }
@@ -77,10 +79,15 @@ struct SchemaCommand: AsyncParsableCommand {
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-schema")
             let report = try await Admin.resetDevelopment(container: container, configuration, logger: logger)
+            var recordTypes = 0
             if case .applied(let schema) = report.schema {
                 print("development reset to production's \(schema.recordTypes.count) record types")
+                recordTypes = schema.recordTypes.count
             }
             for line in report.summary { print(line) }
+            try await options.audit(
+                .schemaReset, container: container, details: [("recordTypes", "\(recordTypes)"), ("deleted", report.summary.joined(separator: " / "))],
+                configuration, logger)
             try await reportFieldIndexes(container: container, environment: .development, configuration, logger: logger)
         }
     }
@@ -99,7 +106,11 @@ struct SchemaCommand: AsyncParsableCommand {
         func run() async throws {
             guard let environment = Environment(rawValue: environment) else { throw ValidationError("the environment is development or production") }
             let (configuration, logger) = try options.resolve(label: "stratus-schema")
-            try await reportFieldIndexes(container: container, environment: environment, configuration, logger: logger)
+            let changes = try await reportFieldIndexes(container: container, environment: environment, configuration, logger: logger)
+            try await options.audit(
+                .schemaBuildIndexes, container: container,
+                details: [("environment", environment.rawValue), ("built", "\(changes.built.count)"), ("dropped", "\(changes.dropped.count)")],
+                configuration, logger)
         }
     }
 
@@ -124,14 +135,21 @@ struct SchemaCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-schema")
             try await Admin.assignRole(role, to: user, remove: remove, container: container, environment: environment, configuration, logger: logger)
             print("\(user) \(remove ? "no longer holds" : "holds") \(role) in \(environment.rawValue)")
+            try await options.audit(
+                remove ? .roleRemove : .roleAssign, container: container, subject: user,
+                details: [("role", role), ("environment", environment.rawValue)], configuration, logger)
         }
     }
 }
 
 /// Builds an environment's field indexes and says what changed, one line per index.
-func reportFieldIndexes(container: String, environment: Environment, _ configuration: StratusConfiguration, logger: Logger) async throws {
+@discardableResult
+func reportFieldIndexes(
+    container: String, environment: Environment, _ configuration: StratusConfiguration, logger: Logger
+) async throws -> QueryFieldIndexes.Changes {
     let changes = try await Admin.buildFieldIndexes(container: container, environment: environment, configuration, logger: logger)
     for index in changes.built { print("built the field index of \(index) in \(environment.rawValue)") }
     for index in changes.dropped { print("dropped the field index of \(index) in \(environment.rawValue)") }
     print("\(environment.rawValue) has \(changes.built.count + changes.kept.count) field indexes")
+    return changes
 }

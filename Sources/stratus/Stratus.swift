@@ -11,7 +11,7 @@ struct Stratus: AsyncParsableCommand {
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
         subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self,
-                      WebhookCommand.self, APNsCommand.self, SchemaCommand.self, OperatorCommand.self]
+                      WebhookCommand.self, APNsCommand.self, SchemaCommand.self, OperatorCommand.self, AuditCommand.self]
     )
 }
 
@@ -23,12 +23,24 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "Kafka bootstrap brokers (default: $STRATUS_KAFKA_BROKERS).")
     var kafkaBrokers: String?
 
+    @Option(help: "Who runs the command, as the audit log records it (default: the OS user).")
+    var actor: String?
+
     func resolve(label: String) throws -> (StratusConfiguration, Logger) {
         var configuration = try StratusConfiguration.fromEnvironment()
         if let databaseURL { configuration.databaseURL = databaseURL }
         if let kafkaBrokers { configuration.kafka.brokers = kafkaBrokers }
         CLI.bootstrapOnce(level: configuration.logLevel)
         return (configuration, Logger(label: label))
+    }
+
+    /// Appends the command's entry to the audit log, once what it did has succeeded.
+    func audit(
+        _ action: AuditAction, container: String = "", subject: String = "", details: [(String, String)] = [],
+        _ configuration: StratusConfiguration, _ logger: Logger
+    ) async throws {
+        let draft = AuditDraft(actor: Admin.cliActor(explicit: actor), action: action, container: container, subject: subject, details: details)
+        try await Admin.audit(draft, configuration, logger: logger)
     }
 }
 
@@ -49,6 +61,7 @@ struct Migrate: AsyncParsableCommand {
         let (configuration, logger) = try options.resolve(label: "stratus-migrate")
         let applied = try await Admin.migrate(configuration, logger: logger)
         print(applied.isEmpty ? "database is up to date" : "applied: \(applied.joined(separator: ", "))")
+        try await options.audit(.databaseMigrate, details: [("applied", applied.isEmpty ? "none" : applied.joined(separator: ","))], configuration, logger)
     }
 }
 
@@ -72,6 +85,7 @@ struct Republish: AsyncParsableCommand {
         let (configuration, logger) = try options.resolve(label: "stratus-republish")
         let count = try await Admin.republish(from: from, configuration, logger: logger)
         print("marked \(count) events for publishing from id \(from)")
+        try await options.audit(.eventsRepublish, details: [("from", "\(from)"), ("events", "\(count)")], configuration, logger)
     }
 }
 
@@ -89,6 +103,7 @@ struct Replay: AsyncParsableCommand {
             print(String(format: "replay %@: %d events, at id %lld of %lld, %.0f events/s", worker, progress.events, progress.position, progress.target, progress.eventsPerSecond))
         }
         print("replay \(worker) done: \(count) events")
+        try await options.audit(.workerReplay, subject: worker, details: [("events", "\(count)")], configuration, logger)
     }
 }
 
@@ -105,6 +120,9 @@ struct Reindex: AsyncParsableCommand {
             print(String(format: "reindex: %d events, at id %lld of %lld, %.0f events/s", progress.events, progress.position, progress.target, progress.eventsPerSecond))
         }
         print("reindex done: generation \(result.generation) is live, \(result.events) events")
+        try await options.audit(
+            .indexReindex, details: [("generation", "\(result.generation)"), ("events", "\(result.events)"), ("language", language ?? "current")],
+            configuration, logger)
     }
 }
 
@@ -135,6 +153,10 @@ struct ContainerCommand: AsyncParsableCommand {
                 container, label: label, anonymousPublicReads: anonymousPublicReads, usersDiscoverableByDefault: usersDiscoverableByDefault,
                 configuration, logger: logger)
             print(token)
+            var details = [("label", label), ("token", AuditEntry.hex(APIToken.digest(token)))]
+            if let anonymousPublicReads { details.append(("anonymousPublicReads", "\(anonymousPublicReads)")) }
+            if let usersDiscoverableByDefault { details.append(("usersDiscoverableByDefault", "\(usersDiscoverableByDefault)")) }
+            try await options.audit(.containerCreate, container: container, details: details, configuration, logger)
         }
     }
 
@@ -164,6 +186,10 @@ struct ContainerCommand: AsyncParsableCommand {
                 try await Admin.setUsersDiscoverableByDefault(container, usersDiscoverableByDefault, configuration, logger: logger)
                 print("\(container): new users \(usersDiscoverableByDefault ? "start" : "do not start") discoverable")
             }
+            var details: [(String, String)] = []
+            if let anonymousPublicReads { details.append(("anonymousPublicReads", "\(anonymousPublicReads)")) }
+            if let usersDiscoverableByDefault { details.append(("usersDiscoverableByDefault", "\(usersDiscoverableByDefault)")) }
+            try await options.audit(.containerSettings, container: container, details: details, configuration, logger)
         }
     }
 }
@@ -194,7 +220,9 @@ struct KeyCommand: AsyncParsableCommand {
                 guard let data = FileManager.default.contents(atPath: publicKey) else { throw ValidationError("cannot read \(publicKey)") }
                 text = String(decoding: data, as: UTF8.self)
             }
-            print(try await Admin.createServerKey(container: container, publicKey: text, label: label, configuration, logger: logger))
+            let keyID = try await Admin.createServerKey(container: container, publicKey: text, label: label, configuration, logger: logger)
+            print(keyID)
+            try await options.audit(.keyCreate, container: container, subject: keyID, details: [("label", label)], configuration, logger)
         }
     }
 
@@ -208,6 +236,7 @@ struct KeyCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-key")
             try await Admin.revokeServerKey(keyID, configuration, logger: logger)
             print("revoked \(keyID)")
+            try await options.audit(.keyRevoke, subject: keyID, configuration, logger)
         }
     }
 }
@@ -230,6 +259,14 @@ struct UserCommand: AsyncParsableCommand {
 
         var change: UserIdentityChange {
             UserIdentityChange(emailAddress: email, givenName: givenName, familyName: familyName, discoverable: discoverable)
+        }
+
+        /// The parts given, by name (the audit log's details: which parts changed, never their values
+        /// but discoverability).
+        var changedParts: String {
+            var parts = [("email", email), ("givenName", givenName), ("familyName", familyName)].compactMap { name, value in value.map { _ in name } }
+            if let discoverable { parts.append("discoverable=\(discoverable)") }
+            return parts.isEmpty ? "none" : parts.joined(separator: ",")
         }
     }
 
@@ -261,8 +298,12 @@ struct UserCommand: AsyncParsableCommand {
 
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-user")
-            print(try await Admin.createUser(
-                container: user.container, login: user.login, password: try user.password(), identity: identity.change, configuration, logger: logger))
+            let userRecordName = try await Admin.createUser(
+                container: user.container, login: user.login, password: try user.password(), identity: identity.change, configuration, logger: logger)
+            print(userRecordName)
+            try await options.audit(
+                .userCreate, container: user.container, subject: user.login,
+                details: [("userRecordName", userRecordName), ("identity", identity.changedParts)], configuration, logger)
         }
     }
 
@@ -283,6 +324,7 @@ struct UserCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-user")
             try await Admin.changeUser(container: container, login: login, identity.change, configuration, logger: logger)
             print("user changed")
+            try await options.audit(.userChange, container: container, subject: login, details: [("identity", identity.changedParts)], configuration, logger)
         }
     }
 
@@ -295,6 +337,7 @@ struct UserCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-user")
             try await Admin.setPassword(container: user.container, login: user.login, password: try user.password(), configuration, logger: logger)
             print("password set")
+            try await options.audit(.userPassword, container: user.container, subject: user.login, configuration, logger)
         }
     }
 
@@ -312,7 +355,9 @@ struct UserCommand: AsyncParsableCommand {
         func run() async throws {
             let (configuration, logger) = try options.resolve(label: "stratus-user")
             configuration.logSecretKeySource(logger)
-            print(try await Admin.webAuthToken(container: container, user: user, days: days, configuration, logger: logger))
+            let userRecordName = user ?? UserRecordName.generate()
+            print(try await Admin.webAuthToken(container: container, user: userRecordName, days: days, configuration, logger: logger))
+            try await options.audit(.userToken, container: container, subject: userRecordName, details: [("days", "\(days)")], configuration, logger)
         }
     }
 }
@@ -336,6 +381,8 @@ struct OperatorCommand: AsyncParsableCommand {
             let password = try UserCommand.Login.readPassword(passwordFile)
             try await Admin.createOperator(login: login, password: password, containers: containers.isEmpty ? nil : containers, configuration, logger: logger)
             print(containers.isEmpty ? "operator \(login) created (every container)" : "operator \(login) created (\(containers.joined(separator: ", ")))")
+            try await options.audit(
+                .operatorCreate, subject: login, details: [("containers", containers.isEmpty ? "every" : containers.joined(separator: ","))], configuration, logger)
         }
     }
 }
@@ -362,6 +409,10 @@ struct WebhookCommand: AsyncParsableCommand {
                 container: container, url: url, allowInsecureLoopback: allowInsecureLoopback, configuration, logger: logger)
             print("id: \(webhook.webhookID.uuidString.lowercased())")
             print("secret: \(webhook.secret.map { String(format: "%02x", $0) }.joined())")
+            // The URL's host only: a path or query may carry a credential of the receiver's.
+            try await options.audit(
+                .webhookCreate, container: container, subject: webhook.webhookID.uuidString.lowercased(),
+                details: [("host", URL(string: url)?.host ?? "")], configuration, logger)
         }
     }
 
@@ -389,6 +440,7 @@ struct WebhookCommand: AsyncParsableCommand {
             let (configuration, logger) = try options.resolve(label: "stratus-webhook")
             try await Admin.deleteWebhook(id, configuration, logger: logger)
             print("deleted \(id)")
+            try await options.audit(.webhookDelete, subject: id.lowercased(), configuration, logger)
         }
     }
 }
@@ -418,6 +470,7 @@ struct APNsCommand: AsyncParsableCommand {
                 container: container, teamID: teamID, keyID: keyID, privateKeyPEM: String(decoding: data, as: UTF8.self), topic: topic,
                 configuration, logger: logger)
             print("\(container): APNs key \(keyID) of team \(teamID) for \(topic)")
+            try await options.audit(.apnsSet, container: container, subject: keyID, details: [("team", teamID), ("topic", topic)], configuration, logger)
         }
     }
 }

@@ -24,37 +24,43 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
         router.post("/console/access/tokens/create") { request, context in await routes.page(request, context) { try await createToken(request, context) } }
         router.post("/console/access/tokens/revoke") { request, context in
             await routes.page(request, context) {
-                try await change(request, context, done: "token-revoked") { container, form, logger in
-                    guard try await access.revokeAPIToken(container: container, digest: form["digest"] ?? "", logger: logger) else {
+                try await change(request, context, done: "token-revoked", action: .tokenRevoke) { container, form, logger in
+                    let digest = form["digest"] ?? ""
+                    guard try await access.revokeAPIToken(container: container, digest: digest, logger: logger) else {
                         throw StratusError(.notFound, "No such API token in this container")
                     }
+                    return (digest, [])
                 }
             }
         }
         router.post("/console/access/keys/create") { request, context in
             await routes.page(request, context) {
-                try await change(request, context, done: "key-registered") { container, form, logger in
+                try await change(request, context, done: "key-registered", action: .keyCreate) { container, form, logger in
                     let publicKey = try ServerPublicKey(text: try form.required("publicKey", label: "The public key"))
                     let label = String((form["label"] ?? "").prefix(255))
-                    _ = try await ServerKeyStore(store: routes.data.store).register(container: container, publicKey: publicKey, label: label, logger: logger)
+                    let key = try await ServerKeyStore(store: routes.data.store).register(container: container, publicKey: publicKey, label: label, logger: logger)
+                    return (key.keyID, [("label", label)])
                 }
             }
         }
         router.post("/console/access/keys/revoke") { request, context in
             await routes.page(request, context) {
-                try await change(request, context, done: "key-revoked") { container, form, logger in
-                    guard try await access.revokeServerKey(container: container, keyID: form["keyID"] ?? "", logger: logger) else {
+                try await change(request, context, done: "key-revoked", action: .keyRevoke) { container, form, logger in
+                    let keyID = form["keyID"] ?? ""
+                    guard try await access.revokeServerKey(container: container, keyID: keyID, logger: logger) else {
                         throw StratusError(.notFound, "No such active key in this container")
                     }
+                    return (keyID, [])
                 }
             }
         }
         router.post("/console/access/users/create") { request, context in
             await routes.page(request, context) {
-                try await change(request, context, done: "user-created") { container, form, logger in
+                try await change(request, context, done: "user-created", action: .userCreate) { container, form, logger in
                     let login = try form.required("login", label: "The login")
                     guard let password = form["password"], password.utf8.count <= 1024 else { throw StratusError(.badRequest, "The password is 8 to 1024 characters") }
-                    _ = try await UserStore(store: routes.data.store).create(container: container, login: login, password: password, logger: logger)
+                    let userRecordName = try await UserStore(store: routes.data.store).create(container: container, login: login, password: password, logger: logger)
+                    return (login, [("userRecordName", userRecordName), ("identity", "none")])
                 }
             }
         }
@@ -114,19 +120,24 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
         let label = String((form["label"] ?? "").prefix(255))
         let token = try await ContainerStore(store: routes.data.store).create(container: container, label: label, logger: context.logger)
         context.logger.notice("console API token created", metadata: ["operator": "\(session.operator.login)", "container": "\(container)"])
+        try await routes.audit(
+            .tokenCreate, session: session, context, container: container,
+            details: [("label", label), ("token", AuditEntry.hex(APIToken.digest(token)))])
         var response = try await page(container, session: session, context: context, after: nil, notice: "The API token was created.", newToken: token)
         response.status = .created
         return response
     }
 
-    /// A form that changes something of a container, then back to the access page.
+    /// A form that changes something of a container, then back to the access page; `body` returns
+    /// the audit entry's subject and details.
     func change(
-        _ request: Request, _ context: Context, done: String,
-        _ body: (String, ConsoleForm, Logger) async throws -> Void
+        _ request: Request, _ context: Context, done: String, action: AuditAction,
+        _ body: (String, ConsoleForm, Logger) async throws -> (String, [(String, String)])
     ) async throws -> Response {
         let (session, form) = try await routes.form(request, context)
         let container = try container(form.fields, session)
-        try await body(container, form, context.logger)
+        let (subject, details) = try await body(container, form, context.logger)
+        try await routes.audit(action, session: session, context, container: container, subject: subject, details: details)
         context.logger.notice("console access change", metadata: ["operator": "\(session.operator.login)", "container": "\(container)", "change": "\(done)"])
         return ConsolePage.redirect(link(container, "&done=\(done)"))
     }

@@ -103,6 +103,9 @@ struct ConsoleDatabase: Sendable {
         path + "?" + (items + more).map { "\($0.0)=\(ConsolePage.escape($0.1))" }.joined(separator: "&")
     }
 
+    /// The database as an audit entry's details name it (the container is the entry's own field).
+    var auditDetails: [(String, String)] { Array(items.dropFirst()) }
+
     /// The hidden form fields that name this database.
     var hidden: [[String: String]] { items.map { ["name": $0.0, "value": $0.1] } }
 
@@ -242,6 +245,7 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
             [.create(ZoneID(zoneName: zoneName, ownerRecordName: database.database.owner))], in: database.database, causation: causation, logger: context.logger)
         if case .failure(let error) = outcomes.first { throw error }
         context.logger.info("console zone created", metadata: ["operator": "\(session.operator.login)", "zone": "\(zoneName)"])
+        try await routes.audit(.zoneCreate, session: session, context, container: database.database.container, subject: zoneName, details: database.auditDetails)
         return ConsolePage.redirect(database.link("/console/records", [("zone", zoneName), ("done", "zone")]))
     }
 
@@ -353,6 +357,9 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
             : nil
         let saved = try await write(RecordStore.Command(type: operation, input: input), zone: zone, database: database, existing: existing, context: context)
         context.logger.info("console record saved", metadata: ["operator": "\(session.operator.login)", "record": "\(saved)"])
+        try await routes.audit(
+            .recordSave, session: session, context, container: database.database.container, subject: saved,
+            details: database.auditDetails + [("zone", zone.zoneName), ("operation", operation == .create ? "create" : "update")])
         return ConsolePage.redirect(database.link("/console/record", [("zone", zone.zoneName), ("record", saved), ("done", "saved")]))
     }
 
@@ -370,6 +377,9 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         input.changeTag = form["changeTag"].flatMap { $0.isEmpty ? nil : $0 }
         _ = try await write(RecordStore.Command(type: input.changeTag == nil ? .forceDelete : .delete, input: input), zone: zone, database: database, existing: existing, context: context)
         context.logger.info("console record deleted", metadata: ["operator": "\(session.operator.login)", "record": "\(name)"])
+        try await routes.audit(
+            .recordDelete, session: session, context, container: database.database.container, subject: name,
+            details: database.auditDetails + [("zone", zone.zoneName)])
         return ConsolePage.redirect(database.link("/console/records", [("zone", zone.zoneName), ("done", "deleted")]))
     }
 

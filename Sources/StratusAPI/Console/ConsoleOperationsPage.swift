@@ -144,6 +144,7 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
             guard try await operations.discard(deadLetter: id, logger: context.logger) else { throw StratusError(.notFound, "No dead letter \(id)") }
         }
         context.logger.notice("console dead letter \(retry ? "retried" : "discarded")", metadata: ["operator": "\(session.operator.login)", "id": "\(id)"])
+        try await routes.audit(retry ? .deadLetterRetry : .deadLetterDiscard, session: session, context, subject: "\(id)")
         return ConsolePage.redirect("/console/operations?done=\(retry ? "retried" : "discarded")")
     }
 
@@ -178,6 +179,10 @@ struct ConsoleOperationsPage<Context: StratusRequestContext>: Sendable {
         }
         let id = try await maintenance.start(job, "console:\(session.operator.login)", context.logger)
         context.logger.notice("console maintenance run started", metadata: ["operator": "\(session.operator.login)", "job": "\(job.label)", "run": "\(id)"])
+        switch job {
+        case .reindex: try await routes.audit(.indexReindex, session: session, context, details: [("run", "\(id)")])
+        case .replay(let worker): try await routes.audit(.workerReplay, session: session, context, subject: worker, details: [("run", "\(id)")])
+        }
         return ConsolePage.redirect("/console/operations/runs/\(id)?done=started")
     }
 

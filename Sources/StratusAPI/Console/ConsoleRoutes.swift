@@ -28,6 +28,8 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
     let recentErrors: RecentErrors
     /// Starts reindex and replay runs; nil: the operations page cannot start them.
     let maintenance: MaintenanceLauncher?
+    /// Where every form that changes something appends its entry.
+    var auditLog: AuditLog { AuditLog(store: data.store) }
 
     static var sessionCookie: String { "stratus_console" }
     static var signInCookie: String { "stratus_console_signin" }
@@ -48,6 +50,18 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         ConsoleSubscriptionsPage<Context>(routes: self).register(on: router)
         ConsoleErrorsPage<Context>(routes: self).register(on: router)
         ConsoleSchemaPage<Context>(routes: self).register(on: router)
+        ConsoleAuditPage<Context>(routes: self).register(on: router)
+    }
+
+    /// Appends a form's action to the audit log, as done by the session's operator from the
+    /// request's client address, once the change has been made.
+    func audit(
+        _ action: AuditAction, session: ConsoleSession, _ context: Context, container: String = "", subject: String = "",
+        details: [(String, String)] = []
+    ) async throws {
+        let actor = AuditActor(channel: .console, name: session.operator.login, origin: context.clientAddress ?? "", requestID: context.requestID)
+        try await auditLog.append(
+            AuditDraft(actor: actor, action: action, container: container, subject: subject, details: details), logger: context.logger)
     }
 
     /// Runs a page's handler, rendering what it throws as an HTML page (never the API's JSON).
@@ -157,6 +171,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         attempt.succeeded()
         let (token, session) = try await operators.openSession(for: signedIn, lifetime: settings.sessionLifetime, logger: context.logger)
         context.logger.info("console sign-in", metadata: ["operator": "\(signedIn.login)"])
+        try await audit(.consoleSignIn, session: session, context)
         var response = ConsolePage.redirect("/console")
         let seconds = max(1, Int(session.expiresAt.timeIntervalSinceNow.rounded(.down)))
         response.setCookie(cookie(Self.sessionCookie, token, maxAge: seconds, request))
@@ -169,6 +184,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         let form = try await Self.readForm(request)
         guard Self.same(form["csrf"], session.csrfToken) else { throw Self.csrfRefused }
         try await operators.closeSession(token: token, logger: context.logger)
+        try await audit(.consoleSignOut, session: session, context)
         var response = ConsolePage.redirect("/console/signin")
         response.setCookie(cookie(Self.sessionCookie, "", maxAge: 0, request))
         return response

@@ -117,6 +117,7 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
         }
         let causation = Causation(requestID: context.requestID)
         let outcome: SchemaStore.Outcome
+        var details: [(String, String)] = []
         if change == .deploy {
             outcome = try await schemas.deploy(container: container, causation: causation, logger: context.logger)
         } else {
@@ -126,6 +127,7 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
                 "operator": "\(session.operator.login)", "container": "\(container)", "deleted": "\(report.summary.joined(separator: "; "))",
             ])
             outcome = report.schema
+            details.append(("deleted", report.summary.joined(separator: " / ")))
         }
         switch outcome {
         case .applied(let schema):
@@ -136,6 +138,9 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
                 "operator": "\(session.operator.login)", "container": "\(container)", "change": "\(change.rawValue)",
                 "recordTypes": "\(schema.recordTypes.count)", "fieldIndexesBuilt": "\(changes.built.count)", "fieldIndexesDropped": "\(changes.dropped.count)",
             ])
+            try await routes.audit(
+                change == .deploy ? .schemaDeploy : .schemaReset, session: session, context, container: container,
+                details: [("recordTypes", "\(schema.recordTypes.count)")] + details)
             return ConsolePage.redirect(Self.link(container, "&done=\(change.rawValue)"))
         case .refused(let problems):
             return refused(change, problems, container: container, session: session)
@@ -195,6 +200,9 @@ struct ConsoleSchemaPage<Context: StratusRequestContext>: Sendable {
         context.logger.notice("console role change", metadata: [
             "operator": "\(session.operator.login)", "container": "\(container)", "environment": "\(environment.rawValue)", "remove": "\(remove)",
         ])
+        try await routes.audit(
+            remove ? .roleRemove : .roleAssign, session: session, context, container: container, subject: user,
+            details: [("role", role), ("environment", environment.rawValue)])
         return ConsolePage.redirect(Self.link(container, remove ? "&done=role-removed" : "&done=role-assigned"))
     }
 }

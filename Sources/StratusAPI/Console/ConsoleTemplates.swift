@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
-        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("schema", schema), ("schemaChange", schemaChange), ("run", run), ("runTable", runTable), ("hidden", hidden), ("recordTable", recordTable),
+        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("audit", audit), ("schema", schema), ("schemaChange", schemaChange), ("run", run), ("runTable", runTable), ("hidden", hidden), ("recordTable", recordTable),
     ]
 
     static let head = """
@@ -96,7 +96,8 @@ enum ConsoleTemplates {
     static let home = """
         {{> head}}
         <p><a href="/console/operations" id="operations-link">Operations</a>: relay backlog, worker lag, dead letters ·
-        <a href="/console/errors" id="errors-link">Recent errors</a>: search by request id</p>
+        <a href="/console/errors" id="errors-link">Recent errors</a>: search by request id ·
+        <a href="/console/audit" id="audit-link">Audit log</a>: who changed what</p>
         {{^containers}}<p class="muted">No container to show.</p>{{/containers}}
         <ul id="containers">
         {{#containers}}<li><a href="{{href}}">{{name}}</a></li>{{/containers}}
@@ -435,6 +436,30 @@ enum ConsoleTemplates {
         <tbody>
         {{#errors}}<tr><td class="muted">{{at}}</td><td class="mono">{{requestID}}</td><td><code>{{method}} {{path}}</code></td><td>{{status}}</td><td>{{code}} {{reason}}</td></tr>{{/errors}}
         </tbody></table></div>
+        {{> foot}}
+        """
+
+    static let audit = """
+        {{> head}}
+        <form method="get" action="/console/audit">
+        <label for="audit-container">Container</label>
+        <input id="audit-container" name="container" maxlength="255" value="{{container}}">
+        <label for="audit-actor">Actor</label>
+        <input id="audit-actor" name="actor" maxlength="255" value="{{actor}}">
+        <label for="audit-action">Action</label>
+        <select id="audit-action" name="action"><option value="">any</option>
+        {{#actions}}<option value="{{name}}"{{#selected}} selected{{/selected}}>{{name}}</option>{{/actions}}
+        </select>
+        <button type="submit" id="search-audit">Filter</button>
+        </form>
+        <p class="muted">Administrative actions of the admin CLI and the console, newest first ({{pageSize}} a page). <code>stratus audit verify</code> checks the hash chain.</p>
+        {{#none}}<p class="muted" id="no-audit">No entries.</p>{{/none}}
+        <div class="table"><table id="audit">
+        <thead><tr><th scope="col">#</th><th scope="col">When</th><th scope="col">Who</th><th scope="col">From</th><th scope="col">Action</th><th scope="col">Container</th><th scope="col">Subject</th><th scope="col">Details</th><th scope="col">Request id</th></tr></thead>
+        <tbody>
+        {{#entries}}<tr><td>{{sequence}}</td><td class="muted">{{at}}</td><td>{{actor}} <span class="muted">({{channel}})</span></td><td class="mono">{{origin}}</td><td class="mono">{{action}}</td><td>{{container}}</td><td class="mono">{{subject}}</td><td>{{details}}</td><td class="mono">{{requestID}}</td></tr>{{/entries}}
+        </tbody></table></div>
+        {{#older}}<p><a href="{{older}}" id="audit-older">Older {{pageSize}}</a></p>{{/older}}
         {{> foot}}
         """
 
