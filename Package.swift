@@ -111,6 +111,17 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // Issuers' key sets for ID-token sign-in, fetched over HTTP within bounds and kept.
+        .target(
+            name: "StratusIdentity",
+            dependencies: [
+                "StratusCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // Layer 3: application.
         .target(
             name: "StratusRelay",
@@ -133,7 +144,7 @@ let package = Package(
         .target(
             name: "StratusAPI",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusBlobStore",
+                "StratusCore", "StratusPostgres", "StratusBlobStore", "StratusIdentity",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Mustache", package: "swift-mustache"),
@@ -149,7 +160,7 @@ let package = Package(
             name: "StratusRuntime",
             dependencies: [
                 "StratusCore", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers", "StratusAPI", "StratusPush",
-                "StratusBlobStore",
+                "StratusBlobStore", "StratusIdentity",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -197,7 +208,7 @@ let package = Package(
         // Tests.
         .testTarget(
             name: "StratusCoreTests",
-            dependencies: ["StratusCore", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["StratusCore", .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto")]
         ),
         .testTarget(name: "StratusConnectionsTests", dependencies: ["StratusConnections"]),
         // Real loopback servers the push tests send to: an HTTP/1.1 webhook receiver and an
@@ -245,8 +256,9 @@ let package = Package(
             name: "StratusIntegrationTests",
             dependencies: [
                 "StratusTesting", "StratusCore", "StratusConnections", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
-                "StratusAPI", "StratusRuntime", "StratusBench", "StratusPush", "StratusPushTestSupport", "StratusBlobStore",
+                "StratusAPI", "StratusRuntime", "StratusBench", "StratusPush", "StratusPushTestSupport", "StratusBlobStore", "StratusIdentity",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -679,6 +679,67 @@ PATHS["/auth/1/{container}/signin"] = {"post": {
     },
 }}
 
+SIGN_IN_ANSWER = obj(
+    {"ckWebAuthToken": STRING, "userRecordName": STRING, "expiresAt": INTEGER, "sessionID": STRING},
+    {"created": extension(BOOL, "Whether this sign-in created the user (ID-token sign-in).")})
+PATHS["/auth/1/{container}/signin"]["post"]["responses"]["200"] = ok(SIGN_IN_ANSWER)
+ID_TOKEN_REQUEST = {"required": True, "content": {"application/json": {
+    "schema": obj({"idToken": {"type": "string", "maxLength": 8192}},
+                  {"nonce": {"type": "string", "maxLength": 255}, "givenName": STRING, "familyName": STRING}),
+    "example": {"idToken": "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.e30.AA", "nonce": "a fuzz nonce"},
+}}}
+USER_SECURITY = [{"ckAPIToken": [], "ckWebAuthToken": []}]
+
+
+def auth_path(path, method, operation_id, summary, description, answer, statuses, body=None, security=None):
+    operation = {
+        "operationId": operation_id, "tags": ["auth"], EXT: True, "summary": summary, "description": description,
+        "parameters": [{"$ref": "#/components/parameters/container"}],
+        "security": security or USER_SECURITY,
+        "responses": {
+            "200": ok(answer),
+            **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in statuses},
+        },
+    }
+    if body:
+        operation["requestBody"] = body
+    PATHS.setdefault(f"/auth/1/{{container}}/{path}", {})[method] = operation
+
+
+auth_path("signin/idtoken", "post", "signInWithIDToken", "Sign in with an ID token (Sign in with Apple, OpenID Connect)",
+          "Exchanges an ID token of an issuer the container trusts (`stratus container auth add`) and the nonce the app "
+          "asked the provider for (the token's nonce claim is the nonce or its SHA-256 in hex) for a web auth token. The "
+          "user linked to the account (issuer, subject) signs in; an account linked to nobody creates a user, with the "
+          "claims' verified email address (Apple's private relay addresses included) and `givenName`/`familyName` where "
+          "the token has no name. RS256 and ES256 only; the signature, `iss`, `aud` (`azp`), `exp`, `nbf`, `iat` and the "
+          "nonce are checked, and a nonce is used once. A refused token stores nothing.",
+          SIGN_IN_ANSWER, (400, 401, 500, 503), body=ID_TOKEN_REQUEST, security=[{"ckAPIToken": []}])
+auth_path("link/idtoken", "post", "linkIDToken", "Link another account to the signed-in user",
+          "Links the account an ID token names (checked as for signin/idtoken) to the signed-in user, who can then sign in "
+          "with it too. `linked` is false when it was linked to this user already; EXISTS when it is another user's.",
+          obj({"userRecordName": STRING, "issuer": STRING, "linked": BOOL}), (400, 401, 403, 404, 409, 500, 503), body=ID_TOKEN_REQUEST)
+SESSION = obj({"sessionID": STRING, "method": {"enum": ["password", "idtoken"]}, "createdAt": INTEGER, "expiresAt": INTEGER,
+               "active": BOOL, "current": BOOL}, {"issuer": STRING, "revokedAt": INTEGER})
+REVOKED = obj({"revokedSessions": INTEGER})
+auth_path("sessions", "get", "sessionsList", "The signed-in user's sessions",
+          "One session per sign-in, the newest first (at most 100), revoked and expired ones included; `current` marks the "
+          "one this request's token belongs to. Times in ms.",
+          obj({"sessions": {"type": "array", "items": SESSION}}), (400, 401, 403, 500, 503))
+auth_path("sessions/revoke", "post", "sessionsRevoke", "Revoke one of the signed-in user's sessions",
+          "Its web auth tokens are refused from now on, on every API process at once.",
+          REVOKED, (400, 401, 403, 404, 500, 503),
+          body={"required": True, "content": {"application/json": {
+              "schema": obj({"sessionID": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}),
+              "example": {"sessionID": "0123456789abcdef0123456789abcdef"}}}})
+auth_path("signout", "post", "signOut", "Sign out",
+          "Revokes the session of this request's web auth token. BAD_REQUEST for a token without a session "
+          "(`stratus user token`): sign out everywhere instead.",
+          REVOKED, (400, 401, 403, 500, 503))
+auth_path("signout/everywhere", "post", "signOutEverywhere", "Sign out everywhere",
+          "Revokes every session of the signed-in user and ends every web auth token issued before, with or without a "
+          "session. `revokedSessions` counts the sessions that were active.",
+          REVOKED, (400, 401, 403, 404, 500, 503))
+
 
 def operations_path(path, operation_id, summary, description, content):
     PATHS[path] = {"get": {
@@ -747,7 +808,7 @@ DOCUMENT_VALUE = {
                            "description": "The container's API token (`stratus container create`). Alone: anonymous reads of "
                                           "the public database, unless the container turns them off."},
             "ckWebAuthToken": {"type": "apiKey", "in": "query", "name": "ckWebAuthToken",
-                               "description": "A user's web auth token, from POST /auth/1/{container}/signin (or `stratus user token`)."},
+                               "description": "A user's web auth token, from POST /auth/1/{container}/signin or signin/idtoken (or `stratus user token`)."},
             "serverKeyID": {"type": "apiKey", "in": "header", "name": "X-Apple-CloudKit-Request-KeyID",
                             "description": "Server-to-server: the key id (`stratus key create`). Public database only; never with ckAPIToken."},
             "serverDate": {"type": "apiKey", "in": "header", "name": "X-Apple-CloudKit-Request-ISO8601Date",

@@ -1,5 +1,6 @@
 import Foundation
 import StratusCore
+import StratusIdentity
 
 /// Request limits, with CloudKit's published values as defaults.
 public struct APILimits: Sendable {
@@ -70,6 +71,8 @@ public struct APIConfiguration: Sendable {
     /// ahead at once (`SyncReadAhead`: a page is served only if the zone has not changed since).
     /// Zero: none.
     public var syncReadAheadPages = 64
+    /// How issuers' key sets are fetched for ID-token sign-in (`STRATUS_JWKS_*`).
+    public var keySets = KeySetSettings()
     /// Asset limits and URL lifetimes.
     public var assets = AssetSettings()
     /// The web console under `/console`.

@@ -6,6 +6,7 @@ import NIOCore
 import ServiceLifecycle
 import StratusBlobStore
 import StratusCore
+import StratusIdentity
 import StratusPostgres
 
 /// The API's collaborators, built by the runtime and by tests alike.
@@ -60,9 +61,14 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         signInURL: configuration.signInURL, limiter: RequestLimiter(configuration.rateLimits), accessCache: accessCache,
         webAuthTokens: OpenedWebAuthTokens(key: configuration.secretKey))
     let signInLimiter = SignInLimiter(configuration.signInLimits)
+    let sessions = SessionStore(store: dependencies.store)
     AuthRoutes<APIRequestContext>(
-        users: UserStore(store: dependencies.store), containers: containers, authenticator: authenticator, limits: configuration.limits,
-        tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: signInLimiter
+        users: UserStore(store: dependencies.store), sessions: sessions, containers: containers, authenticator: authenticator,
+        limits: configuration.limits, tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: signInLimiter
+    ).register(on: router)
+    IdentityRoutes<APIRequestContext>(
+        identities: IdentityStore(store: dependencies.store), sessions: sessions, containers: containers, authenticator: authenticator,
+        issuerKeys: IssuerKeys(settings: configuration.keySets), tokenLifetime: configuration.webAuthTokenLifetime
     ).register(on: router)
     if configuration.console.enabled {
         ConsoleRoutes<APIRequestContext>(

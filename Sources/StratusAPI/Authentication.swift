@@ -20,6 +20,8 @@ struct Caller: Sendable {
     var userRecordName: String?
     /// Whether the container lets callers without a user read its public database.
     var allowsAnonymousPublic: Bool
+    /// The session of the caller's web auth token, when it has one.
+    var sessionID: String? = nil
 }
 
 /// What a call does with the database it addresses.
@@ -66,6 +68,12 @@ struct Authenticator: Sendable {
     /// Checks everything that needs no body, so that a caller who cannot authenticate is refused
     /// before the server reads (and buffers) what it sends.
     func identify(_ request: Request, path: DatabasePath, logger: Logger) async throws -> Identified {
+        try await identify(request, container: path.container, logger: logger)
+    }
+
+    /// `identify(_:path:logger:)` for a call about the caller rather than a database (the session
+    /// routes): the same credentials, for the container of the path.
+    func identify(_ request: Request, container: String, logger: Logger) async throws -> Identified {
         let query = request.uri.queryParameters
         let apiToken = query["ckAPIToken"].map(String.init)
         let webToken = query["ckWebAuthToken"].map(String.init)
@@ -83,7 +91,7 @@ struct Authenticator: Sendable {
                 throw StratusError(.authenticationFailed, "A signed request needs the headers \(missing.joined(separator: ", ")) too")
             }
             let subpaths = try ServerSignature.subpaths(path: request.uri.path, query: request.uri.query)
-            return .signed(try await identifySigned(keyID: keyID, date: date, signature: signature, subpaths: subpaths, path: path, logger: logger))
+            return .signed(try await identifySigned(keyID: keyID, date: date, signature: signature, subpaths: subpaths, container: container, logger: logger))
         }
         guard let apiToken, !apiToken.isEmpty else {
             throw StratusError(.authenticationFailed, "Missing ckAPIToken (or a server-to-server signature)")
@@ -92,16 +100,20 @@ struct Authenticator: Sendable {
         // token also reads the named user's credential epoch (one round trip for both).
         let presentedToken = webToken.flatMap { $0.isEmpty ? nil : $0 }
         let user = presentedToken.flatMap { webAuthTokens.open($0) }
-        guard let access = try await containers.access(forAPIToken: apiToken, user: user?.userRecordName, cache: accessCache, logger: logger),
-              access.container == path.container
+        guard let access = try await containers.access(
+            forAPIToken: apiToken, user: user?.userRecordName, session: user?.sessionID, cache: accessCache, logger: logger),
+              access.container == container
         else {
-            throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(path.container))'")
+            throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(container))'")
         }
         var caller = Caller(container: access.container, credential: .apiToken(apiToken), allowsAnonymousPublic: access.allowsAnonymousPublic)
         if presentedToken != nil {
             guard let user else { throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid") }
-            try user.check(container: access.container, now: Int64(Date().timeIntervalSince1970), directoryEpoch: access.credentialEpoch)
+            try user.check(
+                container: access.container, now: Int64(Date().timeIntervalSince1970), directoryEpoch: access.credentialEpoch,
+                sessionActive: access.sessionActive)
             caller.userRecordName = user.userRecordName
+            caller.sessionID = user.sessionID
         }
         return .caller(caller)
     }
@@ -121,7 +133,7 @@ struct Authenticator: Sendable {
     }
 
     private func identifySigned(
-        keyID: String, date: String, signature: String, subpaths: [String], path: DatabasePath, logger: Logger
+        keyID: String, date: String, signature: String, subpaths: [String], container: String, logger: Logger
     ) async throws -> SignedRequest {
         // Key ids are 64 hex digits; anything else names no key and is not looked up.
         guard keyID.utf8.count == 64, keyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0 | 0x20) }),
@@ -129,8 +141,8 @@ struct Authenticator: Sendable {
         else {
             throw StratusError(.authenticationFailed, "\(ServerSignature.keyIDHeader) names no active server-to-server key")
         }
-        guard key.container == path.container else {
-            throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(ClientText.excerpt(path.container))'")
+        guard key.container == container else {
+            throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(ClientText.excerpt(container))'")
         }
         try ServerSignature.checkDate(date, now: Int64(Date().timeIntervalSince1970))
         return SignedRequest(key: key, date: date, signature: signature, subpaths: subpaths)

@@ -38,6 +38,10 @@ public enum PasswordHash {
         return difference == 0
     }
 
+    /// The stored hash of a user who signs in only through an issuer (an ID token): no password
+    /// matches it (`verify` answers false for anything not of the text form above).
+    public static let noPassword = "!"
+
     /// A hash of nothing in particular, to spend the same time on an unknown login as on a known one.
     public static let decoy: String = {
         // 16 zero bytes of salt and 32 of hash: never matches a real derivation in practice.

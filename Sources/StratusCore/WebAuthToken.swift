@@ -18,20 +18,25 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
     /// The user's credential epoch in the directory when the token was issued; nil for a user
     /// outside the directory.
     public var credentialEpoch: Int64?
+    /// The session the token belongs to (`Session`); nil for a token minted without signing in
+    /// (`stratus user token`) or before sessions existed.
+    public var sessionID: String?
 
     enum CodingKeys: String, CodingKey {
         case userRecordName = "u"
         case container = "c"
         case expiresAt = "e"
         case credentialEpoch = "p"
+        case sessionID = "s"
     }
 
     /// Creates a token value.
-    public init(userRecordName: String, container: String, expiresAt: Int64, credentialEpoch: Int64? = nil) {
+    public init(userRecordName: String, container: String, expiresAt: Int64, credentialEpoch: Int64? = nil, sessionID: String? = nil) {
         self.userRecordName = userRecordName
         self.container = container
         self.expiresAt = expiresAt
         self.credentialEpoch = credentialEpoch
+        self.sessionID = sessionID
     }
 
     /// Signs the token with the secret key.
@@ -45,10 +50,12 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
         SignedToken.open(text, as: WebAuthToken.self, kind: .webAuth, key: key)
     }
 
-    /// Whether an opened token is good now: its container, its expiry, and its credential epoch
+    /// Whether an opened token is good now: its container, its expiry, its credential epoch
     /// against the user's current one in the directory (`directoryEpoch`, nil when the directory has
-    /// no such user in the container).
-    public func check(container: String, now: Int64, directoryEpoch: Int64?) throws(StratusError) {
+    /// no such user in the container), and for a token of a session, the session (`sessionActive`:
+    /// true while it is signed in, false once signed out, nil when there is no such session of the
+    /// user).
+    public func check(container: String, now: Int64, directoryEpoch: Int64?, sessionActive: Bool? = nil) throws(StratusError) {
         guard self.container == container else {
             throw StratusError(.authenticationFailed, "ckWebAuthToken belongs to another container")
         }
@@ -56,7 +63,11 @@ public struct WebAuthToken: Sendable, Hashable, Codable {
             throw StratusError(.authenticationFailed, "ckWebAuthToken has expired")
         }
         guard credentialEpoch == directoryEpoch else {
-            throw StratusError(.authenticationFailed, "ckWebAuthToken is no longer valid: the user's password changed since it was issued; sign in again")
+            throw StratusError(
+                .authenticationFailed, "ckWebAuthToken is no longer valid: the user's password changed, or the user signed out everywhere, since it was issued; sign in again")
+        }
+        if sessionID != nil, sessionActive != true {
+            throw StratusError(.authenticationFailed, "ckWebAuthToken is no longer valid: its session was signed out; sign in again")
         }
     }
 

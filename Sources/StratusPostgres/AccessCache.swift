@@ -15,18 +15,21 @@ import Synchronization
 /// Only found tokens are remembered (random tokens cannot fill it), at most `capacity` answers:
 /// when it is full, expired answers go, and if none had expired everything goes.
 public final class AccessCache: Sendable {
-    /// The question: an API token, by its digest (the token itself is never kept), and the user
-    /// whose credential epoch is asked for.
+    /// The question: an API token, by its digest (the token itself is never kept), the user
+    /// whose credential epoch is asked for, and the session whose state is.
     public struct Key: Hashable, Sendable {
         /// `APIToken.digest` of the token.
         public var digest: Data
         /// The user record name of the web auth token, or nil without one.
         public var user: String?
+        /// The session of the web auth token, or nil without one.
+        public var session: String?
 
         /// Creates a key.
-        public init(digest: Data, user: String?) {
+        public init(digest: Data, user: String?, session: String? = nil) {
             self.digest = digest
             self.user = user
+            self.session = session
         }
     }
 

@@ -31,38 +31,47 @@ public struct ContainerStore: Sendable {
         public var allowsAnonymousPublic: Bool
         /// The credential epoch of the user asked about, when the container's directory holds that user.
         public var credentialEpoch: Int64?
+        /// Whether the session asked about is signed in (not revoked); nil when the user has no such
+        /// session in the container, or none was asked about.
+        public var sessionActive: Bool?
 
         /// Creates an answer.
-        public init(container: String, allowsAnonymousPublic: Bool, credentialEpoch: Int64?) {
+        public init(container: String, allowsAnonymousPublic: Bool, credentialEpoch: Int64?, sessionActive: Bool? = nil) {
             self.container = container
             self.allowsAnonymousPublic = allowsAnonymousPublic
             self.credentialEpoch = credentialEpoch
+            self.sessionActive = sessionActive
         }
     }
 
     /// The container an API token belongs to, whether it lets anonymous callers read its public
     /// database and, for `user`, that user's credential epoch in the container's directory (read in
-    /// the same statement); nil when the token is unknown. With `cache`, a recent answer may be
-    /// served instead (`AccessCache` says how recent, and how changes end it).
-    public func access(forAPIToken token: String, user: String? = nil, cache: AccessCache? = nil, logger: Logger) async throws -> Access? {
+    /// the same statement) and whether `session` of that user is signed in; nil when the token is
+    /// unknown. With `cache`, a recent answer may be served instead (`AccessCache` says how recent,
+    /// and how changes end it).
+    public func access(
+        forAPIToken token: String, user: String? = nil, session: String? = nil, cache: AccessCache? = nil, logger: Logger
+    ) async throws -> Access? {
         let digest = Data(APIToken.digest(token))
-        guard let cache else { return try await access(digest: digest, user: user, logger: logger) }
-        return try await cache.access(for: AccessCache.Key(digest: digest, user: user)) {
-            try await access(digest: digest, user: user, logger: logger)
+        guard let cache else { return try await access(digest: digest, user: user, session: session, logger: logger) }
+        return try await cache.access(for: AccessCache.Key(digest: digest, user: user, session: session)) {
+            try await access(digest: digest, user: user, session: session, logger: logger)
         }
     }
 
-    private func access(digest: Data, user: String?, logger: Logger) async throws -> Access? {
+    private func access(digest: Data, user: String?, session: String?, logger: Logger) async throws -> Access? {
         try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
                 SELECT t.container, c.allow_anonymous_public,
-                       (SELECT u.credential_epoch FROM users u WHERE u.user_record_name = \(user) AND u.container = t.container)
+                       (SELECT u.credential_epoch FROM users u WHERE u.user_record_name = \(user) AND u.container = t.container),
+                       (SELECT s.revoked_at IS NULL FROM sessions s
+                        WHERE s.session_id = \(session) AND s.user_record_name = \(user) AND s.container = t.container)
                 FROM api_tokens t JOIN containers c USING (container)
                 WHERE t.token_digest = \(digest)
                 """, logger: logger)
-            for try await (container, anonymous, epoch) in rows.decode((String, Bool, Int64?).self) {
-                return Access(container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch)
+            for try await (container, anonymous, epoch, active) in rows.decode((String, Bool, Int64?, Bool?).self) {
+                return Access(container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch, sessionActive: active)
             }
             return nil
         }

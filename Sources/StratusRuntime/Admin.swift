@@ -214,6 +214,66 @@ public enum Admin {
         }
     }
 
+    /// Trusts an issuer for ID-token sign-in in an existing container (or replaces its JWKS URL and
+    /// audiences).
+    public static func trustIssuer(container: String, _ issuer: TrustedIssuer, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            do {
+                try await IdentityStore(store: store).trust(container: container, issuer, logger: logger)
+            } catch let error as StratusError {
+                throw ConfigurationProblem(error.reason)
+            }
+        }
+    }
+
+    /// The issuers a container trusts.
+    public static func trustedIssuers(container: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> [TrustedIssuer] {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await IdentityStore(store: store).trustedIssuers(container: container, logger: logger)
+        }
+    }
+
+    /// Stops trusting an issuer.
+    public static func distrustIssuer(container: String, issuer: String, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await IdentityStore(store: store).distrust(container: container, issuer: issuer, logger: logger) else {
+                throw ConfigurationProblem("container '\(container)' does not trust '\(issuer)'")
+            }
+        }
+    }
+
+    /// A user's sessions, the newest first.
+    public static func sessions(container: String, user: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> [Session] {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await SessionStore(store: store).list(container: container, userRecordName: user, logger: logger)
+        }
+    }
+
+    /// Revokes a session: its tokens are refused from now on, on every API process.
+    public static func revokeSession(container: String, sessionID: String, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        let checked: String
+        do { checked = try Session.validateID(sessionID, "the session id") } catch { throw ConfigurationProblem(error.reason) }
+        try await withMigratedStore(configuration, logger: logger) { store in
+            let sessionID = checked
+            let sessions = SessionStore(store: store)
+            guard let session = try await sessions.session(container: container, sessionID: sessionID, logger: logger) else {
+                throw ConfigurationProblem("container '\(container)' has no session '\(sessionID)'")
+            }
+            _ = try await sessions.revoke(container: container, userRecordName: session.userRecordName, sessionID: sessionID, logger: logger)
+        }
+    }
+
+    /// Signs a user out everywhere; returns how many sessions were revoked.
+    public static func signOutEverywhere(container: String, user: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> Int {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            do {
+                return try await SessionStore(store: store).revokeAll(container: container, userRecordName: user, logger: logger)
+            } catch let error as StratusError {
+                throw ConfigurationProblem(error.reason)
+            }
+        }
+    }
+
     static func withMigratedStore<T: Sendable>(
         _ configuration: StratusConfiguration, logger: Logger, _ body: @Sendable (PostgresStore) async throws -> T
     ) async throws -> T {

@@ -3,6 +3,7 @@ import Logging
 import StratusAPI
 import StratusBlobStore
 import StratusCore
+import StratusIdentity
 import StratusKafka
 import StratusPostgres
 import StratusRelay
@@ -239,6 +240,11 @@ public struct StratusConfiguration: Sendable {
         case "true", "1": configuration.webhookAllowInsecureLoopback = true
         case "false", "0": configuration.webhookAllowInsecureLoopback = false
         case let text: throw ConfigurationProblem("STRATUS_WEBHOOK_ALLOW_LOOPBACK must be true or false, got '\(text)'")
+        }
+        switch environment["STRATUS_JWKS_ALLOW_PRIVATE_ADDRESSES"] ?? "false" {
+        case "true", "1": configuration.api.keySets.allowPrivateAddresses = true
+        case "false", "0": configuration.api.keySets.allowPrivateAddresses = false
+        case let text: throw ConfigurationProblem("STRATUS_JWKS_ALLOW_PRIVATE_ADDRESSES must be true or false, got '\(text)'")
         }
         return configuration
     }

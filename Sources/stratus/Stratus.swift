@@ -11,7 +11,7 @@ struct Stratus: AsyncParsableCommand {
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
         subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self,
-                      WebhookCommand.self, APNsCommand.self, SchemaCommand.self, OperatorCommand.self, AuditCommand.self]
+                      SessionCommand.self, WebhookCommand.self, APNsCommand.self, SchemaCommand.self, OperatorCommand.self, AuditCommand.self]
     )
 }
 
@@ -127,7 +127,7 @@ struct Reindex: AsyncParsableCommand {
 }
 
 struct ContainerCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.", subcommands: [Create.self, Set.self])
+    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.", subcommands: [Create.self, Set.self, Auth.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container (if new) and a new API token for it; prints the token once.")
@@ -190,6 +190,130 @@ struct ContainerCommand: AsyncParsableCommand {
             if let anonymousPublicReads { details.append(("anonymousPublicReads", "\(anonymousPublicReads)")) }
             if let usersDiscoverableByDefault { details.append(("usersDiscoverableByDefault", "\(usersDiscoverableByDefault)")) }
             try await options.audit(.containerSettings, container: container, details: details, configuration, logger)
+        }
+    }
+}
+
+extension ContainerCommand {
+    /// The issuers a container trusts for ID-token sign-in.
+    struct Auth: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The issuers (Sign in with Apple, OpenID Connect providers) whose ID tokens sign users in to a container.",
+            subcommands: [Add.self, List.self, Remove.self])
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Trust an issuer (or change its JWKS URL and audiences).")
+            @OptionGroup var options: CommonOptions
+            @Argument(help: "The container identifier.")
+            var container: String
+            @Option(help: "The issuer, exactly as its tokens' 'iss' says, e.g. https://appleid.apple.com.")
+            var issuer: String
+            @Option(help: "Where the issuer publishes its keys (JWKS), e.g. https://appleid.apple.com/auth/keys.")
+            var jwksURL: String
+            @Option(help: "A client id tokens must be issued to ('aud'), e.g. the app's bundle id; repeat for several.")
+            var audience: [String] = []
+
+            func run() async throws {
+                let (configuration, logger) = try options.resolve(label: "stratus-container")
+                try await Admin.trustIssuer(
+                    container: container, TrustedIssuer(issuer: issuer, keySetURL: jwksURL, audiences: audience), configuration, logger: logger)
+                print("\(container): trusts \(issuer)")
+                try await options.audit(
+                    .issuerTrust, container: container, subject: issuer,
+                    details: [("jwksURL", jwksURL), ("audiences", audience.joined(separator: ","))], configuration, logger)
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List the issuers a container trusts (issuer, JWKS URL, audiences).")
+            @OptionGroup var options: CommonOptions
+            @Argument(help: "The container identifier.")
+            var container: String
+
+            func run() async throws {
+                let (configuration, logger) = try options.resolve(label: "stratus-container")
+                for issuer in try await Admin.trustedIssuers(container: container, configuration, logger: logger) {
+                    print("\(issuer.issuer)\t\(issuer.keySetURL)\t\(issuer.audiences.joined(separator: ","))")
+                }
+            }
+        }
+
+        struct Remove: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Stop trusting an issuer: its tokens no longer sign in (sessions already begun go on).")
+            @OptionGroup var options: CommonOptions
+            @Argument(help: "The container identifier.")
+            var container: String
+            @Option(help: "The issuer.")
+            var issuer: String
+
+            func run() async throws {
+                let (configuration, logger) = try options.resolve(label: "stratus-container")
+                try await Admin.distrustIssuer(container: container, issuer: issuer, configuration, logger: logger)
+                print("\(container): no longer trusts \(issuer)")
+                try await options.audit(.issuerDistrust, container: container, subject: issuer, configuration, logger)
+            }
+        }
+    }
+}
+
+/// A user's sessions, for an operator.
+struct SessionCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "session", abstract: "Users' sessions (one per sign-in): list them, revoke one, sign a user out everywhere.",
+        subcommands: [List.self, Revoke.self, RevokeAll.self])
+
+    /// The user a command is about: the container and the user record name.
+    struct ContainerUser: ParsableArguments {
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The user record name.")
+        var user: String
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List a user's sessions, newest first (id, method, issuer, created, expires, state).")
+        @OptionGroup var options: CommonOptions
+        @OptionGroup var named: ContainerUser
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-session")
+            let now = Int64(Date().timeIntervalSince1970)
+            for session in try await Admin.sessions(container: named.container, user: named.user, configuration, logger: logger) {
+                let state = session.revokedAt != nil ? "revoked" : session.isActive(now: now) ? "active" : "expired"
+                print([session.sessionID, session.method.rawValue, session.issuer ?? "-", ISO8601Time.text(session.createdAt),
+                       ISO8601Time.text(session.expiresAt), state].joined(separator: "\t"))
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a session: its web auth tokens are refused from now on.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Argument(help: "The session id.")
+        var sessionID: String
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-session")
+            try await Admin.revokeSession(container: container, sessionID: sessionID, configuration, logger: logger)
+            print("revoked \(sessionID)")
+            try await options.audit(.sessionRevoke, container: container, subject: sessionID, configuration, logger)
+        }
+    }
+
+    struct RevokeAll: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke-all", abstract: "Sign a user out everywhere: every session is revoked and every token issued before is refused.")
+        @OptionGroup var options: CommonOptions
+        @OptionGroup var named: ContainerUser
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-session")
+            let revoked = try await Admin.signOutEverywhere(container: named.container, user: named.user, configuration, logger: logger)
+            print("revoked \(revoked) sessions")
+            try await options.audit(
+                .sessionRevokeAll, container: named.container, subject: named.user, details: [("sessions", "\(revoked)")], configuration, logger)
         }
     }
 }

@@ -116,12 +116,26 @@ final class AuditCoverageTests: XCTestCase {
             try await run("container set", [container, "--anonymous-public-reads", "false"], .containerSettings, container: container)
             try await run("key create", [container, "--public-key", publicKey], .keyCreate, container: container, subject: keyID)
             try await run("key revoke", [keyID], .keyRevoke, subject: keyID)
-            try await run("user create", [container, "--login", "carol@example.com", "--password-file", password], .userCreate, container: container, subject: "carol@example.com")
+            let createdUser = try await run(
+                "user create", [container, "--login", "carol@example.com", "--password-file", password], .userCreate, container: container, subject: "carol@example.com")
+            // The new user's record name is the output's line that starts with an underscore.
+            let carol = try XCTUnwrap(createdUser.split(separator: "\n").last { $0.hasPrefix("_") }.map(String.init), createdUser)
             try await run("user set", [container, "--login", "carol@example.com", "--given-name", "Carol"], .userChange, container: container)
             try await run("user password", [container, "--login", "carol@example.com", "--password-file", password], .userPassword, container: container)
             let webAuthToken = try await run("user token", [container, "--user", "_carol"], .userToken, container: container, subject: "_carol")
             // The token is the line of the output without a space (the log's lines have them).
             secrets.append(try XCTUnwrap(webAuthToken.split(separator: "\n").last { !$0.contains(" ") && $0.count > 40 }.map(String.init), webAuthToken))
+            let issuer = "https://issuer.example.com"
+            try await run(
+                "container auth add", [container, "--issuer", issuer, "--jwks-url", "https://issuer.example.com/keys", "--audience", "com.example.audit"],
+                .issuerTrust, container: container, subject: issuer)
+            try await run("container auth remove", [container, "--issuer", issuer], .issuerDistrust, container: container, subject: issuer)
+            let sessions = SessionStore(store: store)
+            let expiresAt = Int64(Date().timeIntervalSince1970) + 3600
+            let sessionID = try await sessions.create(container: container, userRecordName: carol, method: .password, expiresAt: expiresAt, logger: TestSupport.logger)
+            _ = try await sessions.create(container: container, userRecordName: carol, method: .password, expiresAt: expiresAt, logger: TestSupport.logger)
+            try await run("session revoke", [container, sessionID], .sessionRevoke, container: container, subject: sessionID)
+            try await run("session revoke-all", [container, "--user", carol], .sessionRevokeAll, container: container, subject: carol)
             let webhook = try await run("webhook create", [container, "https://hooks.example.com/in?secret=hook-credential"], .webhookCreate, container: container)
             let webhookID = try XCTUnwrap(PushAdminCLITests.value("id", in: webhook), webhook)
             secrets += [try XCTUnwrap(PushAdminCLITests.value("secret", in: webhook)), "hook-credential"]
@@ -142,7 +156,8 @@ final class AuditCoverageTests: XCTestCase {
             XCTAssertEqual(audited.subtracting(walked).sorted(), [], "every audited subcommand is walked here")
 
             // Commands that change nothing append nothing; a refused command appends nothing either.
-            for arguments in [["webhook", "list"], ["schema", "export", container], ["audit", "list"], ["audit", "verify"]] {
+            for arguments in [["webhook", "list"], ["schema", "export", container], ["container", "auth", "list", container],
+                              ["session", "list", container, "--user", carol], ["audit", "list"], ["audit", "verify"]] {
                 let result = try await StratusExecutable.run("stratus", arguments, settings: settings)
                 XCTAssertEqual(result.status, 0, "\(arguments): \(result.output)")
             }

@@ -100,17 +100,27 @@ final class ConfigurationTests: XCTestCase {
         }
     }
 
-    func testLoopbackWebhooksOverHTTPAreAllowedOnlyWhenConfigured() throws {
+    /// A setting that is off unless `name` is true or 1, and refused when it is neither a true nor
+    /// a false word.
+    func assertOffUnlessSet(_ name: String, _ read: (StratusConfiguration) -> Bool) throws {
         try withDataDirectory { directory in
-            XCTAssertFalse(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory]).webhookAllowInsecureLoopback)
+            XCTAssertFalse(read(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory])), name)
             for (text, allowed) in [("true", true), ("1", true), ("false", false), ("0", false)] {
-                let configuration = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_WEBHOOK_ALLOW_LOOPBACK": text])
-                XCTAssertEqual(configuration.webhookAllowInsecureLoopback, allowed, text)
+                let configuration = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, name: text])
+                XCTAssertEqual(read(configuration), allowed, "\(name)=\(text)")
             }
-            XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, "STRATUS_WEBHOOK_ALLOW_LOOPBACK": "yes"])) { error in
-                XCTAssertTrue(String(describing: error).contains("STRATUS_WEBHOOK_ALLOW_LOOPBACK must be true or false"), "\(error)")
+            XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory, name: "yes"])) { error in
+                XCTAssertTrue(String(describing: error).contains("\(name) must be true or false"), "\(error)")
             }
         }
+    }
+
+    func testLoopbackWebhooksOverHTTPAreAllowedOnlyWhenConfigured() throws {
+        try assertOffUnlessSet("STRATUS_WEBHOOK_ALLOW_LOOPBACK") { $0.webhookAllowInsecureLoopback }
+    }
+
+    func testKeySetsFromPrivateAddressesAreAllowedOnlyWhenConfigured() throws {
+        try assertOffUnlessSet("STRATUS_JWKS_ALLOW_PRIVATE_ADDRESSES") { $0.api.keySets.allowPrivateAddresses }
     }
 
     func testDeliveryAttemptsAndConcurrencyAreReadAndBounded() throws {

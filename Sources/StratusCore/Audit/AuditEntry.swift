@@ -36,6 +36,10 @@ public enum AuditAction: String, Sendable, CaseIterable, Codable {
     case deadLetterDiscard = "dead-letter.discard"
     case consoleSignIn = "console.signin"
     case consoleSignOut = "console.signout"
+    case issuerTrust = "issuer.trust"
+    case issuerDistrust = "issuer.distrust"
+    case sessionRevoke = "session.revoke"
+    case sessionRevokeAll = "session.revoke-all"
 }
 
 /// Where an administrative action came from: the admin CLI or the web console.

@@ -1,0 +1,188 @@
+import Foundation
+import Hummingbird
+import Logging
+import StratusCore
+import StratusIdentity
+import StratusPostgres
+
+/// ID-token sign-in and sessions (Stratus extensions; Apple's service has neither):
+///
+/// - `POST /auth/1/{container}/signin/idtoken`: an app exchanges an ID token of an issuer the
+///   container trusts (Sign in with Apple's `identityToken`, any OpenID Connect provider's
+///   `id_token`) and its nonce for a web auth token; the user is found, or created, by the account.
+/// - `POST /auth/1/{container}/link/idtoken`: a signed-in user links another account.
+/// - `GET /auth/1/{container}/sessions`, `POST …/sessions/revoke`, `POST …/signout`,
+///   `POST …/signout/everywhere`: a signed-in user's sessions.
+struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
+    let identities: IdentityStore
+    let sessions: SessionStore
+    let containers: ContainerStore
+    let authenticator: Authenticator
+    let issuerKeys: IssuerKeys
+    /// Seconds a web auth token from sign-in stays valid.
+    let tokenLifetime: Int64
+
+    /// The largest request body these routes read.
+    static var maxBodyBytes: Int { 16 * 1024 }
+
+    func register(on router: Router<Context>) {
+        router.post("/auth/1/:container/signin/idtoken") { request, context in try await signIn(request, context) }
+        router.post("/auth/1/:container/link/idtoken") { request, context in try await link(request, context) }
+        router.get("/auth/1/:container/sessions") { request, context in try await list(request, context) }
+        router.post("/auth/1/:container/sessions/revoke") { request, context in try await revoke(request, context) }
+        router.post("/auth/1/:container/signout") { request, context in try await signOut(request, context) }
+        router.post("/auth/1/:container/signout/everywhere") { request, context in try await signOutEverywhere(request, context) }
+    }
+
+    struct IDTokenRequest: Decodable {
+        /// The provider's ID token.
+        var idToken: String
+        /// The nonce the app asked the provider to put in the token (or whose SHA-256 it asked for).
+        var nonce: String?
+        /// The name the app was told (Sign in with Apple tells it to the app, not in the token), used
+        /// for a new user when the token has none.
+        var givenName: String?
+        var familyName: String?
+    }
+
+    // MARK: ID tokens
+
+    func signIn(_ request: Request, _ context: Context) async throws -> Response {
+        let container = try await AuthRoutes<Context>.appContainer(request, context, containers: containers)
+        let input = try await Self.readIDTokenRequest(request)
+        let account = try await checkedAccount(input, container: container, logger: context.logger)
+        let expiresAt = Int64(Date().timeIntervalSince1970) + tokenLifetime
+        let signedIn = try await identities.signIn(container: container, account: account, expiresAt: expiresAt, logger: context.logger)
+        let token = WebAuthToken(
+            userRecordName: signedIn.userRecordName, container: container, expiresAt: expiresAt, credentialEpoch: signedIn.credentialEpoch,
+            sessionID: signedIn.sessionID
+        ).signed(with: authenticator.secretKey)
+        context.logger.info(
+            "signed in with an ID token", metadata: ["user": "\(signedIn.userRecordName)", "issuer": "\(account.issuer)", "created": "\(signedIn.created)"])
+        return try json(AuthRoutes<Context>.SignInResponse(
+            ckWebAuthToken: token, userRecordName: signedIn.userRecordName, expiresAt: expiresAt * 1000, sessionID: signedIn.sessionID,
+            created: signedIn.created))
+    }
+
+    struct LinkResponse: Encodable {
+        var userRecordName: String
+        var issuer: String
+        /// False when the account was linked to this user already.
+        var linked: Bool
+    }
+
+    func link(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await signedInCaller(request, context)
+        let input = try await Self.readIDTokenRequest(request)
+        let account = try await checkedAccount(input, container: caller.container, logger: context.logger)
+        let decision = try await identities.link(container: caller.container, account: account, to: caller.user, logger: context.logger)
+        let linked: Bool = if case .link = decision { true } else { false }
+        context.logger.info("linked an account", metadata: ["user": "\(caller.user)", "issuer": "\(account.issuer)", "linked": "\(linked)"])
+        return try json(LinkResponse(userRecordName: caller.user, issuer: account.issuer, linked: linked))
+    }
+
+    static func readIDTokenRequest(_ request: Request) async throws -> IDTokenRequest {
+        let body = try await RequestBody.read(request, limit: maxBodyBytes)
+        let input = try RequestBody.decode(IDTokenRequest.self, from: body)
+        try ClientText.check(input.idToken, "idToken")
+        if let nonce = input.nonce { try ClientText.check(nonce, "nonce") }
+        return input
+    }
+
+    /// The account a posted ID token names, once its issuer is one the container trusts, its
+    /// signature is the issuer's, and its claims meet `IDTokenRules`.
+    func checkedAccount(_ input: IDTokenRequest, container: String, logger: Logger) async throws -> IDTokenRules.Account {
+        let token = try IDToken.parse(input.idToken)
+        guard let trusted = try await identities.trustedIssuer(container: container, issuer: token.claims.issuer, logger: logger) else {
+            throw StratusError(.authenticationFailed, "idToken's issuer '\(ClientText.excerpt(token.claims.issuer))' is not trusted by this container")
+        }
+        let key = try await issuerKeys.key(token.keyID, of: trusted)
+        try token.verify(with: key)
+        let account = try IDTokenRules.check(token.claims, trusted: trusted, nonce: input.nonce, now: Int64(Date().timeIntervalSince1970))
+        return try account.naming(givenName: input.givenName, familyName: input.familyName)
+    }
+
+    // MARK: Sessions
+
+    struct SignedInCaller {
+        var container: String
+        var user: String
+        var sessionID: String?
+    }
+
+    /// The signed-in user of a request with `ckAPIToken` and `ckWebAuthToken` (checked as every
+    /// database call's are: epoch, expiry, container, session).
+    func signedInCaller(_ request: Request, _ context: Context) async throws -> SignedInCaller {
+        let container = try AuthRoutes<Context>.containerParameter(context)
+        guard case .caller(let caller) = try await authenticator.identify(request, container: container, logger: context.logger) else {
+            throw StratusError(.accessDenied, "Server-to-server keys have no sessions; call with ckAPIToken and ckWebAuthToken")
+        }
+        guard let user = caller.userRecordName else {
+            throw StratusError(.authenticationFailed, "Sign in first: this call needs ckWebAuthToken")
+        }
+        return SignedInCaller(container: caller.container, user: user, sessionID: caller.sessionID)
+    }
+
+    struct SessionJSON: Encodable {
+        var sessionID: String
+        var method: String
+        var issuer: String?
+        /// Milliseconds since 1970.
+        var createdAt: Int64
+        var expiresAt: Int64
+        var revokedAt: Int64?
+        /// Whether the session is signed in now.
+        var active: Bool
+        /// Whether this request's token belongs to it.
+        var current: Bool
+    }
+
+    func list(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await signedInCaller(request, context)
+        let now = Int64(Date().timeIntervalSince1970)
+        let found = try await sessions.list(container: caller.container, userRecordName: caller.user, logger: context.logger)
+        let listed = found.map { session in
+            SessionJSON(
+                sessionID: session.sessionID, method: session.method.rawValue, issuer: session.issuer, createdAt: session.createdAt * 1000,
+                expiresAt: session.expiresAt * 1000, revokedAt: session.revokedAt.map { $0 * 1000 }, active: session.isActive(now: now),
+                current: session.sessionID == caller.sessionID)
+        }
+        return try json(["sessions": listed])
+    }
+
+    struct RevokeRequest: Decodable {
+        var sessionID: String
+    }
+
+    struct RevokeResponse: Encodable {
+        var revokedSessions: Int
+    }
+
+    func revoke(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await signedInCaller(request, context)
+        let body = try await RequestBody.read(request, limit: Self.maxBodyBytes)
+        let sessionID = try Session.validateID(try RequestBody.decode(RevokeRequest.self, from: body).sessionID)
+        guard try await sessions.revoke(container: caller.container, userRecordName: caller.user, sessionID: sessionID, logger: context.logger) else {
+            throw StratusError(.notFound, "you have no session '\(sessionID)'")
+        }
+        context.logger.info("revoked a session", metadata: ["user": "\(caller.user)"])
+        return try json(RevokeResponse(revokedSessions: 1))
+    }
+
+    func signOut(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await signedInCaller(request, context)
+        guard let sessionID = caller.sessionID else {
+            throw StratusError(.badRequest, "this ckWebAuthToken belongs to no session; sign out everywhere to end it")
+        }
+        _ = try await sessions.revoke(container: caller.container, userRecordName: caller.user, sessionID: sessionID, logger: context.logger)
+        context.logger.info("signed out", metadata: ["user": "\(caller.user)"])
+        return try json(RevokeResponse(revokedSessions: 1))
+    }
+
+    func signOutEverywhere(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await signedInCaller(request, context)
+        let revoked = try await sessions.revokeAll(container: caller.container, userRecordName: caller.user, logger: context.logger)
+        context.logger.info("signed out everywhere", metadata: ["user": "\(caller.user)", "sessions": "\(revoked)"])
+        return try json(RevokeResponse(revokedSessions: revoked))
+    }
+}

@@ -1,0 +1,182 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import StratusCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How issuers' key sets are fetched (`STRATUS_JWKS_*`).
+public struct KeySetSettings: Sendable {
+    /// `STRATUS_JWKS_ALLOW_PRIVATE_ADDRESSES`: whether a key set may be fetched from a loopback or
+    /// private address, and then over plain http (tests and local stacks). Off: only public
+    /// addresses, over https.
+    public var allowPrivateAddresses = false
+    /// The longest one fetch may take, connection included.
+    public var timeout: Duration = .seconds(10)
+    /// How long a set is kept, and how often an unknown key id may fetch it again.
+    public var refresh = KeySetRefresh()
+
+    /// The defaults.
+    public init() {}
+}
+
+/// The key sets of the issuers containers trust, fetched over HTTP and kept (`KeySetRefresh`
+/// decides when one is fetched again). A fetch is bounded in time and size, follows no
+/// redirect, and connects only to the address it checked: the host is resolved first (on NIO's
+/// thread pool, never on a cooperative thread), every address it resolves to must be public
+/// unless the settings allow private ones, and the connection goes to that address.
+public final class IssuerKeys: Sendable {
+    /// The most key set URLs kept; past it, everything kept is forgotten.
+    public static let capacity = 1_000
+
+    private struct Entry {
+        var kept: KeySetRefresh.Kept
+        var keys: KeySet
+    }
+
+    private let settings: KeySetSettings
+    private let entries = Mutex<[String: Entry]>([:])
+    private let logger: Logger
+
+    /// Creates an empty cache.
+    public init(settings: KeySetSettings = KeySetSettings(), logger: Logger = Logger(label: "stratus.identity.keys")) {
+        self.settings = settings
+        self.logger = logger
+    }
+
+    /// The key `keyID` of `issuer`'s set, fetched when the kept set is missing, old, or (at most
+    /// once per refetch interval) lacks the key id.
+    public func key(_ keyID: String, of issuer: TrustedIssuer) async throws -> VerificationKey {
+        let url = issuer.keySetURL
+        let now = Int64(Date().timeIntervalSince1970)
+        let refresh = settings.refresh
+        let (decision, kept): (KeySetRefresh.Decision, Entry?) = entries.withLock { entries in
+            let entry = entries[url]
+            let decision = refresh.decide(keyID: keyID, kept: entry?.kept, now: now)
+            // Recorded before the fetch: concurrent tokens with unknown key ids fetch once.
+            if decision == .refetch { entries[url]?.kept.lastRefetchAt = now }
+            return (decision, entry)
+        }
+        switch decision {
+        case .use:
+            if let key = kept?.keys.keys[keyID] { return key }
+            throw Self.unknownKey(keyID)
+        case .unknownKey:
+            throw Self.unknownKey(keyID)
+        case .fetch, .refetch:
+            let keys = try await fetch(url)
+            entries.withLock { entries in
+                if entries[url] == nil, entries.count >= Self.capacity { entries.removeAll() }
+                let lastRefetch = decision == .refetch ? now : entries[url]?.kept.lastRefetchAt
+                entries[url] = Entry(kept: .init(fetchedAt: now, keyIDs: Set(keys.keys.keys), lastRefetchAt: lastRefetch), keys: keys)
+            }
+            logger.info("fetched an issuer's key set", metadata: ["issuer": "\(issuer.issuer)", "keys": "\(keys.keys.count)"])
+            guard let key = keys.keys[keyID] else { throw Self.unknownKey(keyID) }
+            return key
+        }
+    }
+
+    static func unknownKey(_ keyID: String) -> StratusError {
+        StratusError(.authenticationFailed, "idToken is signed with key '\(ClientText.excerpt(keyID))', which is not in the issuer's key set")
+    }
+
+    /// Fetches and reads a key set.
+    func fetch(_ text: String) async throws -> KeySet {
+        guard let url = URL(string: text), let host = url.host, !host.isEmpty else {
+            throw StratusError(.authenticationFailed, "the issuer's JWKS URL is not an absolute URL")
+        }
+        let allowPrivate = settings.allowPrivateAddresses
+        try AddressPolicy.checkScheme(url, allowPrivate: allowPrivate)
+        let addresses = try await Self.resolve(host)
+        guard let address = addresses.first else {
+            throw StratusError(.tryAgainLater, "the issuer's JWKS host could not be resolved")
+        }
+        if !allowPrivate, !addresses.allSatisfy(AddressPolicy.isPublic) {
+            throw StratusError(.authenticationFailed, "the issuer's JWKS URL leads to a private or loopback address, which this server does not fetch from")
+        }
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow, timeout: .init(connect: TimeAmount(settings.timeout), read: TimeAmount(settings.timeout)))
+        configuration.decompression = .disabled
+        configuration.connectionPool.retryConnectionEstablishment = false
+        // The connection goes to the address checked above, whatever the name resolves to later;
+        // TLS still verifies the certificate for the name.
+        configuration.dnsOverride = [host: Self.text(address)]
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
+        do {
+            let keys = try await Self.get(url: text, client: client, timeout: settings.timeout)
+            try await client.shutdown()
+            return keys
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    private static func get(url: String, client: HTTPClient, timeout: Duration) async throws -> KeySet {
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Accept", value: "application/json")
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, timeout: TimeAmount(timeout))
+        } catch {
+            throw StratusError(.tryAgainLater, "the issuer's key set could not be fetched; retry later")
+        }
+        guard response.status == .ok else {
+            throw StratusError(.tryAgainLater, "the issuer's key set answered HTTP \(response.status.code), not 200; retry later")
+        }
+        let body: ByteBuffer
+        do {
+            body = try await response.body.collect(upTo: KeySet.maxBytes)
+        } catch is NIOTooManyBytesError {
+            throw StratusError(.authenticationFailed, "the issuer's key set is larger than \(KeySet.maxBytes) bytes")
+        } catch {
+            throw StratusError(.tryAgainLater, "the issuer's key set could not be read; retry later")
+        }
+        return try KeySet.parse(Array(buffer: body))
+    }
+
+    /// The addresses `host` resolves to (at most 16), resolved on NIO's thread pool.
+    static func resolve(_ host: String) async throws -> [[UInt8]] {
+        let addresses = try await NIOThreadPool.singleton.runIfActive { () -> [[UInt8]] in
+            var hints = addrinfo()
+            hints.ai_family = AF_UNSPEC
+            var result: UnsafeMutablePointer<addrinfo>?
+            guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else { return [] }
+            defer { freeaddrinfo(first) }
+            var found: [[UInt8]] = []
+            var cursor: UnsafeMutablePointer<addrinfo>? = first
+            while let info = cursor, found.count < 16 {
+                if let sockaddr = info.pointee.ai_addr {
+                    var bytes: [UInt8]?
+                    if info.pointee.ai_family == AF_INET {
+                        bytes = sockaddr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
+                            withUnsafeBytes(of: pointer.pointee.sin_addr) { Array($0) }
+                        }
+                    } else if info.pointee.ai_family == AF_INET6 {
+                        bytes = sockaddr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                            withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
+                        }
+                    }
+                    if let bytes, !found.contains(bytes) { found.append(bytes) }
+                }
+                cursor = info.pointee.ai_next
+            }
+            return found
+        }
+        return addresses
+    }
+
+    /// An address's text form: dotted IPv4, or IPv6 as eight hex groups.
+    static func text(_ address: [UInt8]) -> String {
+        if address.count == 4 { return address.map(String.init).joined(separator: ".") }
+        return stride(from: 0, to: address.count, by: 2).map { String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16) }
+            .joined(separator: ":")
+    }
+}

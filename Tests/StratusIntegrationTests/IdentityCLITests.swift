@@ -1,0 +1,84 @@
+import Foundation
+import StratusCore
+import StratusPostgres
+import StratusTesting
+import XCTest
+
+/// `stratus container auth add|list|remove` and `stratus session list|revoke|revoke-all`, run as an
+/// operator runs them (the built executable, configured by environment variables).
+final class IdentityCLITests: XCTestCase {
+    static let container = PushAdminCLITests.container
+
+    func testTrustedIssuersAreAddedListedAndRemoved() async throws {
+        try await PushAdminCLITests.withContainerDatabase { store, settings in
+            let add = ["container", "auth", "add", Self.container, "--issuer", "https://appleid.apple.com",
+                       "--jwks-url", "https://appleid.apple.com/auth/keys", "--audience", "com.example.notes", "--audience", "web.example"]
+            let added = try await PushAdminCLITests.cli(add, settings)
+            XCTAssertEqual(added.status, 0, added.output)
+            let list = try await PushAdminCLITests.cli(["container", "auth", "list", Self.container], settings)
+            XCTAssertEqual(list.status, 0, list.output)
+            XCTAssertEqual(list.output.split(separator: "\n").filter { $0.contains("\t") },
+                           ["https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example"])
+
+            // Refused: no audience, a URL that is not one, a container that does not exist.
+            for (arguments, complaint) in [
+                (Array(add.prefix(8)), "1 to 16 audiences"),
+                (["container", "auth", "add", Self.container, "--issuer", "i", "--jwks-url", "/keys", "--audience", "a"], "absolute https URL"),
+                (["container", "auth", "add", "iCloud.nowhere", "--issuer", "i", "--jwks-url", "https://a.example/k", "--audience", "a"], "no container"),
+            ] {
+                let refused = try await PushAdminCLITests.cli(arguments, settings)
+                XCTAssertNotEqual(refused.status, 0, refused.output)
+                XCTAssertTrue(refused.output.contains(complaint), "\(arguments): \(refused.output)")
+            }
+            let trusted = try await IdentityStore(store: store).trustedIssuers(container: Self.container, logger: TestSupport.logger)
+            XCTAssertEqual(trusted.map(\.issuer), ["https://appleid.apple.com"])
+
+            let removed = try await PushAdminCLITests.cli(["container", "auth", "remove", Self.container, "--issuer", "https://appleid.apple.com"], settings)
+            XCTAssertEqual(removed.status, 0, removed.output)
+            let again = try await PushAdminCLITests.cli(["container", "auth", "remove", Self.container, "--issuer", "https://appleid.apple.com"], settings)
+            XCTAssertNotEqual(again.status, 0, again.output)
+            let left = try await IdentityStore(store: store).trustedIssuers(container: Self.container, logger: TestSupport.logger)
+            XCTAssertEqual(left, [])
+        }
+    }
+
+    func testAnOperatorListsAndRevokesAUsersSessions() async throws {
+        try await PushAdminCLITests.withContainerDatabase { store, settings in
+            let user = try await UserStore(store: store, rounds: 1000).create(
+                container: Self.container, login: "ada", password: "ada's password", logger: TestSupport.logger)
+            let sessions = SessionStore(store: store)
+            let expiresAt = Int64(Date().timeIntervalSince1970) + 3600
+            var ids: [String] = []
+            for _ in 0..<3 {
+                ids.append(try await sessions.create(container: Self.container, userRecordName: user, method: .password, expiresAt: expiresAt, logger: TestSupport.logger))
+            }
+            let list = try await PushAdminCLITests.cli(["session", "list", Self.container, "--user", user], settings)
+            XCTAssertEqual(list.status, 0, list.output)
+            let rows = list.output.split(separator: "\n").filter { $0.contains("\t") }.map { $0.split(separator: "\t").map(String.init) }
+            XCTAssertEqual(Set(rows.map { $0[0] }), Set(ids))
+            XCTAssertTrue(rows.allSatisfy { $0[1] == "password" && $0.last == "active" }, "\(rows)")
+
+            let revoked = try await PushAdminCLITests.cli(["session", "revoke", Self.container, ids[0]], settings)
+            XCTAssertEqual(revoked.status, 0, revoked.output)
+            for (arguments, complaint) in [
+                (["session", "revoke", Self.container, String(repeating: "0", count: 32)], "has no session"),
+                (["session", "revoke", Self.container, "not-an-id"], "32 lowercase hex"),
+                (["session", "revoke-all", Self.container, "--user", "_nobody"], "no such user"),
+            ] {
+                let refused = try await PushAdminCLITests.cli(arguments, settings)
+                XCTAssertNotEqual(refused.status, 0, refused.output)
+                XCTAssertTrue(refused.output.contains(complaint), "\(arguments): \(refused.output)")
+            }
+            let one = try await sessions.list(container: Self.container, userRecordName: user, logger: TestSupport.logger)
+            XCTAssertEqual(one.filter { $0.revokedAt != nil }.map(\.sessionID), [ids[0]])
+
+            let all = try await PushAdminCLITests.cli(["session", "revoke-all", Self.container, "--user", user], settings)
+            XCTAssertEqual(all.status, 0, all.output)
+            XCTAssertTrue(all.output.contains("revoked 2 sessions"), all.output)
+            let after = try await sessions.list(container: Self.container, userRecordName: user, logger: TestSupport.logger)
+            XCTAssertTrue(after.allSatisfy { $0.revokedAt != nil })
+            let epoch = try await UserStore(store: store).credentialEpoch(container: Self.container, userRecordName: user, logger: TestSupport.logger)
+            XCTAssertEqual(epoch, 2, "tokens without a session end too")
+        }
+    }
+}
