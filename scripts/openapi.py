@@ -485,7 +485,8 @@ database_path("changes/zone", {"post": operation(
 for name, operation_id in (("zones/changes", "zonesChanges"), ("changes/database", "changesDatabase")):
     database_path(name, {"post": operation(
         operation_id, "The database's changed zones since a token", "The token comes back as both `syncToken` and "
-        "`metaSyncToken`; the public database reports no zone changes. An empty body starts from the beginning.",
+        "`metaSyncToken`; the public database reports no zone changes. An empty body starts from the beginning. The token "
+        "is the snapshot the answer was read in, the same size whatever the number of zones.",
         "sync", ref("DatabaseChangesRequest"), ref("DatabaseChanges"), DATABASE_ERRORS + [410], READ,
         example={"resultsLimit": 50})})
 for name, answer, about in (

@@ -188,56 +188,82 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         return page.bytes
     }
 
+    /// `zones/changes` and `changes/database`. The token is the snapshot the last answer was read
+    /// in (`DatabaseChangeToken`): the zones changed after it are read by their rows' `changed_xid`,
+    /// whatever the number of zones. A token of the earlier form (every zone the client has seen)
+    /// is still compared zone by zone, and the page that ends it hands out the new form.
     func databaseChanges(_ request: Request, _ context: Context) async throws -> Response {
         let (target, body) = try await open(request, context)
         let database = target.addressed
         let parsed = body.isEmpty ? DatabaseRequest() : try RequestBody.decode(DatabaseRequest.self, from: body)
-        let databaseKey = [database.container, database.environment.rawValue, database.scope.rawValue, database.owner].joined(separator: "/")
-        var known: [String: String] = [:]
-        if let text = parsed.syncToken ?? parsed.metaSyncToken, !text.isEmpty {
-            guard let token = SignedToken.open(text, as: DatabaseSyncToken.self, kind: .databaseSync, key: secretKey) else {
-                throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
-            }
-            guard token.database == databaseKey else {
-                throw StratusError(.changeTokenExpired, "This sync token belongs to another database; discard the local copy and sync from the start")
-            }
-            known = token.zones
-        }
         if let resultsLimit = parsed.resultsLimit, resultsLimit < 1 { throw StratusError(.badRequest, "resultsLimit must be at least 1") }
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
+        var token: DatabaseChangeToken?
+        if let text = parsed.syncToken ?? parsed.metaSyncToken, !text.isEmpty {
+            if let opened = SignedToken.open(text, as: DatabaseChangeToken.self, kind: .databaseSync, key: secretKey) {
+                token = opened
+            } else if let earlier = SignedToken.open(text, as: DatabaseSyncToken.self, kind: .databaseSync, key: secretKey) {
+                guard earlier.database == database.key else {
+                    throw StratusError(.changeTokenExpired, "This sync token belongs to another database; discard the local copy and sync from the start")
+                }
+                return try await earlierTokenChanges(target: target, known: earlier.zones, limit: limit, logger: context.logger)
+            } else {
+                throw StratusError(.badRequest, "syncToken is not valid: it was altered or not issued by this server")
+            }
+        }
         if let participant = target.participant {
-            return try await sharedDatabaseChanges(of: participant, in: database, known: known, databaseKey: databaseKey, limit: limit, logger: context.logger)
+            let page = try await shares.sharedZoneChanges(user: participant, in: database, since: token, limit: limit, logger: context.logger)
+            let zones: [WireZone] = page.zones.map { change in change.zone.map { .custom($0, key: secretKey) } ?? .deleted(change.zoneID) }
+            return try answer(zones, page.token, moreComing: page.moreComing)
         }
-        // Custom zones are the user's own (the public database has only its default zone).
-        let states = target.belongsToUser ? try await sync.zoneStates(in: database, logger: context.logger) : []
-        // New zones, and known zones whose incarnation or counter moved; a deleted zone the client never knew is no news.
-        let changed = states.filter { state in
-            known[state.zoneName] != state.fingerprint && !(state.deleted && known[state.zoneName] == nil)
-        }
-        let page = changed.prefix(limit)
-        for state in page { known[state.zoneName] = state.fingerprint }
-        let zones: [WireZone] = page.map { state in
-            let zoneID = ZoneID(zoneName: state.zoneName, ownerRecordName: database.owner)
-            return state.deleted ? .deleted(zoneID)
-                : .custom(Zone(database: database, zoneID: zoneID, incarnation: state.incarnation, changeCounter: state.changeCounter), key: secretKey)
-        }
-        let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), kind: .databaseSync, key: secretKey)
-        return try json(DatabaseChangesResponse(zones: zones, syncToken: token, metaSyncToken: token, moreComing: changed.count > page.count))
+        let page = try await sync.zoneChanges(in: database, since: token, limit: target.belongsToUser ? limit : 0, logger: context.logger)
+        return try answer(page.zones.map { wire($0, in: database) }, page.token, moreComing: page.moreComing)
+    }
+
+    /// A zone of the caller's own database as a database sync answers it.
+    private func wire(_ state: SyncStore.ZoneState, in database: DatabaseID) -> WireZone {
+        let zoneID = ZoneID(zoneName: state.zoneName, ownerRecordName: database.owner)
+        return state.deleted ? .deleted(zoneID)
+            : .custom(Zone(database: database, zoneID: zoneID, incarnation: state.incarnation, changeCounter: state.changeCounter), key: secretKey)
     }
 
     /// Apple's reference names the token `syncToken` for changes/database and `metaSyncToken` for
     /// zones/changes, and clients read either: both keys carry it.
-    /// The shared database's changes: the zones shared with the caller now, compared with those the
-    /// token knew (keyed `zoneName/owner`, a zone name holding no '/'): a new zone, or one whose
-    /// incarnation or counter moved, is answered; a zone no longer shared with the caller (removed,
-    /// left, share or zone deleted) is answered deleted. Which zones are shared is read from the
-    /// share tables at request time (a removal shows at once); a zone's position is the caller's
-    /// in the share fan-out's change tracking (`stratus-shares`), read in the same snapshot.
-    private func sharedDatabaseChanges(
-        of participant: String, in database: DatabaseID, known: [String: String], databaseKey: String, limit: Int, logger: Logger
+    private func answer(_ zones: [WireZone], _ token: DatabaseChangeToken, moreComing: Bool) throws -> Response {
+        let text = SignedToken.sign(token, kind: .databaseSync, key: secretKey)
+        return try json(DatabaseChangesResponse(zones: zones, syncToken: text, metaSyncToken: text, moreComing: moreComing))
+    }
+
+    /// A sync from a token of the earlier form: the zones compared with those it knew, as before.
+    /// While more is coming the token stays of that form; the page that ends the comparison hands
+    /// out the snapshot its zones were read in.
+    private func earlierTokenChanges(target: CallTarget, known: [String: String], limit: Int, logger: Logger) async throws -> Response {
+        let database = target.addressed
+        if let participant = target.participant {
+            return try await earlierSharedDatabaseChanges(of: participant, in: database, known: known, limit: limit, logger: logger)
+        }
+        var known = known
+        // Custom zones are the user's own (the public database has only its default zone).
+        let (states, reading) = try await sync.zoneStates(in: database, logger: logger)
+        // New zones, and known zones whose incarnation or counter moved; a deleted zone the client never knew is no news.
+        let changed = target.belongsToUser ? states.filter { state in
+            known[state.zoneName] != state.fingerprint && !(state.deleted && known[state.zoneName] == nil)
+        } : []
+        let page = changed.prefix(limit)
+        for state in page { known[state.zoneName] = state.fingerprint }
+        return try earlierAnswer(
+            page.map { wire($0, in: database) }, known: known, reading: reading, database: database, moreComing: changed.count > page.count)
+    }
+
+    /// The shared database's changes from a token of the earlier form: the zones shared with the
+    /// caller now, compared with those the token knew (keyed `zoneName/owner`, a zone name holding
+    /// no '/'): a new zone, or one whose incarnation or position in the caller's tracking moved, is
+    /// answered; a zone no longer shared with the caller is answered deleted.
+    private func earlierSharedDatabaseChanges(
+        of participant: String, in database: DatabaseID, known: [String: String], limit: Int, logger: Logger
     ) async throws -> Response {
         var known = known
-        let shared = try await shares.trackedZones(user: participant, container: database.container, environment: database.environment, logger: logger)
+        let (shared, reading) = try await shares.trackedZones(user: participant, container: database.container, environment: database.environment, logger: logger)
         var current: [String: ShareStore.TrackedZone] = [:]
         for entry in shared { current["\(entry.zone.zoneID.zoneName)/\(entry.zone.zoneID.ownerRecordName)"] = entry }
         // The zone's incarnation and the participant's position in the fan-out's tracking (not the
@@ -254,8 +280,15 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
         }
         let page = changed.prefix(limit)
         for entry in page { known[entry.key] = current[entry.key].map(fingerprint) }
-        let token = SignedToken.sign(DatabaseSyncToken(database: databaseKey, zones: known), kind: .databaseSync, key: secretKey)
-        return try json(DatabaseChangesResponse(zones: page.map(\.zone), syncToken: token, metaSyncToken: token, moreComing: changed.count > page.count))
+        return try earlierAnswer(page.map(\.zone), known: known, reading: reading, database: database, moreComing: changed.count > page.count)
+    }
+
+    /// The answer to a sync from a token of the earlier form: that form while more is coming, else
+    /// the snapshot the zones were read in.
+    private func earlierAnswer(_ zones: [WireZone], known: [String: String], reading: ChangeReading, database: DatabaseID, moreComing: Bool) throws -> Response {
+        guard moreComing else { return try answer(zones, reading.token(for: database), moreComing: false) }
+        let text = SignedToken.sign(DatabaseSyncToken(database: database.key, zones: known), kind: .databaseSync, key: secretKey)
+        return try json(DatabaseChangesResponse(zones: zones, syncToken: text, metaSyncToken: text, moreComing: true))
     }
 
     struct DatabaseChangesResponse: Encodable {

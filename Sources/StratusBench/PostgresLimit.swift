@@ -66,7 +66,8 @@ struct PostgresLimit: Sendable {
         do {
             try await connection.query("BEGIN ISOLATION LEVEL SERIALIZABLE", logger: logger)
             let rows = try await connection.query("""
-                UPDATE bench_limit.zones SET change_counter = change_counter + \(Int64(names.count)), modified_at = now()
+                UPDATE bench_limit.zones SET change_counter = change_counter + \(Int64(names.count)), modified_at = now(),
+                    changed_xid = pg_current_xact_id()
                 WHERE container = 'bench' AND environment = 'development' AND scope = 'private' AND owner = \(owner) AND zone_name = \(zoneName)
                 RETURNING change_counter
                 """, logger: logger)

@@ -32,6 +32,9 @@ public struct DatabaseID: Sendable, Hashable, Codable {
         self.scope = scope
         self.owner = scope == .public ? Self.publicOwner : owner
     }
+
+    /// `container/environment/scope/owner`: what a database sync token is bound to.
+    public var key: String { [container, environment.rawValue, scope.rawValue, owner].joined(separator: "/") }
 }
 
 /// A zone within a database, as CloudKit names it: a zone name and its owner's record name.

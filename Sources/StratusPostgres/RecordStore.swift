@@ -536,7 +536,7 @@ struct ZoneWriter {
         if let sequence, sequence != startSequence {
             let database = context.database
             for try await _ in try await transaction.prepared("""
-                UPDATE zones SET change_counter = \(sequence), modified_at = now()
+                UPDATE zones SET change_counter = \(sequence), modified_at = now(), changed_xid = pg_current_xact_id()
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
                 """) {}

@@ -582,24 +582,64 @@ public struct SyncStore: Sendable {
         public var changeCounter: Int64
         public var deleted: Bool
 
-        /// The compact form a database token remembers.
+        /// The compact form a database token of the earlier form remembers.
         public var fingerprint: String { deleted ? "deleted" : "\(incarnation.uuidString.prefix(8)):\(changeCounter)" }
     }
 
-    /// Every custom zone of a database (deleted ones too: their rows are kept), by name, in one snapshot.
-    public func zoneStates(in database: DatabaseID, logger: Logger) async throws -> [ZoneState] {
+    /// Every custom zone of a database (deleted ones too: their rows are kept), by name, in one
+    /// snapshot; with that snapshot, which a sync from a token of the earlier form hands out once it
+    /// has answered every zone that differs.
+    public func zoneStates(in database: DatabaseID, logger: Logger) async throws -> (states: [ZoneState], reading: ChangeReading) {
         try await store.snapshot(logger: logger) { transaction in
+            let reading = try await ChangeReading.read(on: transaction)
             let rows = try await transaction.connection.query("""
                 SELECT zone_name, incarnation, change_counter, deleted FROM zones
                 WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
                   AND owner = \(database.owner)
                 ORDER BY zone_name
                 """, logger: transaction.logger)
-            var states: [ZoneState] = []
-            for try await (name, incarnation, counter, deleted) in rows.decode((String, UUID, Int64, Bool).self) {
-                states.append(ZoneState(zoneName: name, incarnation: incarnation, changeCounter: counter, deleted: deleted))
-            }
-            return states
+            return (try await Self.states(rows), reading)
+        }
+    }
+
+    private static func states(_ rows: PostgresRowSequence) async throws -> [ZoneState] {
+        var states: [ZoneState] = []
+        for try await (name, incarnation, counter, deleted) in rows.decode((String, UUID, Int64, Bool).self) {
+            states.append(ZoneState(zoneName: name, incarnation: incarnation, changeCounter: counter, deleted: deleted))
+        }
+        return states
+    }
+
+    /// A page of the database's changes since `token` (nil: a first sync): its zones whose rows
+    /// were changed by a transaction the token's snapshot does not see, by name, at most `limit`;
+    /// and the token after them (`DatabaseChangeWindow`). One snapshot: the page is read in the
+    /// snapshot the token after it names.
+    ///
+    /// The zones are read by the primary key (`changed_xid` has no index, so the update every
+    /// record write makes to its zone row stays HOT); the scan stops once `limit` + 1 have matched.
+    /// A `limit` of 0 reads no zone (a database whose zones are not the caller's): the token alone.
+    public func zoneChanges(
+        in database: DatabaseID, since token: DatabaseChangeToken?, limit: Int, logger: Logger
+    ) async throws -> (zones: [ZoneState], moreComing: Bool, token: DatabaseChangeToken) {
+        try await store.snapshot(logger: logger) { transaction in
+            let window = try await ChangeReading.read(on: transaction).window(token, database: database)
+            // No zones to answer (the public database's): the token alone.
+            guard limit > 0 else { return ([], false, window.token(last: nil, moreComing: false)) }
+            let since = window.since
+            let rows = try await transaction.connection.query("""
+                SELECT zone_name, incarnation, change_counter, deleted FROM zones
+                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
+                  AND owner = \(database.owner)
+                  AND changed_after(changed_xid, \(String(since.xmin))::xid8, \(String(since.xmax))::xid8, \(since.inProgress.map(String.init))::xid8[])
+                  AND NOT (deleted AND \(window.leavesOutDeleted))
+                  AND (\(window.after?.first)::text IS NULL OR zone_name > \(window.after?.first))
+                ORDER BY zone_name
+                LIMIT \(Int64(limit) + 1)
+                """, logger: transaction.logger)
+            let states = try await Self.states(rows)
+            let page = Array(states.prefix(limit))
+            let moreComing = states.count > limit
+            return (page, moreComing, window.token(last: page.last.map { [$0.zoneName] }, moreComing: moreComing))
         }
     }
 

@@ -65,7 +65,7 @@ public struct ZoneStore: Sendable {
                                 \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil), \(after?.defaultTimeToLive))
                         ON CONFLICT (container, environment, scope, owner, zone_name) DO UPDATE
                         SET incarnation = EXCLUDED.incarnation, change_counter = EXCLUDED.change_counter,
-                            deleted = EXCLUDED.deleted, modified_at = now(),
+                            deleted = EXCLUDED.deleted, modified_at = now(), changed_xid = pg_current_xact_id(),
                             tombstone_horizon = CASE WHEN zones.incarnation = EXCLUDED.incarnation AND NOT EXCLUDED.deleted THEN zones.tombstone_horizon ELSE 0 END,
                             default_time_to_live = EXCLUDED.default_time_to_live
                         """, logger: logger)

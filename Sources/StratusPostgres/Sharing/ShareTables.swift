@@ -234,7 +234,8 @@ enum ShareTables {
             VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(zoneName), \(share),
                     \(root), \(shortGUID), \(state.publicPermission.rawValue))
             ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
-                root_record_name = EXCLUDED.root_record_name, short_guid = EXCLUDED.short_guid, public_permission = EXCLUDED.public_permission
+                root_record_name = EXCLUDED.root_record_name, short_guid = EXCLUDED.short_guid, public_permission = EXCLUDED.public_permission,
+                changed_xid = pg_current_xact_id()
             """, logger: transaction.logger)
         try await connection.query("""
             DELETE FROM share_participants WHERE \(zone: zoneName, of: database) AND share_name = \(share)

@@ -8,7 +8,9 @@ import StratusCore
 /// zone sequence of the last change they are told of, and whether they still hold the share.
 ///
 /// Every statement is idempotent (`GREATEST`, upserts): an event applied again, or the whole log
-/// replayed over an emptied table, leaves the same rows. It never decides access: the API reads
+/// replayed over an emptied table, leaves the same rows. Each stamps `changed_xid` (migration 0032)
+/// on the rows whose news for the participant it changes (a change told of, the share gained or
+/// lost; not an inactive row's sequence), so the participant's database token finds them. It never decides access: the API reads
 /// that from the shares tables in the request's own transaction.
 ///
 /// Each statement returns the participants its rows tell of the change (a name once per row, so
@@ -26,7 +28,8 @@ public enum SharedZoneTracking {
         })).sorted()
         return try await told(transaction, """
             WITH dropped AS (
-                UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
+                UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence)),
+                changed_xid = CASE WHEN active THEN pg_current_xact_id() ELSE changed_xid END
                 WHERE \(zone: zoneName, of: database) AND share_name = \(shareName) AND NOT (user_record_name = ANY(\(holders)))
                   AND (active OR change_sequence < \(sequence))
                 RETURNING user_record_name),
@@ -36,7 +39,9 @@ public enum SharedZoneTracking {
                        \(shareName), true, \(sequence)
                 FROM unnest(\(holders)::text[]) AS holder
                 ON CONFLICT (container, environment, user_record_name, scope, owner, zone_name, share_name)
-                DO UPDATE SET active = true, change_sequence = GREATEST(shared_zone_tracking.change_sequence, EXCLUDED.change_sequence)
+                DO UPDATE SET active = true, change_sequence = GREATEST(shared_zone_tracking.change_sequence, EXCLUDED.change_sequence),
+                    changed_xid = CASE WHEN NOT shared_zone_tracking.active OR shared_zone_tracking.change_sequence < EXCLUDED.change_sequence
+                                       THEN pg_current_xact_id() ELSE shared_zone_tracking.changed_xid END
                 RETURNING user_record_name)
             SELECT user_record_name FROM dropped UNION ALL SELECT user_record_name FROM held
             """)
@@ -45,7 +50,8 @@ public enum SharedZoneTracking {
     /// Applies a deletion of a share record: nobody holds it any more, each told at `sequence`.
     public static func applyShareDeleted(shareName: String, zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
         try await told(transaction, """
-            UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
+            UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence)),
+                changed_xid = CASE WHEN active THEN pg_current_xact_id() ELSE changed_xid END
             WHERE \(zone: zoneName, of: database) AND share_name = \(shareName) AND (active OR change_sequence < \(sequence))
             RETURNING user_record_name
             """)
@@ -58,7 +64,7 @@ public enum SharedZoneTracking {
         // Every write of a shared zone's owner comes here: prepared (the partial index's predicate names no value).
         var told: [String] = []
         for try await name in try await transaction.prepared("""
-            UPDATE shared_zone_tracking SET change_sequence = \(sequence)
+            UPDATE shared_zone_tracking SET change_sequence = \(sequence), changed_xid = pg_current_xact_id()
             WHERE \(zone: zoneName, of: database) AND active AND change_sequence < \(sequence)
             RETURNING user_record_name
             """).decode(String.self) {
@@ -70,7 +76,8 @@ public enum SharedZoneTracking {
     /// Applies a deletion of the zone: its shares went with it.
     public static func applyZoneDeleted(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
         try await told(transaction, """
-            UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence))
+            UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence)),
+                changed_xid = CASE WHEN active THEN pg_current_xact_id() ELSE changed_xid END
             WHERE \(zone: zoneName, of: database) AND (active OR change_sequence < \(sequence))
             RETURNING user_record_name
             """)
@@ -97,14 +104,17 @@ extension ShareStore {
     }
 
     /// The zones shared with `user` now (decided from the shares tables) with their positions in
-    /// the user's change tracking, read in one snapshot.
+    /// the user's change tracking, read in one snapshot; with that snapshot, which a sync from a
+    /// token of the earlier form hands out once it has answered every zone that differs.
     ///
-    /// One statement (one snapshot, one round trip): every participant polls this, so it is the
-    /// shared database's hottest read. The same zones as `sharedZones` (accepted shares that are
-    /// not the user's own, of live zones), each with the furthest position of the user's tracking.
-    public func trackedZones(user: String, container: String, environment: StratusCore.Environment, logger: Logger) async throws -> [TrackedZone] {
-        try await store.withConnection { connection in
-            let rows = try await connection.query("""
+    /// The same zones as `sharedZones` (accepted shares that are not the user's own, of live
+    /// zones), each with the furthest position of the user's tracking.
+    public func trackedZones(
+        user: String, container: String, environment: StratusCore.Environment, logger: Logger
+    ) async throws -> (zones: [TrackedZone], reading: ChangeReading) {
+        try await store.snapshot(logger: logger) { transaction in
+            let reading = try await ChangeReading.read(on: transaction)
+            let rows = try await transaction.connection.query("""
                 SELECT shared.owner, shared.zone_name, z.incarnation, z.change_counter, z.default_time_to_live,
                        coalesce((SELECT max(t.change_sequence) FROM shared_zone_tracking AS t
                                  WHERE t.container = \(container) AND t.environment = \(environment.rawValue) AND t.user_record_name = \(user)
@@ -121,15 +131,92 @@ extension ShareStore {
                      AND z.owner = shared.owner AND z.zone_name = shared.zone_name AND NOT z.deleted
                 ORDER BY shared.owner, shared.zone_name
                 LIMIT 10000
-                """, logger: logger)
+                """, logger: transaction.logger)
             var zones: [TrackedZone] = []
             for try await (owner, zoneName, incarnation, counter, ttl, sequence) in rows.decode((String, String, UUID, Int64, Int64?, Int64).self) {
-                let database = DatabaseID(container: container, environment: environment, scope: .private, owner: owner)
-                let zone = Zone(database: database, zoneID: ZoneID(zoneName: zoneName, ownerRecordName: owner), incarnation: incarnation,
-                                changeCounter: counter, defaultTimeToLive: ttl)
-                zones.append(TrackedZone(zone: zone, changeSequence: sequence))
+                zones.append(TrackedZone(zone: Self.ownersZone(owner, zoneName, container, environment, incarnation, counter, ttl), changeSequence: sequence))
             }
-            return zones
+            return (zones, reading)
+        }
+    }
+
+    private static func ownersZone(
+        _ owner: String, _ zoneName: String, _ container: String, _ environment: StratusCore.Environment, _ incarnation: UUID, _ counter: Int64, _ ttl: Int64?
+    ) -> Zone {
+        let database = DatabaseID(container: container, environment: environment, scope: .private, owner: owner)
+        return Zone(database: database, zoneID: ZoneID(zoneName: zoneName, ownerRecordName: owner), incarnation: incarnation,
+                    changeCounter: counter, defaultTimeToLive: ttl)
+    }
+
+    /// A zone of a page of a user's shared database changes: the owner's zone, nil when the user no
+    /// longer reaches it (removed, left, share or zone deleted).
+    public struct SharedZoneChange: Sendable {
+        public var zoneID: ZoneID
+        public var zone: Zone?
+    }
+
+    /// A page of `user`'s shared database changes since `token` (nil: a first sync), in
+    /// (owner, zone name) order, at most `limit`; and the token after them. One snapshot.
+    ///
+    /// The candidates are the zones of the user's participations that were accepted (or since
+    /// removed: a participant removed or who left keeps a row `REMOVED`) and those of their
+    /// tracking rows (`stratus-shares`). A zone the user reaches now (an accepted participation of a
+    /// share of a live zone, as `trackedZones`) is answered when one of their tracking rows, or the
+    /// row of a share they take part in, changed after the token (a change told of; a share saved:
+    /// accepted, participants or permissions changed; a share made after the zone was re-created).
+    /// One they no longer reach is answered deleted when the same changed, or, until the fan-out has
+    /// told them of the loss, when the zone's row did (the owner's write that deleted the share or the
+    /// zone, whose rows went with it). Access is read in the same snapshot: a removal shows at once.
+    public func sharedZoneChanges(
+        user: String, in database: DatabaseID, since token: DatabaseChangeToken?, limit: Int, logger: Logger
+    ) async throws -> (zones: [SharedZoneChange], moreComing: Bool, token: DatabaseChangeToken) {
+        let (container, environment) = (database.container, database.environment)
+        return try await store.snapshot(logger: logger) { transaction in
+            let window = try await ChangeReading.read(on: transaction).window(token, database: database)
+            let (xmin, xmax, inProgress) = (String(window.since.xmin), String(window.since.xmax), window.since.inProgress.map(String.init))
+            let rows = try await transaction.connection.query("""
+                WITH taking_part AS (
+                    SELECT p.owner, p.zone_name, bool_or(p.acceptance_status = 'ACCEPTED') AS accepted,
+                           bool_or(changed_after(s.changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[])) AS share_changed
+                    FROM share_participants AS p
+                    JOIN shares AS s ON s.container = p.container AND s.environment = p.environment AND s.scope = p.scope AND s.owner = p.owner
+                         AND s.zone_name = p.zone_name AND s.record_name = p.share_name
+                    WHERE p.container = \(container) AND p.environment = \(environment.rawValue) AND p.user_record_name = \(user)
+                      AND p.acceptance_status IN ('ACCEPTED', 'REMOVED') AND p.type <> 'OWNER' AND p.scope = 'private'
+                    GROUP BY p.owner, p.zone_name),
+                tracked AS (
+                    SELECT owner, zone_name, bool_or(active) AS active,
+                           bool_or(changed_after(changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[])) AS told
+                    FROM shared_zone_tracking
+                    WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user) AND scope = 'private'
+                    GROUP BY owner, zone_name),
+                candidates AS (
+                    SELECT c.owner, c.zone_name, z.incarnation, z.change_counter, z.default_time_to_live,
+                           coalesce(r.accepted AND NOT z.deleted, false) AS reaches,
+                           coalesce(r.share_changed, false) OR coalesce(t.told, false) AS changed,
+                           coalesce(t.active, false)
+                               AND coalesce(changed_after(z.changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[]), false) AS zone_changed
+                    FROM (SELECT owner, zone_name FROM taking_part UNION SELECT owner, zone_name FROM tracked) AS c
+                    LEFT JOIN taking_part AS r ON r.owner = c.owner AND r.zone_name = c.zone_name
+                    LEFT JOIN tracked AS t ON t.owner = c.owner AND t.zone_name = c.zone_name
+                    LEFT JOIN zones AS z ON z.container = \(container) AND z.environment = \(environment.rawValue) AND z.scope = 'private'
+                         AND z.owner = c.owner AND z.zone_name = c.zone_name)
+                SELECT owner, zone_name, incarnation, change_counter, default_time_to_live, reaches
+                FROM candidates
+                WHERE (\(window.after?.first)::text IS NULL OR (owner, zone_name) > (\(window.after?.first), \(window.after?.last)))
+                  AND CASE WHEN reaches THEN changed ELSE NOT \(window.leavesOutDeleted) AND (changed OR zone_changed) END
+                ORDER BY owner, zone_name
+                LIMIT \(Int64(limit) + 1)
+                """, logger: transaction.logger)
+            var entries: [SharedZoneChange] = []
+            for try await (owner, zoneName, incarnation, counter, ttl, reaches) in rows.decode((String, String, UUID?, Int64?, Int64?, Bool).self) {
+                let zone = reaches ? incarnation.map { Self.ownersZone(owner, zoneName, container, environment, $0, counter ?? 0, ttl) } : nil
+                entries.append(SharedZoneChange(zoneID: ZoneID(zoneName: zoneName, ownerRecordName: owner), zone: zone))
+            }
+            let page = Array(entries.prefix(limit))
+            let moreComing = entries.count > limit
+            let last = page.last.map { [$0.zoneID.ownerRecordName, $0.zoneID.zoneName] }
+            return (page, moreComing, window.token(last: last, moreComing: moreComing))
         }
     }
 
