@@ -254,6 +254,15 @@ public struct DatabaseChangeWindow: Sendable, Hashable {
             cluster: cluster, database: database)
     }
 
+    /// What a call from `token` (nil: a first sync) asks for, known before the snapshot the call
+    /// reads in: the changes `since` does not see, past `after`, leaving deleted zones out on a
+    /// first sync. The same as the window `open` gives, so a call may read its page and its
+    /// snapshot in one statement and check the token against the snapshot after.
+    public static func asked(_ token: DatabaseChangeToken?) -> (since: ChangeSnapshot, after: [String]?, leavesOutDeleted: Bool) {
+        guard let token else { return (.nothing, nil, true) }
+        return (token.snapshot, token.paging?.after, token.paging?.leavesOutDeleted ?? false)
+    }
+
     /// The token after a page whose last key is `last`: the rest of the window while more is
     /// coming, else the snapshot the window ends at.
     public func token(last: [String]?, moreComing: Bool) -> DatabaseChangeToken {

@@ -621,26 +621,41 @@ public struct SyncStore: Sendable {
     public func zoneChanges(
         in database: DatabaseID, since token: DatabaseChangeToken?, limit: Int, logger: Logger
     ) async throws -> (zones: [ZoneState], moreComing: Bool, token: DatabaseChangeToken) {
-        try await store.snapshot(logger: logger) { transaction in
-            let window = try await ChangeReading.read(on: transaction).window(token, database: database)
-            // No zones to answer (the public database's): the token alone.
-            guard limit > 0 else { return ([], false, window.token(last: nil, moreComing: false)) }
-            let since = window.since
-            let rows = try await transaction.connection.query("""
-                SELECT zone_name, incarnation, change_counter, deleted FROM zones
-                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-                  AND owner = \(database.owner)
-                  AND changed_after(changed_xid, \(String(since.xmin))::xid8, \(String(since.xmax))::xid8, \(since.inProgress.map(String.init))::xid8[])
-                  AND NOT (deleted AND \(window.leavesOutDeleted))
-                  AND (\(window.after?.first)::text IS NULL OR zone_name > \(window.after?.first))
-                ORDER BY zone_name
-                LIMIT \(Int64(limit) + 1)
-                """, logger: transaction.logger)
-            let states = try await Self.states(rows)
-            let page = Array(states.prefix(limit))
-            let moreComing = states.count > limit
-            return (page, moreComing, window.token(last: page.last.map { [$0.zoneName] }, moreComing: moreComing))
+        let asked = DatabaseChangeWindow.asked(token)
+        let since = asked.since
+        // One statement, one round trip: the page and the snapshot it was read in, which names
+        // the token after it. (A `limit` of 0 reads no zone: the snapshot alone.)
+        let (reading, states) = try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT reading.snapshot_text, reading.system_identifier, page.zone_name, page.incarnation, page.change_counter, page.deleted
+                FROM (SELECT \(unescaped: ChangeReading.columns)) AS reading (snapshot_text, system_identifier)
+                LEFT JOIN LATERAL (
+                    SELECT zone_name, incarnation, change_counter, deleted FROM zones
+                    WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
+                      AND owner = \(database.owner)
+                      AND changed_after(changed_xid, \(String(since.xmin))::xid8, \(String(since.xmax))::xid8, \(since.inProgress.map(String.init))::xid8[])
+                      AND NOT (deleted AND \(asked.leavesOutDeleted))
+                      AND (\(asked.after?.first)::text IS NULL OR zone_name > \(asked.after?.first))
+                    ORDER BY zone_name
+                    LIMIT \(Int64(limit) + 1)
+                ) AS page ON true
+                ORDER BY page.zone_name
+                """, logger: logger)
+            var reading: ChangeReading?
+            var states: [ZoneState] = []
+            for try await (snapshot, system, name, incarnation, counter, deleted) in rows.decode((String, String, String?, UUID?, Int64?, Bool?).self) {
+                if reading == nil { reading = try ChangeReading.parse(snapshot: snapshot, system: system) }
+                if let name, let incarnation, let counter, let deleted {
+                    states.append(ZoneState(zoneName: name, incarnation: incarnation, changeCounter: counter, deleted: deleted))
+                }
+            }
+            guard let reading else { throw ChangeReading.unreadable }
+            return (reading, states)
         }
+        let window = try reading.window(token, database: database)
+        let page = Array(states.prefix(limit))
+        let moreComing = states.count > limit
+        return (page, moreComing, window.token(last: page.last.map { [$0.zoneName] }, moreComing: moreComing))
     }
 
     /// Zones holding tombstones deleted before `olderThan` (the GC worker's work list).

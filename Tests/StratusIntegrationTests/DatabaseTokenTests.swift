@@ -88,8 +88,9 @@ extension SyncTests {
         try await withFixture { fixture, client in
             let names = (0..<6).map { "Z\($0)" }
             for name in names { try await RecordAPITests.createZone(client, fixture, name) }
-            let writersDone = ManagedFlag()
+            let progress = WriteProgress()
             async let writes: Void = withThrowingTaskGroup(of: Void.self) { group in
+                defer { progress.finish() }
                 for writer in 0..<4 {
                     group.addTask {
                         var random = SplitMix64(seed: UInt64(writer) &+ 77)
@@ -99,20 +100,24 @@ extension SyncTests {
                                 // A zone deleted, and every other time created again.
                                 _ = try await RecordAPITests.post(client, fixture.path("zones/modify"), ["operations": [["operationType": "delete", "zone": ["zoneID": ["zoneName": zone]]]]])
                                 if step % 20 == 9 { try await RecordAPITests.createZone(client, fixture, zone) }
+                                progress.wrote()
                                 continue
                             }
                             let operation: Body = ["operationType": "forceReplace", "record": RecordAPITests.note("r\(random.next() % 5)", ["v": ["value": "w\(writer)s\(step)"]])]
                             _ = try await RecordAPITests.modify(client, fixture, zone: zone, [operation])
+                            progress.wrote()
                         }
                     }
                 }
                 try await group.waitForAll()
-                writersDone.set()
             }
             var device: [String: String?] = [:]
             var token: String?
             var rounds = 0
-            while !writersDone.isSet {
+            // A round after each write that completed since the last (the other writers' writes in flight meanwhile).
+            var seen = 0
+            while case let (count, done) = await progress.next(after: seen), !done {
+                seen = count
                 let synced = try await Self.databaseSync(client, fixture, from: token, limit: 1)
                 device.merge(synced.zones) { _, new in new }
                 token = synced.token

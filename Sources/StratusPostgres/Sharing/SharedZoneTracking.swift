@@ -171,10 +171,12 @@ extension ShareStore {
         user: String, in database: DatabaseID, since token: DatabaseChangeToken?, limit: Int, logger: Logger
     ) async throws -> (zones: [SharedZoneChange], moreComing: Bool, token: DatabaseChangeToken) {
         let (container, environment) = (database.container, database.environment)
-        return try await store.snapshot(logger: logger) { transaction in
-            let window = try await ChangeReading.read(on: transaction).window(token, database: database)
-            let (xmin, xmax, inProgress) = (String(window.since.xmin), String(window.since.xmax), window.since.inProgress.map(String.init))
-            let rows = try await transaction.connection.query("""
+        let asked = DatabaseChangeWindow.asked(token)
+        let (xmin, xmax, inProgress) = (String(asked.since.xmin), String(asked.since.xmax), asked.since.inProgress.map(String.init))
+        // One statement, one round trip: the page and the snapshot it was read in, which names the
+        // token after it.
+        let (reading, entries) = try await store.withConnection { connection in
+            let rows = try await connection.query("""
                 WITH taking_part AS (
                     SELECT p.owner, p.zone_name, bool_or(p.acceptance_status = 'ACCEPTED') AS accepted,
                            bool_or(changed_after(s.changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[])) AS share_changed
@@ -200,25 +202,39 @@ extension ShareStore {
                     LEFT JOIN taking_part AS r ON r.owner = c.owner AND r.zone_name = c.zone_name
                     LEFT JOIN tracked AS t ON t.owner = c.owner AND t.zone_name = c.zone_name
                     LEFT JOIN zones AS z ON z.container = \(container) AND z.environment = \(environment.rawValue) AND z.scope = 'private'
-                         AND z.owner = c.owner AND z.zone_name = c.zone_name)
-                SELECT owner, zone_name, incarnation, change_counter, default_time_to_live, reaches
-                FROM candidates
-                WHERE (\(window.after?.first)::text IS NULL OR (owner, zone_name) > (\(window.after?.first), \(window.after?.last)))
-                  AND CASE WHEN reaches THEN changed ELSE NOT \(window.leavesOutDeleted) AND (changed OR zone_changed) END
-                ORDER BY owner, zone_name
-                LIMIT \(Int64(limit) + 1)
-                """, logger: transaction.logger)
+                         AND z.owner = c.owner AND z.zone_name = c.zone_name),
+                page AS (
+                    SELECT owner, zone_name, incarnation, change_counter, default_time_to_live, reaches
+                    FROM candidates
+                    WHERE (\(asked.after?.first)::text IS NULL OR (owner, zone_name) > (\(asked.after?.first), \(asked.after?.last)))
+                      AND CASE WHEN reaches THEN changed ELSE NOT \(asked.leavesOutDeleted) AND (changed OR zone_changed) END
+                    ORDER BY owner, zone_name
+                    LIMIT \(Int64(limit) + 1))
+                SELECT reading.snapshot_text, reading.system_identifier,
+                       page.owner, page.zone_name, page.incarnation, page.change_counter, page.default_time_to_live, page.reaches
+                FROM (SELECT \(unescaped: ChangeReading.columns)) AS reading (snapshot_text, system_identifier)
+                LEFT JOIN page ON true
+                ORDER BY page.owner, page.zone_name
+                """, logger: logger)
+            var reading: ChangeReading?
             var entries: [SharedZoneChange] = []
-            for try await (owner, zoneName, incarnation, counter, ttl, reaches) in rows.decode((String, String, UUID?, Int64?, Int64?, Bool).self) {
+            for try await (snapshot, system, owner, zoneName, incarnation, counter, ttl, reaches)
+                in rows.decode((String, String, String?, String?, UUID?, Int64?, Int64?, Bool?).self) {
+                if reading == nil { reading = try ChangeReading.parse(snapshot: snapshot, system: system) }
+                guard let owner, let zoneName, let reaches else { continue }
                 let zone = reaches ? incarnation.map { Self.ownersZone(owner, zoneName, container, environment, $0, counter ?? 0, ttl) } : nil
                 entries.append(SharedZoneChange(zoneID: ZoneID(zoneName: zoneName, ownerRecordName: owner), zone: zone))
             }
-            let page = Array(entries.prefix(limit))
-            let moreComing = entries.count > limit
-            let last = page.last.map { [$0.zoneID.ownerRecordName, $0.zoneID.zoneName] }
-            return (page, moreComing, window.token(last: last, moreComing: moreComing))
+            guard let reading else { throw ChangeReading.unreadable }
+            return (reading, entries)
         }
+        let window = try reading.window(token, database: database)
+        let page = Array(entries.prefix(limit))
+        let moreComing = entries.count > limit
+        let last = page.last.map { [$0.zoneID.ownerRecordName, $0.zoneID.zoneName] }
+        return (page, moreComing, window.token(last: last, moreComing: moreComing))
     }
+
 
     /// Whether `user` held a share of the owner's zone once (the fan-out recorded it) but holds
     /// none now: their old zone token is expired rather than naming a zone that does not exist.
