@@ -44,12 +44,16 @@ final class SharingTests: XCTestCase {
         try await Self.withFixture { fixture, _, client in try await body(fixture, client) }
     }
 
-    /// The fixture with its store (for the console's pages over the same data).
-    static func withFixture(_ body: @Sendable (Fixture, PostgresStore, any TestClientProtocol) async throws -> Void) async throws {
+    /// The fixture with its store (for the console's pages over the same data); `maxResults`: the
+    /// API's largest page, when not its default.
+    static func withFixture(
+        maxResults: Int? = nil, _ body: @Sendable (Fixture, PostgresStore, any TestClientProtocol) async throws -> Void
+    ) async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
             let names = try await Self.createUsers(store: store, container: Self.container)
-            let configuration = APIConfiguration(secretKey: SecretKey.generate())
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            if let maxResults { configuration.limits.maxResults = maxResults }
             let fixture = Fixture(apiToken: token, secretKey: configuration.secretKey, alice: names[0], bob: names[1], carol: names[2], dave: names[3])
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
             try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
