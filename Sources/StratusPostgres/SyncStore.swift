@@ -637,7 +637,7 @@ public struct SyncStore: Sendable {
                       AND NOT (deleted AND \(asked.leavesOutDeleted))
                       AND (\(asked.after?.first)::text IS NULL OR zone_name > \(asked.after?.first))
                     ORDER BY zone_name
-                    LIMIT \(Int64(limit) + 1)
+                    LIMIT \(limit > 0 ? Int64(limit) + 1 : 0)
                 ) AS page ON true
                 ORDER BY page.zone_name
                 """, logger: logger)

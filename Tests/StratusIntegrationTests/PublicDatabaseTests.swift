@@ -10,6 +10,22 @@ import XCTest
 final class PublicDatabaseTests: XCTestCase {
     typealias Body = RecordAPITests.Body
 
+    /// The public database has no zones of the caller's to report: after a write made its zone's
+    /// row, zones/changes still answers none, a token, and nothing more coming (a client pages on
+    /// while moreComing is true).
+    func testZoneChangesOfThePublicDatabaseAnswerNoZoneAndNothingMoreComing() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            let (created, _) = try await RecordAPITests.modify(client, fixture, zone: nil, user: "_alice", database: "public",
+                [["operationType": "create", "record": RecordAPITests.note("menu", ["title": ["value": "Alice's"]])]])
+            XCTAssertEqual(created, 200)
+            let (status, reply) = try await RecordAPITests.post(client, fixture.path("zones/changes", database: "public", user: "_alice"), [String: Any]())
+            XCTAssertEqual(status, 200, "\(reply)")
+            XCTAssertEqual((reply["zones"] as? [Any])?.count, 0)
+            XCTAssertEqual(reply["moreComing"] as? Bool, false)
+            XCTAssertNotNil(reply["syncToken"] as? String)
+        }
+    }
+
     func testOnlyTheCreatorChangesOrDeletesAPublicRecord() async throws {
         try await RecordAPITests.withAPI { fixture, client in
             let (created, saved) = try await RecordAPITests.modify(client, fixture, zone: nil, user: "_alice", database: "public",
