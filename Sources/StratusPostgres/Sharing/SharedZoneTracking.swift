@@ -176,39 +176,43 @@ extension ShareStore {
         // One statement, one round trip: the page and the snapshot it was read in, which names the
         // token after it.
         let (reading, entries) = try await store.withConnection { connection in
+            // The user's participations and tracking rows are one list, grouped once by zone (no
+            // self-join whose row estimate could make it quadratic); a zone is looked up by its
+            // key (LIMIT 1 keeps the lookup a keyed one) only when something about it changed or
+            // the fan-out's tracking of it is active: otherwise nothing of it is answered.
             let rows = try await connection.query("""
-                WITH taking_part AS (
-                    SELECT p.owner, p.zone_name, bool_or(p.acceptance_status = 'ACCEPTED') AS accepted,
-                           bool_or(changed_after(s.changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[])) AS share_changed
-                    FROM share_participants AS p
-                    JOIN shares AS s ON s.container = p.container AND s.environment = p.environment AND s.scope = p.scope AND s.owner = p.owner
-                         AND s.zone_name = p.zone_name AND s.record_name = p.share_name
-                    WHERE p.container = \(container) AND p.environment = \(environment.rawValue) AND p.user_record_name = \(user)
-                      AND p.acceptance_status IN ('ACCEPTED', 'REMOVED') AND p.type <> 'OWNER' AND p.scope = 'private'
-                    GROUP BY p.owner, p.zone_name),
-                tracked AS (
-                    SELECT owner, zone_name, bool_or(active) AS active,
-                           bool_or(changed_after(changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[])) AS told
-                    FROM shared_zone_tracking
-                    WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user) AND scope = 'private'
-                    GROUP BY owner, zone_name),
-                candidates AS (
-                    SELECT c.owner, c.zone_name, z.incarnation, z.change_counter, z.default_time_to_live,
-                           coalesce(r.accepted AND NOT z.deleted, false) AS reaches,
-                           coalesce(r.share_changed, false) OR coalesce(t.told, false) AS changed,
-                           coalesce(t.active, false)
-                               AND coalesce(changed_after(z.changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[]), false) AS zone_changed
-                    FROM (SELECT owner, zone_name FROM taking_part UNION SELECT owner, zone_name FROM tracked) AS c
-                    LEFT JOIN taking_part AS r ON r.owner = c.owner AND r.zone_name = c.zone_name
-                    LEFT JOIN tracked AS t ON t.owner = c.owner AND t.zone_name = c.zone_name
-                    LEFT JOIN zones AS z ON z.container = \(container) AND z.environment = \(environment.rawValue) AND z.scope = 'private'
-                         AND z.owner = c.owner AND z.zone_name = c.zone_name),
+                WITH candidates AS (
+                    SELECT owner, zone_name, bool_or(accepted) AS accepted, bool_or(changed) AS changed, bool_or(active) AS active
+                    FROM (
+                        SELECT p.owner, p.zone_name, p.acceptance_status = 'ACCEPTED' AS accepted,
+                               changed_after(s.changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[]) AS changed, false AS active
+                        FROM share_participants AS p
+                        JOIN shares AS s ON s.container = p.container AND s.environment = p.environment AND s.scope = p.scope
+                             AND s.owner = p.owner AND s.zone_name = p.zone_name AND s.record_name = p.share_name
+                        WHERE p.container = \(container) AND p.environment = \(environment.rawValue) AND p.user_record_name = \(user)
+                          AND p.acceptance_status IN ('ACCEPTED', 'REMOVED') AND p.type <> 'OWNER' AND p.scope = 'private'
+                        UNION ALL
+                        SELECT owner, zone_name, false, changed_after(changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[]), active
+                        FROM shared_zone_tracking
+                        WHERE container = \(container) AND environment = \(environment.rawValue) AND user_record_name = \(user) AND scope = 'private'
+                    ) AS taking_part_or_tracked
+                    WHERE \(asked.after?.first)::text IS NULL OR (owner, zone_name) > (\(asked.after?.first), \(asked.after?.last))
+                    GROUP BY owner, zone_name
+                    HAVING bool_or(changed) OR bool_or(active)),
                 page AS (
-                    SELECT owner, zone_name, incarnation, change_counter, default_time_to_live, reaches
-                    FROM candidates
-                    WHERE (\(asked.after?.first)::text IS NULL OR (owner, zone_name) > (\(asked.after?.first), \(asked.after?.last)))
-                      AND CASE WHEN reaches THEN changed ELSE NOT \(asked.leavesOutDeleted) AND (changed OR zone_changed) END
-                    ORDER BY owner, zone_name
+                    SELECT c.owner, c.zone_name, z.incarnation, z.change_counter, z.default_time_to_live,
+                           coalesce(c.accepted AND NOT z.deleted, false) AS reaches
+                    FROM candidates AS c
+                    LEFT JOIN LATERAL (
+                        SELECT incarnation, change_counter, default_time_to_live, deleted, changed_xid FROM zones
+                        WHERE container = \(container) AND environment = \(environment.rawValue) AND scope = 'private'
+                          AND owner = c.owner AND zone_name = c.zone_name
+                        LIMIT 1
+                    ) AS z ON true
+                    WHERE CASE WHEN coalesce(c.accepted AND NOT z.deleted, false) THEN c.changed
+                               ELSE NOT \(asked.leavesOutDeleted) AND (c.changed OR c.active
+                                   AND coalesce(changed_after(z.changed_xid, \(xmin)::xid8, \(xmax)::xid8, \(inProgress)::xid8[]), false)) END
+                    ORDER BY c.owner, c.zone_name
                     LIMIT \(Int64(limit) + 1))
                 SELECT reading.snapshot_text, reading.system_identifier,
                        page.owner, page.zone_name, page.incarnation, page.change_counter, page.default_time_to_live, page.reaches
