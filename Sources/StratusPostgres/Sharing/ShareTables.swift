@@ -224,7 +224,7 @@ enum ShareTables {
         return names
     }
 
-    /// Writes a share's row and replaces its participants.
+    /// Writes a share's row and its participants.
     static func write(
         share: String, root: String?, shortGUID: String, state: ShareState, zone zoneName: String, of database: DatabaseID, on transaction: Transaction
     ) async throws {
@@ -237,22 +237,28 @@ enum ShareTables {
                 root_record_name = EXCLUDED.root_record_name, short_guid = EXCLUDED.short_guid, public_permission = EXCLUDED.public_permission,
                 changed_xid = pg_current_xact_id()
             """, logger: transaction.logger)
-        try await connection.query("""
-            DELETE FROM share_participants WHERE \(zone: zoneName, of: database) AND share_name = \(share)
-            """, logger: transaction.logger)
         let participants = state.participants
         let keys = participants.map(\.lookup.key)
         // Arrays carry no NULLs here: '' stands for none.
         let emails = participants.map { if case .emailAddress(let email) = $0.lookup { email } else { "" } }
         let users = participants.map { $0.userRecordName ?? "" }
+        // One statement: participants no longer listed go; the others are written only where they
+        // changed (an acceptance rewrites one row of the share's hundred, not all of them).
         try await connection.query("""
-            INSERT INTO share_participants (container, environment, scope, owner, zone_name, share_name, position, lookup_key, email,
+            WITH dropped AS (
+                DELETE FROM share_participants WHERE \(zone: zoneName, of: database) AND share_name = \(share) AND lookup_key <> ALL(\(keys)::text[]))
+            INSERT INTO share_participants AS p (container, environment, scope, owner, zone_name, share_name, position, lookup_key, email,
                 user_record_name, permission, acceptance_status, type)
             SELECT \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(zoneName), \(share),
-                   p.position - 1, p.lookup_key, NULLIF(p.email, ''), NULLIF(p.user_record_name, ''), p.permission, p.acceptance_status, p.type
+                   l.position - 1, l.lookup_key, NULLIF(l.email, ''), NULLIF(l.user_record_name, ''), l.permission, l.acceptance_status, l.type
             FROM unnest(\(keys)::text[], \(emails)::text[], \(users)::text[], \(participants.map(\.permission.rawValue))::text[],
                         \(participants.map(\.acceptanceStatus.rawValue))::text[], \(participants.map(\.type.rawValue))::text[])
-                 WITH ORDINALITY AS p(lookup_key, email, user_record_name, permission, acceptance_status, type, position)
+                 WITH ORDINALITY AS l(lookup_key, email, user_record_name, permission, acceptance_status, type, position)
+            ON CONFLICT (container, environment, scope, owner, zone_name, share_name, lookup_key) DO UPDATE SET
+                position = EXCLUDED.position, email = EXCLUDED.email, user_record_name = EXCLUDED.user_record_name,
+                permission = EXCLUDED.permission, acceptance_status = EXCLUDED.acceptance_status, type = EXCLUDED.type
+            WHERE (p.position, p.email, p.user_record_name, p.permission, p.acceptance_status, p.type)
+                IS DISTINCT FROM (EXCLUDED.position, EXCLUDED.email, EXCLUDED.user_record_name, EXCLUDED.permission, EXCLUDED.acceptance_status, EXCLUDED.type)
             """, logger: transaction.logger)
     }
 }
