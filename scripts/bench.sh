@@ -191,7 +191,7 @@ if [[ "$PROFILE" == 1 ]]; then
     PERF_PID=""
     perf report -i "$OUT/stratus-api.perf.data" --no-children --percent-limit 0.5 --stdio >"$OUT/stratus-api.perf.txt" 2>/dev/null || true
     "$(pg_bin_dir)/psql" -h 127.0.0.1 -p "$pg_port" -U stratus -d stratus -P pager=off -c "
-        SELECT calls, round(total_exec_time::numeric, 1) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms, round(mean_plan_time::numeric, 3) AS plan_ms,
+        SELECT calls, plans, round(total_exec_time::numeric, 1) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms, round(mean_plan_time::numeric, 3) AS plan_ms,
                left(regexp_replace(query, '\s+', ' ', 'g'), 140) AS statement
         FROM pg_stat_statements ORDER BY calls DESC LIMIT 30" >"$OUT/statements.txt" || true
     # How long notify.lag's notifications took from the rows' own times (transaction start times):

@@ -60,7 +60,8 @@ public struct ContainerStore: Sendable {
     }
 
     private func access(digest: Data, user: String?, session: String?, logger: Logger) async throws -> Access? {
-        try await store.withConnection { connection in
+        let statements = store.statements
+        return try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
                 SELECT t.container, c.allow_anonymous_public,
@@ -69,7 +70,7 @@ public struct ContainerStore: Sendable {
                         WHERE s.session_id = \(session) AND s.user_record_name = \(user) AND s.container = t.container)
                 FROM api_tokens t JOIN containers c USING (container)
                 WHERE t.token_digest = \(digest)
-                """, logger: logger)
+                """, preparedIn: statements, logger: logger)
             for try await (container, anonymous, epoch, active) in rows.decode((String, Bool, Int64?, Bool?).self) {
                 return Access(container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch, sessionActive: active)
             }

@@ -625,6 +625,7 @@ public struct SyncStore: Sendable {
         let since = asked.since
         // One statement, one round trip: the page and the snapshot it was read in, which names
         // the token after it. (A `limit` of 0 reads no zone: the snapshot alone.)
+        let statements = store.statements
         let (reading, states) = try await store.withConnection { connection in
             let rows = try await connection.query("""
                 SELECT reading.snapshot_text, reading.system_identifier, page.zone_name, page.incarnation, page.change_counter, page.deleted
@@ -640,7 +641,7 @@ public struct SyncStore: Sendable {
                     LIMIT \(limit > 0 ? Int64(limit) + 1 : 0)
                 ) AS page ON true
                 ORDER BY page.zone_name
-                """, logger: logger)
+                """, preparedIn: statements, logger: logger)
             var reading: ChangeReading?
             var states: [ZoneState] = []
             for try await (snapshot, system, name, incarnation, counter, deleted) in rows.decode((String, String, String?, UUID?, Int64?, Bool?).self) {

@@ -175,6 +175,7 @@ extension ShareStore {
         let (xmin, xmax, inProgress) = (String(asked.since.xmin), String(asked.since.xmax), asked.since.inProgress.map(String.init))
         // One statement, one round trip: the page and the snapshot it was read in, which names the
         // token after it.
+        let statements = store.statements
         let (reading, entries) = try await store.withConnection { connection in
             // The user's participations and tracking rows are one list, grouped once by zone (no
             // self-join whose row estimate could make it quadratic); a zone is looked up by its
@@ -219,7 +220,7 @@ extension ShareStore {
                 FROM (SELECT \(unescaped: ChangeReading.columns)) AS reading (snapshot_text, system_identifier)
                 LEFT JOIN page ON true
                 ORDER BY page.owner, page.zone_name
-                """, logger: logger)
+                """, preparedIn: statements, logger: logger)
             var reading: ChangeReading?
             var entries: [SharedZoneChange] = []
             for try await (snapshot, system, owner, zoneName, incarnation, counter, ttl, reaches)
