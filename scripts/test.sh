@@ -44,7 +44,7 @@ fi
 # The test tiers (docs/testing.md): the targets that need no server, and the integration classes
 # that measure time or CPU or load the machine, which run one at a time after the parallel tier.
 unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests)\.'
-serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement)'
+serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension)'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
 # Those that judge how much load gets through run alone after the tests; the rest in the background.
 read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"

@@ -56,6 +56,7 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
         guard let access = try await containers.access(forAPIToken: apiToken, logger: context.logger), access.container == container else {
             throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(container))'")
         }
+        try ContainerSuspension.check(access.suspended, container: container)
         return container
     }
 

@@ -106,6 +106,7 @@ struct Authenticator: Sendable {
         else {
             throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(container))'")
         }
+        try ContainerSuspension.check(access.suspended, container: access.container)
         var caller = Caller(container: access.container, credential: .apiToken(apiToken), allowsAnonymousPublic: access.allowsAnonymousPublic)
         if presentedToken != nil {
             guard let user else { throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid") }
@@ -144,6 +145,7 @@ struct Authenticator: Sendable {
         guard key.container == container else {
             throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(ClientText.excerpt(container))'")
         }
+        try ContainerSuspension.check(key.containerSuspended, container: key.container)
         try ServerSignature.checkDate(date, now: Int64(Date().timeIntervalSince1970))
         return SignedRequest(key: key, date: date, signature: signature, subpaths: subpaths)
     }

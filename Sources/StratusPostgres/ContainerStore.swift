@@ -34,13 +34,16 @@ public struct ContainerStore: Sendable {
         /// Whether the session asked about is signed in (not revoked); nil when the user has no such
         /// session in the container, or none was asked about.
         public var sessionActive: Bool?
+        /// Whether an operator suspended the container: its requests are refused.
+        public var suspended: Bool
 
         /// Creates an answer.
-        public init(container: String, allowsAnonymousPublic: Bool, credentialEpoch: Int64?, sessionActive: Bool? = nil) {
+        public init(container: String, allowsAnonymousPublic: Bool, credentialEpoch: Int64?, sessionActive: Bool? = nil, suspended: Bool = false) {
             self.container = container
             self.allowsAnonymousPublic = allowsAnonymousPublic
             self.credentialEpoch = credentialEpoch
             self.sessionActive = sessionActive
+            self.suspended = suspended
         }
     }
 
@@ -64,15 +67,15 @@ public struct ContainerStore: Sendable {
         return try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
-                SELECT t.container, c.allow_anonymous_public,
+                SELECT t.container, c.allow_anonymous_public, c.suspended_at IS NOT NULL,
                        (SELECT u.credential_epoch FROM users u WHERE u.user_record_name = \(user) AND u.container = t.container),
                        (SELECT s.revoked_at IS NULL FROM sessions s
                         WHERE s.session_id = \(session) AND s.user_record_name = \(user) AND s.container = t.container)
                 FROM api_tokens t JOIN containers c USING (container)
                 WHERE t.token_digest = \(digest)
                 """, preparedIn: statements, logger: logger)
-            for try await (container, anonymous, epoch, active) in rows.decode((String, Bool, Int64?, Bool?).self) {
-                return Access(container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch, sessionActive: active)
+            for try await (container, anonymous, suspended, epoch, active) in rows.decode((String, Bool, Bool, Int64?, Bool?).self) {
+                return Access(container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch, sessionActive: active, suspended: suspended)
             }
             return nil
         }

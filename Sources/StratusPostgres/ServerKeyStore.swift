@@ -13,6 +13,8 @@ public struct ServerKey: Sendable {
     public var publicKey: ServerPublicKey
     /// The user record name requests signed with it act as.
     public var userRecordName: String
+    /// Whether an operator suspended the container: its requests are refused.
+    public var containerSuspended: Bool = false
 }
 
 /// Server-to-server keys: registered by an operator, looked up on every signed request.
@@ -52,10 +54,14 @@ public struct ServerKeyStore: Sendable {
         guard id.utf8.count == 64, id.allSatisfy(\.isHexDigit) else { return nil }
         return try await store.withConnection { connection in
             let rows = try await connection.query(
-                "SELECT container, public_key, user_record_name FROM server_keys WHERE key_id = \(id.lowercased()) AND revoked_at IS NULL",
-                logger: logger)
-            for try await (container, der, user) in rows.decode((String, Data, String).self) {
-                return ServerKey(keyID: id.lowercased(), container: container, publicKey: try ServerPublicKey(der: der), userRecordName: user)
+                """
+                SELECT k.container, k.public_key, k.user_record_name, c.suspended_at IS NOT NULL
+                FROM server_keys AS k JOIN containers AS c USING (container)
+                WHERE k.key_id = \(id.lowercased()) AND k.revoked_at IS NULL
+                """, logger: logger)
+            for try await (container, der, user, suspended) in rows.decode((String, Data, String, Bool).self) {
+                return ServerKey(
+                    keyID: id.lowercased(), container: container, publicKey: try ServerPublicKey(der: der), userRecordName: user, containerSuspended: suspended)
             }
             return nil
         }

@@ -85,6 +85,25 @@ public enum Admin {
         }
     }
 
+    /// Suspends or resumes a container (every API process refuses its requests at once while it is
+    /// suspended).
+    public static func setContainerSuspended(_ container: String, _ suspended: Bool, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await ContainerStore(store: store).setSuspended(container: container, suspended, logger: logger) else {
+                throw ConfigurationProblem("no container '\(container)'")
+            }
+        }
+    }
+
+    /// The containers (or one) with what each holds.
+    public static func containerUsage(
+        _ container: String?, after: String?, limit: Int, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> [ContainerUsage] {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await ContainerStore(store: store).usage(of: container, after: after, limit: limit, logger: logger)
+        }
+    }
+
     /// Registers a server-to-server public key (PEM or base64 DER) for a container; returns its key id.
     public static func createServerKey(
         container: String, publicKey text: String, label: String, _ configuration: StratusConfiguration, logger: Logger

@@ -127,7 +127,7 @@ struct Reindex: AsyncParsableCommand {
 }
 
 struct ContainerCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.", subcommands: [Create.self, Set.self, Auth.self])
+    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.", subcommands: [Create.self, Set.self, List.self, Suspend.self, Resume.self, Auth.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container (if new) and a new API token for it; prints the token once.")

@@ -114,6 +114,8 @@ final class AuditCoverageTests: XCTestCase {
             let token = try XCTUnwrap(created.first)
             XCTAssertTrue(token.details.contains("token="), token.details)
             try await run("container set", [container, "--anonymous-public-reads", "false"], .containerSettings, container: container)
+            try await run("container suspend", [container, "--reason", "an audit"], .containerSuspend, container: container)
+            try await run("container resume", [container], .containerResume, container: container)
             try await run("key create", [container, "--public-key", publicKey], .keyCreate, container: container, subject: keyID)
             try await run("key revoke", [keyID], .keyRevoke, subject: keyID)
             let createdUser = try await run(
@@ -156,7 +158,7 @@ final class AuditCoverageTests: XCTestCase {
             XCTAssertEqual(audited.subtracting(walked).sorted(), [], "every audited subcommand is walked here")
 
             // Commands that change nothing append nothing; a refused command appends nothing either.
-            for arguments in [["webhook", "list"], ["schema", "export", container], ["container", "auth", "list", container],
+            for arguments in [["webhook", "list"], ["schema", "export", container], ["container", "auth", "list", container], ["container", "list"],
                               ["session", "list", container, "--user", carol], ["audit", "list"], ["audit", "verify"]] {
                 let result = try await StratusExecutable.run("stratus", arguments, settings: settings)
                 XCTAssertEqual(result.status, 0, "\(arguments): \(result.output)")

@@ -17,6 +17,8 @@ final class RecordAPITests: XCTestCase {
         /// Owns the work the API starts off its requests (sync pages read ahead, maintenance runs);
         /// runs for as long as `withAPI`'s fixture.
         var tasks = TaskOwner(name: "stratus-api", logger: TestSupport.logger)
+        /// The database's URL, for a process the test starts (set by `withAPI`).
+        var databaseURL = ""
         let container = "iCloud.com.example.notes"
 
         func path(_ operation: String, database: String = "private", user: String? = "_alice") -> String {
@@ -41,14 +43,14 @@ final class RecordAPITests: XCTestCase {
         maxResults: Int? = nil, maxResponseBytes: Int? = nil, maintenance: Bool = false,
         _ body: @Sendable (Fixture, any TestClientProtocol) async throws -> Void
     ) async throws {
-        try await TestSupport.withMigratedStore { store, _ in
+        try await TestSupport.withMigratedStore { store, url in
             let token = try await ContainerStore(store: store).create(container: "iCloud.com.example.notes", label: "test", logger: TestSupport.logger)
             var configuration = APIConfiguration(secretKey: SecretKey.generate())
             configuration.console.workers = StratusProcess.workerNames
             if let maxResults { configuration.limits.maxResults = maxResults }
             if let maxResponseBytes { configuration.limits.maxResponseBytes = maxResponseBytes }
             let tasks = TaskOwner(name: "stratus-api", logger: TestSupport.logger)
-            let fixture = Fixture(store: store, configuration: configuration, apiToken: token, tasks: tasks)
+            let fixture = Fixture(store: store, configuration: configuration, apiToken: token, tasks: tasks, databaseURL: url)
             let launcher = maintenance ? Maintenance.launcher(store: store, broker: .init(kafka: nil, topic: "stratus.events"), owner: tasks) : nil
             let router = buildRouter(
                 APIDependencies(store: store, readiness: [], metrics: { "" }, maintenance: launcher, tasks: tasks), configuration: configuration)

@@ -11,6 +11,8 @@ public enum AuditAction: String, Sendable, CaseIterable, Codable {
     case indexReindex = "index.reindex"
     case containerCreate = "container.create"
     case containerSettings = "container.settings"
+    case containerSuspend = "container.suspend"
+    case containerResume = "container.resume"
     case tokenCreate = "token.create"
     case tokenRevoke = "token.revoke"
     case keyCreate = "key.create"

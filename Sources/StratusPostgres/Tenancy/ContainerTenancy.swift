@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StratusCore
+
+/// A container as a tenant: its state and what it holds (`stratus container list`, the console).
+public struct ContainerUsage: Sendable, Equatable {
+    /// The container identifier.
+    public var container: String
+    /// When it was created.
+    public var createdAt: Date
+    /// When an operator suspended it; nil while it serves.
+    public var suspendedAt: Date?
+    /// Users in its directory.
+    public var users: Int64
+    /// Live zones, every database and environment.
+    public var zones: Int64
+    /// Live records, every database and environment.
+    public var records: Int64
+    /// Bytes its records count against the users' quotas (`storage_usage`).
+    public var recordBytes: Int64
+    /// Asset uploads and the bytes they hold.
+    public var assets: Int64
+    public var assetBytes: Int64
+    /// Subscriptions, every database and environment.
+    public var subscriptions: Int64
+}
+
+extension ContainerStore {
+    /// Suspends (`true`) or resumes (`false`) a container; returns false when there is no such
+    /// container. A suspension is noticed by every API process at once (migration 0039's trigger
+    /// notifies `stratus_access`); suspending a suspended container keeps its first time.
+    @discardableResult
+    public func setSuspended(container: String, _ suspended: Bool, logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                UPDATE containers SET suspended_at = CASE WHEN \(suspended) THEN coalesce(suspended_at, now()) END
+                WHERE container = \(container) RETURNING 1
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    /// The containers (at most `limit`, by identifier from after `after`) with what each holds.
+    /// Counted when asked, for an operator's listing: index scans per container, one pass over the assets.
+    public func usage(of only: String? = nil, after: String? = nil, limit: Int = 100, logger: Logger) async throws -> [ContainerUsage] {
+        try await store.withConnection { connection in
+            // Indexed counts per container of the page; the assets (kept by id) in one pass for the page.
+            let rows = try await connection.query("""
+                WITH page AS (
+                    SELECT container, created_at, suspended_at FROM containers
+                    WHERE (\(only)::text IS NULL OR container = \(only)) AND (\(after)::text IS NULL OR container > \(after))
+                    ORDER BY container
+                    LIMIT \(Int64(max(1, min(limit, 1000))))),
+                held AS (
+                    SELECT a.container, count(*) AS assets, coalesce(sum(a.size), 0)::bigint AS bytes
+                    FROM assets AS a JOIN page USING (container) GROUP BY a.container)
+                SELECT c.container, c.created_at, c.suspended_at,
+                       (SELECT count(*) FROM users AS u WHERE u.container = c.container),
+                       (SELECT count(*) FROM zones AS z WHERE z.container = c.container AND NOT z.deleted),
+                       (SELECT count(*) FROM records AS r WHERE r.container = c.container),
+                       (SELECT coalesce(sum(s.bytes), 0)::bigint FROM storage_usage AS s WHERE s.container = c.container),
+                       coalesce(held.assets, 0), coalesce(held.bytes, 0),
+                       (SELECT count(*) FROM subscriptions AS s WHERE s.container = c.container)
+                FROM page AS c LEFT JOIN held USING (container)
+                ORDER BY c.container
+                """, logger: logger)
+            var found: [ContainerUsage] = []
+            for try await (container, created, suspended, users, zones, records, recordBytes, assets, assetBytes, subscriptions)
+                in rows.decode((String, Date, Date?, Int64, Int64, Int64, Int64, Int64, Int64, Int64).self) {
+                found.append(ContainerUsage(
+                    container: container, createdAt: created, suspendedAt: suspended, users: users, zones: zones, records: records,
+                    recordBytes: recordBytes, assets: assets, assetBytes: assetBytes, subscriptions: subscriptions))
+            }
+            return found
+        }
+    }
+}
