@@ -61,6 +61,7 @@ final class UserDeletionTests: XCTestCase {
                         let doomed = try await Self.tablesHolding(Self.doomed, store), kept = try await Self.tablesHolding(Self.kept, store)
                         return doomed.contains("query_index.records") && kept.contains("query_index.records")
                     }
+                    try await SharingTests.expectSharedZones(client, fixture, bob, 1)
                     let before = try await Self.tablesHolding(Self.doomed, store)
                     XCTAssertTrue(before.isSuperset(of: ["public.records", "public.events", "public.subscriptions"]), "\(before.sorted())")
                     XCTAssertTrue(try Self.filesHolding(Self.doomed, directory) > 0)
@@ -97,8 +98,8 @@ final class UserDeletionTests: XCTestCase {
                     XCTAssertEqual(
                         audited.filter { $0.action == AuditAction.userDelete.rawValue }.map(\.subject), [alice, alice], "each operator's deletion names the user")
 
-                    // Others: bob keeps his zone, records and asset; alice's share is gone from his shared
-                    // database and she is gone from his share's participants.
+                    // Others: bob keeps his zone, records and asset; alice's share ended (her zone is gone
+                    // from his shared database) and she is gone from his share's participants.
                     try await TestSupport.eventually("the indexer to apply the deletion") {
                         try await !Self.tablesHolding(Self.doomed, store).contains("query_index.records")
                     }
@@ -108,6 +109,7 @@ final class UserDeletionTests: XCTestCase {
                     let participants = SharingTests.list(SharingTests.list(bobsShare, "records").first ?? [:], "participants")
                     XCTAssertFalse(participants.isEmpty, "\(bobsShare)")
                     XCTAssertNil(participants.first { (($0["userIdentity"] as? Body)?["lookupInfo"] as? Body)?["userRecordName"] as? String == alice })
+                    try await SharingTests.expectSharedZones(client, fixture, bob, 0)
                     let bobsZones = SharingTests.list(try await SharingTests.ok(client, fixture.path("zones/list", as: bob), [:]), "zones")
                     XCTAssertEqual(bobsZones.compactMap { ($0["zoneID"] as? Body)?["zoneName"] as? String }.sorted(), ["BobTrip", "_defaultZone"])
                 }
