@@ -85,7 +85,7 @@ final class UserDeletionTests: XCTestCase {
         XCTAssertNoThrow(try UserDeletion.checkRecentSignIn(sessionCreatedAt: 1_000, now: 1_000, window: 600))
         for (created, now) in [(Int64?.none, Int64(1_000)), (1_000, 1_601), (10_000, 1_000)] {
             XCTAssertThrowsError(try UserDeletion.checkRecentSignIn(sessionCreatedAt: created, now: now, window: 600)) { error in
-                XCTAssertEqual((error as? StratusError)?.code, .authenticationRequired, "\(String(describing: created)) at \(now)")
+                XCTAssertEqual((error as? StratusError)?.code, .authenticationFailed, "\(String(describing: created)) at \(now)")
                 XCTAssertTrue((error as? StratusError)?.reason.contains("sign in again") ?? false)
             }
         }

@@ -160,8 +160,8 @@ final class UserDeletionTests: XCTestCase {
             _ = try await TestSupport.count(store, "UPDATE sessions SET created_at = now() - interval '2 hours' WHERE session_id = \(old) RETURNING 1::bigint")
             for refused in [token(carol, session: old), token(carol, session: nil)] {
                 let (status, answer) = try await delete(refused)
-                XCTAssertEqual(status, 421, "\(answer)")
-                XCTAssertEqual(answer["serverErrorCode"] as? String, "AUTHENTICATION_REQUIRED")
+                XCTAssertEqual(status, 401, "\(answer)")
+                XCTAssertEqual(answer["serverErrorCode"] as? String, "AUTHENTICATION_FAILED")
                 XCTAssertTrue((answer["reason"] as? String)?.contains("sign in again") ?? false, "\(answer)")
             }
             let (anonymous, _) = try await SharingTests.send(client, "/auth/1/\(fixture.container)/account/delete?ckAPIToken=\(fixture.apiToken)", [:] as Body)

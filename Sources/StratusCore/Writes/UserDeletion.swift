@@ -135,10 +135,10 @@ public enum UserDeletion {
     /// that began at most `window` seconds before `now`. The refusal says to sign in again.
     public static func checkRecentSignIn(sessionCreatedAt: Int64?, now: Int64, window: Int64) throws(StratusError) {
         guard let sessionCreatedAt else {
-            throw StratusError(.authenticationRequired, "Deleting the account needs a web auth token from a sign-in; sign in again")
+            throw StratusError(.authenticationFailed, "Deleting the account needs a web auth token from a sign-in; sign in again")
         }
         guard now - sessionCreatedAt <= window, sessionCreatedAt <= now + 60 else {
-            throw StratusError(.authenticationRequired, "Deleting the account needs a sign-in of the last \(window) seconds; sign in again")
+            throw StratusError(.authenticationFailed, "Deleting the account needs a sign-in of the last \(window) seconds; sign in again")
         }
     }
 
