@@ -740,6 +740,14 @@ auth_path("signout/everywhere", "post", "signOutEverywhere", "Sign out everywher
           "Revokes every session of the signed-in user and ends every web auth token issued before, with or without a "
           "session. `revokedSessions` counts the sessions that were active.",
           REVOKED, (400, 401, 403, 404, 500, 503))
+auth_path("account/delete", "post", "deleteAccount", "Delete the signed-in user's account",
+          "Deletes the signed-in user and everything of theirs: their zones and records in every database, the public "
+          "records they created, their assets, subscriptions, sessions and linked identities; they leave others' shares "
+          "and the shares they own end (docs/operations.md, \"Deleting a user\"). The web auth token must come from a "
+          "sign-in of the last `STRATUS_ACCOUNT_DELETION_SIGNIN_SECONDS` (600): otherwise AUTHENTICATION_FAILED, sign "
+          "in again. The answer comes once the user is signed out everywhere (`step` past `sign-out`); the rest runs in "
+          "stratus-gc.",
+          obj({"userRecordName": STRING, "step": STRING}), (400, 401, 403, 500, 503))
 
 
 def operations_path(path, operation_id, summary, description, content):

@@ -63,6 +63,9 @@ public struct APIConfiguration: Sendable {
     public var shareURL: String?
     /// Seconds a web auth token from the sign-in endpoint stays valid.
     public var webAuthTokenLifetime: Int64 = 7 * 86_400
+    /// `STRATUS_ACCOUNT_DELETION_SIGNIN_SECONDS`: how recent a user's sign-in must be for them to
+    /// delete their own account (`POST /auth/1/{container}/account/delete`).
+    public var accountDeletionSignIn: Int64 = UserDeletion.defaultRecentSignIn
     /// `STRATUS_AUTH_CACHE_MS`: how long the application remembers what an API token gives access
     /// to (`AccessCache`); a change ends it at once when its notification is heard, in any case
     /// after this long. Zero: every call reads the database.

@@ -68,7 +68,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     ).register(on: router)
     IdentityRoutes<APIRequestContext>(
         identities: IdentityStore(store: dependencies.store), sessions: sessions, containers: containers, authenticator: authenticator,
-        issuerKeys: IssuerKeys(settings: configuration.keySets), tokenLifetime: configuration.webAuthTokenLifetime
+        issuerKeys: IssuerKeys(settings: configuration.keySets), tokenLifetime: configuration.webAuthTokenLifetime,
+        deletions: UserDeletionStore(store: dependencies.store), deletionSignIn: configuration.accountDeletionSignIn
     ).register(on: router)
     if configuration.console.enabled {
         ConsoleRoutes<APIRequestContext>(

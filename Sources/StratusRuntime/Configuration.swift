@@ -155,6 +155,10 @@ public struct StratusConfiguration: Sendable {
         api.signInURL = environment["STRATUS_SIGN_IN_URL"].flatMap { $0.isEmpty ? nil : $0 }
         api.shareURL = environment["STRATUS_SHARE_URL"].flatMap { $0.isEmpty ? nil : $0 }
         api.webAuthTokenLifetime = Int64(try int("STRATUS_WEB_AUTH_TOKEN_TTL", Int(api.webAuthTokenLifetime)))
+        api.accountDeletionSignIn = Int64(try int("STRATUS_ACCOUNT_DELETION_SIGNIN_SECONDS", Int(api.accountDeletionSignIn)))
+        guard UserDeletion.recentSignInRange.contains(api.accountDeletionSignIn) else {
+            throw ConfigurationProblem("STRATUS_ACCOUNT_DELETION_SIGNIN_SECONDS must be 60 to 86400 seconds, got \(api.accountDeletionSignIn)")
+        }
         let authCacheMilliseconds = try int("STRATUS_AUTH_CACHE_MS", Int(api.authCacheTTL / .milliseconds(1)))
         guard (0...60_000).contains(authCacheMilliseconds) else {
             throw ConfigurationProblem("STRATUS_AUTH_CACHE_MS must be 0 (no cache) to 60000 milliseconds, got \(authCacheMilliseconds)")

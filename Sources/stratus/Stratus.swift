@@ -368,7 +368,7 @@ struct KeyCommand: AsyncParsableCommand {
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user", abstract: "The user directory of the sign-in endpoint, and development tokens.",
-        subcommands: [Create.self, Set.self, Password.self, Token.self])
+        subcommands: [Create.self, Set.self, Password.self, Token.self, Delete.self, Deletion.self])
 
     /// A user's identity as options: each given part is set, an empty one cleared.
     struct Identity: ParsableArguments {

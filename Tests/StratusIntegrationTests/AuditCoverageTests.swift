@@ -153,13 +153,15 @@ final class AuditCoverageTests: XCTestCase {
             try await run("republish", ["--from", "1"], .eventsRepublish)
             try await run("reindex", [], .indexReindex)
             try await run("replay", ["stratus-gc"], .workerReplay, subject: "stratus-gc")
+            try await run("user delete", [container, "--user", carol], .userDelete, container: container, subject: carol)
 
             let audited = Set(AuditCatalog.cliCommands.filter { !$0.value.actions.isEmpty }.keys)
             XCTAssertEqual(audited.subtracting(walked).sorted(), [], "every audited subcommand is walked here")
 
             // Commands that change nothing append nothing; a refused command appends nothing either.
             for arguments in [["webhook", "list"], ["schema", "export", container], ["container", "auth", "list", container], ["container", "list"],
-                              ["session", "list", container, "--user", carol], ["audit", "list"], ["audit", "verify"]] {
+                              ["session", "list", container, "--user", carol], ["user", "deletion", container, "--user", carol],
+                              ["audit", "list"], ["audit", "verify"]] {
                 let result = try await StratusExecutable.run("stratus", arguments, settings: settings)
                 XCTAssertEqual(result.status, 0, "\(arguments): \(result.output)")
             }
@@ -268,6 +270,16 @@ final class AuditCoverageTests: XCTestCase {
             try await post("/console/access/keys/create", ["container": container, "publicKey": key.publicKey.pemRepresentation], .keyCreate, subject: keyID)
             try await post("/console/access/keys/revoke", ["container": container, "keyID": keyID], .keyRevoke, subject: keyID)
             try await post("/console/access/users/create", ["container": container, "login": "dave@example.com", "password": "a user password"], .userCreate, subject: "dave@example.com")
+            let dave = try await store.withConnection { connection in
+                var name = ""
+                for try await value in try await connection.query(
+                    "SELECT user_record_name FROM users WHERE container = \(container) AND login = 'dave@example.com'", logger: TestSupport.logger
+                ).decode(String.self) { name = value }
+                return name
+            }
+            try await post("/console/access/users/delete", ["container": container, "userRecordName": dave], .userDelete, subject: dave)
+            let deletion = try await UserDeletionStore(store: store).progress(container: container, user: dave, logger: TestSupport.logger)
+            XCTAssertEqual(deletion?.step, .zones, "the console's deletion signs the user out at once; stratus-gc runs the rest")
 
             // Schema: the first post only checks and appends nothing.
             try await ConsoleSchemaTests.importDevelopment(store, "DEFINE SCHEMA CREATE ROLE Editor; RECORD TYPE Note (title STRING QUERYABLE, GRANT WRITE TO Editor);")

@@ -51,7 +51,7 @@ final class WorkerDefinitionTests: XCTestCase {
         }
     }
 
-    /// What each worker's process runs beside its consumer: stratus-gc its three periodic passes,
+    /// What each worker's process runs beside its consumer: stratus-gc its four periodic passes,
     /// stratus-subscriptions its dispatcher, the others nothing.
     func testEachDefinitionMakesItsWorkersServicesFromItsSettings() async throws {
         try await TestSupport.withMigratedStore { store, _ in
@@ -67,7 +67,7 @@ final class WorkerDefinitionTests: XCTestCase {
                 kinds[definition.name] = services.map { String(describing: type(of: $0)) }
                 if definition.name == "stratus-gc" {
                     XCTAssertEqual((services.first as? TombstoneCollector)?.retention, .seconds(7 * 86_400), "stratus-gc reads its settings")
-                    XCTAssertEqual((services.last as? ExpiredRecordCollector)?.configuration.batchSize, 17)
+                    XCTAssertEqual(services.compactMap { $0 as? ExpiredRecordCollector }.first?.configuration.batchSize, 17)
                 }
                 // They run and stop as the worker's process runs and stops them (which also closes
                 // the dispatcher's HTTP clients).
@@ -81,7 +81,7 @@ final class WorkerDefinitionTests: XCTestCase {
             }
             XCTAssertEqual(kinds, [
                 "stratus-indexer": [], "stratus-shares": [], "stratus-subscriptions": ["DeliveryDispatcher"],
-                "stratus-gc": ["TombstoneCollector", "OrphanAssetCollector", "ExpiredRecordCollector"],
+                "stratus-gc": ["TombstoneCollector", "OrphanAssetCollector", "ExpiredRecordCollector", "UserDeletionRunner"],
             ])
             // The worker a definition runs consumes its projection in its group.
             let worker = StratusProcess.worker(.gc, store: store, configuration, logger: TestSupport.logger)

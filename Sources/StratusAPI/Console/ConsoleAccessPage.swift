@@ -5,7 +5,7 @@ import StratusCore
 import StratusPostgres
 
 /// A container's access page: API tokens (create — shown once —, revoke), server-to-server keys
-/// (register a public key, revoke) and the user directory (list, add a user).
+/// (register a public key, revoke) and the user directory (list, add a user, delete one).
 struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
     let routes: ConsoleRoutes<Context>
     var access: ConsoleAccess { ConsoleAccess(store: routes.data.store) }
@@ -64,6 +64,18 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
                 }
             }
         }
+        router.post("/console/access/users/delete") { request, context in
+            await routes.page(request, context) {
+                try await change(request, context, done: "user-deletion-started", action: .userDelete) { container, form, logger in
+                    // The job is recorded and the user signed out at once; stratus-gc's runner deletes the rest.
+                    let user = try UserDeletion.validate(userRecordName: try form.required("userRecordName", label: "The user record name"))
+                    let deletions = UserDeletionStore(store: routes.data.store)
+                    _ = try await deletions.start(container: container, user: user, requestedBy: "console", logger: logger)
+                    let progress = try await deletions.signOut(container: container, user: user, logger: logger)
+                    return (user, [("step", progress.step.rawValue)])
+                }
+            }
+        }
     }
 
     static func notice(_ done: String?) -> String? {
@@ -72,6 +84,7 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
         case "key-registered": "The key was registered."
         case "key-revoked": "The key was revoked."
         case "user-created": "The user was added."
+        case "user-deletion-started": "The user is signed out; stratus-gc deletes the rest of their data (stratus user deletion shows how far it is)."
         default: nil
         }
     }

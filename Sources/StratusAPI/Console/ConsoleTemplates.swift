@@ -384,9 +384,10 @@ enum ConsoleTemplates {
         </form>
         <h2>Users</h2>
         <div class="table"><table id="users">
-        <thead><tr><th scope="col">Login</th><th scope="col">User record name</th><th scope="col">Created</th></tr></thead>
+        <thead><tr><th scope="col">Login</th><th scope="col">User record name</th><th scope="col">Created</th><th scope="col">Delete</th></tr></thead>
         <tbody>
-        {{#users}}<tr><td>{{login}}</td><td class="mono">{{userRecordName}}</td><td class="muted">{{created}}</td></tr>{{/users}}
+        {{#users}}<tr><td>{{login}}</td><td class="mono">{{userRecordName}}</td><td class="muted">{{created}}</td>
+        <td><form class="inline" method="post" action="/console/access/users/delete"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="userRecordName" value="{{userRecordName}}"><button type="submit" class="secondary" aria-label="Delete user {{login}} and all their data">Delete…</button></form></td></tr>{{/users}}
         </tbody></table></div>
         {{#moreUsers}}<p><a href="{{moreUsers}}">Next {{pageSize}} users</a></p>{{/moreUsers}}
         <form method="post" action="/console/access/users/create">

@@ -13,6 +13,8 @@ import StratusPostgres
 /// - `POST /auth/1/{container}/link/idtoken`: a signed-in user links another account.
 /// - `GET /auth/1/{container}/sessions`, `POST …/sessions/revoke`, `POST …/signout`,
 ///   `POST …/signout/everywhere`: a signed-in user's sessions.
+/// - `POST /auth/1/{container}/account/delete`: a user who signed in recently deletes their account
+///   (docs/operations.md, "Deleting a user"): signed out at once, the rest by stratus-gc.
 struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
     let identities: IdentityStore
     let sessions: SessionStore
@@ -21,6 +23,9 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
     let issuerKeys: IssuerKeys
     /// Seconds a web auth token from sign-in stays valid.
     let tokenLifetime: Int64
+    let deletions: UserDeletionStore
+    /// How recent a sign-in must be for its user to delete their account, in seconds.
+    let deletionSignIn: Int64
 
     /// The largest request body these routes read.
     static var maxBodyBytes: Int { 16 * 1024 }
@@ -32,6 +37,7 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
         router.post("/auth/1/:container/sessions/revoke") { request, context in try await revoke(request, context) }
         router.post("/auth/1/:container/signout") { request, context in try await signOut(request, context) }
         router.post("/auth/1/:container/signout/everywhere") { request, context in try await signOutEverywhere(request, context) }
+        router.post("/auth/1/:container/account/delete") { request, context in try await deleteAccount(request, context) }
     }
 
     struct IDTokenRequest: Decodable {
@@ -184,5 +190,29 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
         let revoked = try await sessions.revokeAll(container: caller.container, userRecordName: caller.user, logger: context.logger)
         context.logger.info("signed out everywhere", metadata: ["user": "\(caller.user)", "sessions": "\(revoked)"])
         return try json(RevokeResponse(revokedSessions: revoked))
+    }
+
+    struct DeletionResponse: Encodable {
+        var userRecordName: String
+        /// The step the deletion reached (`sign-out` is done once this answers).
+        var step: String
+    }
+
+    /// Deletes the signed-in user's account: their sign-in must be recent (`deletionSignIn`); the
+    /// job is recorded and its sign-out step run before the answer, so every token of theirs is
+    /// refused from then on; stratus-gc's `UserDeletionRunner` runs the rest.
+    func deleteAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await signedInCaller(request, context)
+        var createdAt: Int64?
+        if let sessionID = caller.sessionID,
+           let session = try await sessions.session(container: caller.container, sessionID: sessionID, logger: context.logger),
+           session.userRecordName == caller.user {
+            createdAt = session.createdAt
+        }
+        try UserDeletion.checkRecentSignIn(sessionCreatedAt: createdAt, now: Int64(Date().timeIntervalSince1970), window: deletionSignIn)
+        _ = try await deletions.start(container: caller.container, user: caller.user, requestedBy: "self", logger: context.logger)
+        let progress = try await deletions.signOut(container: caller.container, user: caller.user, logger: context.logger)
+        context.logger.info("account deletion requested", metadata: ["user": "\(caller.user)"])
+        return try json(DeletionResponse(userRecordName: caller.user, step: progress.step.rawValue))
     }
 }

@@ -42,6 +42,7 @@ public enum AuditAction: String, Sendable, CaseIterable, Codable {
     case issuerDistrust = "issuer.distrust"
     case sessionRevoke = "session.revoke"
     case sessionRevokeAll = "session.revoke-all"
+    case userDelete = "user.delete"
 }
 
 /// Where an administrative action came from: the admin CLI or the web console.

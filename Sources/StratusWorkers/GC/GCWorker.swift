@@ -1,6 +1,6 @@
 extension WorkerDefinition {
     /// `stratus-gc`: the expiry index and asset references, kept from the log behind one consumer
-    /// group, and its periodic passes: tombstones, orphaned assets, expired records. Reads
+    /// group, and its periodic passes: tombstones, orphaned assets, expired records, users' deletions left unfinished. Reads
     /// `WorkerSettings.tombstoneRetention`, `blobStore`, `assetGrace`, `assetCollectionInterval` and
     /// `expiry`.
     ///
@@ -18,6 +18,7 @@ extension WorkerDefinition {
                     store: context.store, blobs: context.settings.blobStore.makeStore(), grace: context.settings.assetGrace,
                     interval: context.settings.assetCollectionInterval, logger: context.logger),
                 ExpiredRecordCollector(store: context.store, configuration: context.settings.expiry, logger: context.logger),
+                UserDeletionRunner(store: context.store, blobs: context.settings.blobStore.makeStore(), logger: context.logger),
             ]
         })
 }
