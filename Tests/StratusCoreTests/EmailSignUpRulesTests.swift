@@ -87,7 +87,7 @@ final class EmailSignUpRulesTests: XCTestCase {
         let short = try EmailTokenLifetimes(verify: 2, reset: 3)
         XCTAssertEqual(short.seconds(.verify), 2)
         XCTAssertEqual(short.seconds(.reset), 3)
-        for (verify, reset) in [(0, 10), (10, -1), (EmailTokenLifetimes.maximum + 1, 10)] {
+        for (verify, reset) in [(0, 10), (10, -1), (EmailTokenLifetimes.maximum + 1, 10)] as [(Int64, Int64)] {
             XCTAssertThrowsError(try EmailTokenLifetimes(verify: verify, reset: reset))
         }
     }
