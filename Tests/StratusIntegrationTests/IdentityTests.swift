@@ -231,8 +231,12 @@ final class IdentityTests: XCTestCase {
             let issuer = fixture.issuer
             let now = Int(Date().timeIntervalSince1970)
             // Three refused tokens use up the client's attempts ...
-            for (index, claims) in [["exp": now - 120, "iat": now - 720], ["aud": "com.other.app"], ["iss": "https://other.example"]].enumerated() {
-                Self.assertRefused(try await fixture.signIn(issuer.token(claims as Body)), "", "refused token \(index)")
+            let refused: [(Body, String)] = [
+                (["exp": now - 120, "iat": now - 720], "expired"), (["aud": "com.other.app"], "not to a client id"),
+                (["iss": "https://other.example"], "is not trusted by this container"),
+            ]
+            for (claims, reason) in refused {
+                Self.assertRefused(try await fixture.signIn(issuer.token(claims)), reason, reason)
             }
             // ... so a good one is throttled before it is checked, and stores nothing.
             let (status, answer) = try await fixture.signIn(issuer.token())
