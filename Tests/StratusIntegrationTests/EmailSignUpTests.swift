@@ -268,6 +268,20 @@ final class EmailSignUpTests: XCTestCase {
             Self.assertRefused(try await fixture.post("signup/verify", app: false, ["token": code]), 401, "AUTHENTICATION_FAILED", "expired", "an expired token")
             let stored = try await fixture.stored()
             XCTAssertEqual(stored, [0, 1, 0], "an expired token creates no user")
+
+            // Tokens expired more than a week ago are deleted as new ones are stored; younger ones stay.
+            try await fixture.store.withConnection { connection in
+                try await connection.query(
+                    "UPDATE email_tokens SET expires_at = now() - interval '8 days' WHERE token_digest = \(Data(EmailToken.digest(code)))", logger: TestSupport.logger)
+            }
+            let (again, _) = try await fixture.post("signup", ["email": "dave@example.com", "password": "a long password"])
+            XCTAssertEqual(again, 200)
+            _ = try await smtp.message(2)
+            let old = try await TestSupport.count(
+                fixture.store, "SELECT count(*)::bigint FROM email_tokens WHERE token_digest = \(Data(EmailToken.digest(code)))")
+            XCTAssertEqual(old, 0, "a token a week past its expiry is deleted")
+            let kept = try await fixture.stored()
+            XCTAssertEqual(kept, [0, 1, 0], "the new token is kept")
         }
     }
 

@@ -135,11 +135,22 @@ public struct EmailSignUpStore: Sendable {
         }
     }
 
-    /// Stores a new token (its digest) and answers the token to send.
+    /// How long a token is kept after it expired (used or not), for the record, before a new
+    /// token's insert deletes it.
+    static let keptAfterExpiry: Int64 = 7 * 86_400
+
+    /// Stores a new token (its digest) and answers the token to send; first deletes up to 100
+    /// tokens that expired more than `keptAfterExpiry` ago (through the expiry index), so the table
+    /// holds about a week of requests.
     static func insertToken(
         _ purpose: EmailTokenPurpose, container: String, email: String, passwordHash: String?, user: String?, expiresAt: Int64,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> String {
+        try await connection.query(
+            """
+            DELETE FROM email_tokens WHERE token_digest IN (
+                SELECT token_digest FROM email_tokens WHERE expires_at < now() - make_interval(secs => \(Double(keptAfterExpiry))) LIMIT 100)
+            """, logger: logger)
         let token = EmailToken.generate()
         try await connection.query(
             """
