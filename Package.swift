@@ -108,6 +108,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
@@ -144,7 +145,7 @@ let package = Package(
         .target(
             name: "StratusAPI",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusBlobStore", "StratusIdentity",
+                "StratusCore", "StratusPostgres", "StratusBlobStore", "StratusIdentity", "StratusPush",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Mustache", package: "swift-mustache"),

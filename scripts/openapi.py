@@ -666,8 +666,9 @@ PATHS["/auth/1/{container}/signin"] = {"post": {
     "operationId": "signIn", "tags": ["auth"], EXT: True,
     "summary": "Sign in with the container's user directory",
     "description": "Exchanges a login and password for a web auth token, sent as `ckWebAuthToken` until `expiresAt` "
-                   "(ms). A wrong password and an unknown login answer the same AUTHENTICATION_FAILED. The redirectURL "
-                   "of AUTHENTICATION_REQUIRED points here.",
+                   "(ms). A wrong password and an unknown login answer the same AUTHENTICATION_FAILED. The hosted "
+                   "sign-in page (the redirectURL of AUTHENTICATION_REQUIRED) posts here with `ckSignInRequest` in place "
+                   "of `ckAPIToken`.",
     "parameters": [{"$ref": "#/components/parameters/container"}],
     "requestBody": {"required": True, "content": {"application/json": {
         "schema": obj({"login": STRING, "password": STRING}),
@@ -748,6 +749,59 @@ auth_path("account/delete", "post", "deleteAccount", "Delete the signed-in user'
           "in again. The answer comes once the user is signed out everywhere (`step` past `sign-out`); the rest runs in "
           "stratus-gc.",
           obj({"userRecordName": STRING, "step": STRING}), (400, 401, 403, 500, 503))
+
+SIGN_IN_REQUEST = {"ckAPIToken": []}
+REQUESTED = obj({"requested": BOOL, "message": STRING})
+EMAIL = {"type": "string", "maxLength": 254}
+PASSWORD = {"type": "string", "minLength": 8, "maxLength": 1024}
+CODE = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+
+
+def email_body(schema, example):
+    return {"required": True, "content": {"application/json": {"schema": schema, "example": example}}}
+
+
+auth_path("signup", "post", "signUp", "Sign up by email",
+          "Sends a verification message when the container lets the address sign up (`stratus container set --sign-up "
+          "open|invite-only`): no user has it and, invite-only, it was invited. The answer is the same for every address. "
+          "ACCESS_DENIED when sign-up is off or the server sends no email. The hosted sign-in page sends `ckSignInRequest` "
+          "in place of `ckAPIToken`. Throttled per address and per client (THROTTLED).",
+          REQUESTED, (400, 401, 403, 404, 429, 500, 503),
+          body=email_body(obj({"email": EMAIL, "password": PASSWORD}), {"email": "fuzz@example.com", "password": "a long fuzz password"}),
+          security=[SIGN_IN_REQUEST])
+auth_path("signup/verify", "post", "signUpVerify", "Confirm a sign-up's address",
+          "Uses the message's code up and creates the user (its login and email address the address), then signs in. "
+          "A used, expired or unknown code is AUTHENTICATION_FAILED and changes nothing; EXISTS when a user took the "
+          "address meanwhile.",
+          SIGN_IN_ANSWER, (400, 401, 409, 429, 500, 503),
+          body=email_body(obj({"token": CODE}), {"token": "0" * 64}), security=[{}])
+auth_path("password/reset", "post", "passwordReset", "Ask for a password reset message",
+          "Sends a reset message to the user whose email address or login this is; the same answer for every address. "
+          "ACCESS_DENIED when the server sends no email. Throttled per address and per client.",
+          REQUESTED, (400, 401, 403, 429, 500, 503),
+          body=email_body(obj({"email": EMAIL}), {"email": "fuzz@example.com"}), security=[SIGN_IN_REQUEST])
+auth_path("password/reset/confirm", "post", "passwordResetConfirm", "Set a new password with a reset code",
+          "Uses the code up, sets the password, ends every earlier web auth token of the user, and signs in. A used, "
+          "expired or unknown code is AUTHENTICATION_FAILED and changes nothing.",
+          SIGN_IN_ANSWER, (400, 401, 429, 500, 503),
+          body=email_body(obj({"token": CODE, "password": PASSWORD}), {"token": "0" * 64, "password": "a long fuzz password"}),
+          security=[{}])
+PATHS["/auth/1/{container}/signin/page"] = {"get": {
+    "operationId": "signInPage", "tags": ["auth"], EXT: True,
+    "summary": "The hosted sign-in page",
+    "description": "Where the redirectURL of AUTHENTICATION_REQUIRED sends a web app's user: an HTML page that signs in "
+                   "with a password (or signs up, or resets a password by email) and posts `{ckWebAuthToken}` to the "
+                   "window that opened it, at the origin `request` names. Without a valid `request` it says so.",
+    "parameters": [{"$ref": "#/components/parameters/container"},
+                   {"name": "request", "in": "query", "required": False, "schema": {"type": "string", "maxLength": 2048},
+                    "description": "The signed sign-in request redirectURL carries."}],
+    "security": [{}],
+    "responses": {
+        "200": {"description": "The page.", "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"}},
+                "content": {"text/html": {"schema": STRING}}},
+        **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 500, 503)},
+    },
+}}
 
 
 def operations_path(path, operation_id, summary, description, content):

@@ -56,8 +56,14 @@ public struct APIConfiguration: Sendable {
     /// The key web auth tokens are signed with.
     public var secretKey: SecretKey
     /// Where AUTHENTICATION_REQUIRED sends a client to sign in (`{container}` is replaced); nil for
-    /// the built-in sign-in endpoint `/auth/1/{container}/signin`.
+    /// the hosted sign-in page `/auth/1/{container}/signin/page` under `publicURL`.
     public var signInURL: String?
+    /// `STRATUS_PUBLIC_URL`: where clients reach this server (`https://host[:port]`, no path), the
+    /// base of absolute addresses it hands out (the sign-in page, the links in email messages);
+    /// nil: the request's own `Host`.
+    public var publicURL: String?
+    /// Email sign-up, verification and password reset.
+    public var email = EmailSettings()
     /// The share URL a share record answers (`{container}` and `{shortGUID}` are replaced); nil for
     /// the API's own address followed by `/share/{container}/{shortGUID}`.
     public var shareURL: String?
@@ -115,4 +121,13 @@ public struct ReadinessCheck: Sendable {
         self.name = name
         self.check = check
     }
+}
+
+/// Email sign-up's settings: how long its tokens last (`STRATUS_EMAIL_*_TTL_SECONDS`). Whether a
+/// container lets users sign up is the container's own setting (`stratus container set --sign-up`);
+/// where messages go is `APIDependencies.email`.
+public struct EmailSettings: Sendable {
+    public var lifetimes = EmailTokenLifetimes()
+
+    public init() {}
 }

@@ -8,6 +8,7 @@ import StratusBlobStore
 import StratusCore
 import StratusIdentity
 import StratusPostgres
+import StratusPush
 
 /// The API's collaborators, built by the runtime and by tests alike.
 public struct APIDependencies: Sendable {
@@ -26,14 +27,18 @@ public struct APIDependencies: Sendable {
     /// Owns the work the API starts off its requests (sync pages read ahead), as a service of the
     /// application; nil: no such work (nothing is read ahead).
     public var tasks: TaskOwner?
+    /// Where email messages (sign-up, password reset) go; nil: none is sent, and those requests
+    /// are refused.
+    public var email: (any EmailSending)?
 
     /// Creates the dependencies; without a blob store, assets go to a fresh folder under the
     /// temporary directory (tests that do not look at assets).
     public init(
         store: PostgresStore, readiness: [ReadinessCheck], metrics: @escaping @Sendable () -> String, hub: NotificationHub? = nil,
-        blobs: (any BlobStore)? = nil, maintenance: MaintenanceLauncher? = nil, tasks: TaskOwner? = nil
+        blobs: (any BlobStore)? = nil, maintenance: MaintenanceLauncher? = nil, tasks: TaskOwner? = nil, email: (any EmailSending)? = nil
     ) {
         self.store = store
+        self.email = email
         self.maintenance = maintenance
         self.tasks = tasks
         self.blobs = blobs ?? FileSystemBlobStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("stratus-assets-\(UUID().uuidString)").path)
@@ -58,7 +63,7 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     let containers = ContainerStore(store: dependencies.store)
     let authenticator = Authenticator(
         containers: containers, serverKeys: ServerKeyStore(store: dependencies.store), secretKey: configuration.secretKey,
-        signInURL: configuration.signInURL, limiter: RequestLimiter(configuration.rateLimits), accessCache: accessCache,
+        signInURL: configuration.signInURL, publicURL: configuration.publicURL, limiter: RequestLimiter(configuration.rateLimits), accessCache: accessCache,
         webAuthTokens: OpenedWebAuthTokens(key: configuration.secretKey))
     let signInLimiter = SignInLimiter(configuration.signInLimits)
     let sessions = SessionStore(store: dependencies.store)
@@ -68,14 +73,23 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     ).register(on: router)
     IdentityRoutes<APIRequestContext>(
         identities: IdentityStore(store: dependencies.store), sessions: sessions, containers: containers, authenticator: authenticator,
-        issuerKeys: IssuerKeys(settings: configuration.keySets), tokenLifetime: configuration.webAuthTokenLifetime,
+        issuerKeys: IssuerKeys(settings: configuration.keySets), tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: signInLimiter,
         deletions: UserDeletionStore(store: dependencies.store), deletionSignIn: configuration.accountDeletionSignIn
+    ).register(on: router)
+    EmailRoutes<APIRequestContext>(
+        store: EmailSignUpStore(store: dependencies.store), containers: containers, authenticator: authenticator, signInLimiter: signInLimiter,
+        tokenLifetime: configuration.webAuthTokenLifetime, lifetimes: configuration.email.lifetimes, courier: dependencies.email, tasks: dependencies.tasks,
+        publicURL: configuration.publicURL
+    ).register(on: router)
+    SignInPage<APIRequestContext>(
+        signUps: EmailSignUpStore(store: dependencies.store), identities: IdentityStore(store: dependencies.store), authenticator: authenticator,
+        sendsEmail: dependencies.email != nil
     ).register(on: router)
     if configuration.console.enabled {
         ConsoleRoutes<APIRequestContext>(
             operators: OperatorStore(store: dependencies.store), settings: configuration.console, signInLimiter: signInLimiter,
             data: ConsoleData(store: dependencies.store, limits: configuration.limits, secretKey: configuration.secretKey, assetSettings: configuration.assets),
-            recentErrors: recentErrors, maintenance: dependencies.maintenance
+            recentErrors: recentErrors, maintenance: dependencies.maintenance, sendsEmail: dependencies.email != nil
         ).register(on: router)
     }
     UserRoutes<APIRequestContext>(directory: UserDirectory(store: dependencies.store), authenticator: authenticator, limits: configuration.limits)

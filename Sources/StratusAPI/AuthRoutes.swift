@@ -47,9 +47,15 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
         return container
     }
 
-    /// The container of the path, once the request's `ckAPIToken` is shown to be one of its apps'.
-    static func appContainer(_ request: Request, _ context: Context, containers: ContainerStore) async throws -> String {
+    /// The container of the path, once the request shows it comes from one of its apps: its
+    /// `ckAPIToken`, or the `ckSignInRequest` of the hosted sign-in page (`SignInPageRequest`), which
+    /// stands for the app that page was opened for.
+    static func appContainer(_ request: Request, _ context: Context, containers: ContainerStore, secretKey: SecretKey) async throws -> String {
         let container = try containerParameter(context)
+        if let signInRequest = request.uri.queryParameters["ckSignInRequest"].map(String.init), request.uri.queryParameters["ckAPIToken"] == nil {
+            _ = try SignInPageRequest.verify(signInRequest, key: secretKey, container: container, now: Int64(Date().timeIntervalSince1970))
+            return container
+        }
         guard let apiToken = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
             throw StratusError(.authenticationFailed, "Missing ckAPIToken")
         }
@@ -60,8 +66,18 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
         return container
     }
 
+    /// The answer of every sign-in: a web auth token naming the new session.
+    static func signedIn(
+        container: String, userRecordName: String, credentialEpoch: Int64, sessionID: String, expiresAt: Int64, created: Bool? = nil, key: SecretKey
+    ) throws -> Response {
+        let token = WebAuthToken(
+            userRecordName: userRecordName, container: container, expiresAt: expiresAt, credentialEpoch: credentialEpoch, sessionID: sessionID
+        ).signed(with: key)
+        return try json(SignInResponse(ckWebAuthToken: token, userRecordName: userRecordName, expiresAt: expiresAt * 1000, sessionID: sessionID, created: created))
+    }
+
     func signIn(_ request: Request, _ context: Context) async throws -> Response {
-        let container = try await Self.appContainer(request, context, containers: containers)
+        let container = try await Self.appContainer(request, context, containers: containers, secretKey: authenticator.secretKey)
         // Read only for a known app, as every other body.
         let body = try await RequestBody.read(request, limit: 64 * 1024)
         let credentials = try RequestBody.decode(SignInRequest.self, from: body)
@@ -77,10 +93,9 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
         let expiresAt = Int64(Date().timeIntervalSince1970) + tokenLifetime
         let sessionID = try await sessions.create(
             container: container, userRecordName: user.userRecordName, method: .password, expiresAt: expiresAt, logger: context.logger)
-        let token = WebAuthToken(
-            userRecordName: user.userRecordName, container: container, expiresAt: expiresAt, credentialEpoch: user.credentialEpoch, sessionID: sessionID
-        ).signed(with: authenticator.secretKey)
         context.logger.info("signed in", metadata: ["user": "\(user.userRecordName)"])
-        return try json(SignInResponse(ckWebAuthToken: token, userRecordName: user.userRecordName, expiresAt: expiresAt * 1000, sessionID: sessionID))
+        return try Self.signedIn(
+            container: container, userRecordName: user.userRecordName, credentialEpoch: user.credentialEpoch, sessionID: sessionID, expiresAt: expiresAt,
+            key: authenticator.secretKey)
     }
 }

@@ -8,7 +8,7 @@ import StratusPostgres
 struct Caller: Sendable {
     /// How a call proves where it comes from.
     enum Credential: Sendable {
-        /// `ckAPIToken` (the API token itself, to hand back in a sign-in redirect).
+        /// `ckAPIToken`.
         case apiToken(String)
         /// A server-to-server signature made with this key id.
         case serverKey(String)
@@ -22,6 +22,12 @@ struct Caller: Sendable {
     var allowsAnonymousPublic: Bool
     /// The session of the caller's web auth token, when it has one.
     var sessionID: String? = nil
+    /// The web origin of the page that made the call (its `Origin` header, when it is one), which a
+    /// sign-in page hands the web auth token to.
+    var origin: String? = nil
+    /// Where this server is reached, for the absolute `redirectURL` (`STRATUS_PUBLIC_URL`, else the
+    /// request's own scheme and `Host`).
+    var publicURL: String? = nil
 }
 
 /// What a call does with the database it addresses.
@@ -40,8 +46,11 @@ struct Authenticator: Sendable {
     let containers: ContainerStore
     let serverKeys: ServerKeyStore
     let secretKey: SecretKey
-    /// The sign-in address template (`{container}` is replaced); nil for the built-in sign-in page.
+    /// The sign-in address template (`{container}` is replaced); nil for the hosted sign-in page.
     let signInURL: String?
+    /// `STRATUS_PUBLIC_URL`: where clients reach this server (`https://host[:port]`), the base of
+    /// the hosted sign-in page's absolute address; nil: the request's `Host`.
+    var publicURL: String? = nil
     /// The request rate limits, applied once the caller is known.
     var limiter = RequestLimiter(RateLimits())
     /// Recent answers about API tokens; nil: every call reads the database.
@@ -108,6 +117,8 @@ struct Authenticator: Sendable {
         }
         try ContainerSuspension.check(access.suspended, container: access.container)
         var caller = Caller(container: access.container, credential: .apiToken(apiToken), allowsAnonymousPublic: access.allowsAnonymousPublic)
+        caller.origin = SignInPageRequest.origin(request.headers[.origin])
+        caller.publicURL = publicURL ?? Self.publicURL(of: request)
         if presentedToken != nil {
             guard let user else { throw StratusError(.authenticationFailed, "ckWebAuthToken is not valid") }
             try user.check(
@@ -170,16 +181,23 @@ struct Authenticator: Sendable {
         }
     }
 
-    /// Where a caller without a user signs in: the configured address, or the built-in sign-in page
-    /// with the caller's own API token so the page can call the sign-in endpoint.
+    /// Where a caller without a user signs in, as an absolute URL: the configured address, or the
+    /// hosted sign-in page with a signed sign-in request (the container, the calling page's origin,
+    /// an expiry) — never the API token.
     func redirectURL(for caller: Caller) -> String {
         let container = caller.container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? caller.container
         if let signInURL { return signInURL.replacingOccurrences(of: "{container}", with: container) }
-        var url = "/auth/1/\(container)/signin"
-        if case .apiToken(let token) = caller.credential,
-           let encoded = token.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+"))) {
-            url += "?ckAPIToken=\(encoded)"
-        }
-        return url
+        let request = SignInPageRequest(
+            container: caller.container, origin: caller.origin, expiresAt: Int64(Date().timeIntervalSince1970) + SignInPageRequest.lifetime)
+        return (caller.publicURL ?? publicURL ?? "http://localhost") + "/auth/1/\(container)/signin/page?request=" + request.signed(with: secretKey)
+    }
+
+    /// `http://` and the request's `Host` when it is a host and an optional port; nil otherwise.
+    static func publicURL(of request: Request) -> String? {
+        guard let host = request.head.authority, host.utf8.count <= 255,
+            host.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "@") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") && $0 != UInt8(ascii: "\\") }),
+            !host.isEmpty
+        else { return nil }
+        return "http://" + host
     }
 }

@@ -39,34 +39,37 @@ final class SignInLimiter: Sendable {
     /// An attempt under way: tell it when it succeeds, so that it does not count as a failure.
     struct Attempt: Sendable {
         let limiter: SignInLimiter
-        let loginKey: String
+        /// Nil for an attempt counted per address only.
+        let loginKey: String?
         let addressKey: String
 
         /// The attempt succeeded: the login starts afresh, and the address gets its token back.
         func succeeded() {
-            limiter.logins?.reset(loginKey)
+            if let loginKey { limiter.logins?.reset(loginKey) }
             limiter.addresses?.giveBack(addressKey)
         }
     }
 
     /// Starts an attempt, or throws THROTTLED when the login or the address has no attempt left.
+    /// `login` nil counts the attempt per address only (an ID token, whose account is not known
+    /// until it is verified: counting per claimed account would let anyone lock another out).
     /// `address` is the client's IP address (nil when the connection has none: then every such
     /// client shares one count).
-    func begin(container: String, login: String, address: String?, now: ContinuousClock.Instant = .now) throws(StratusError) -> Attempt {
+    func begin(container: String, login: String?, address: String?, now: ContinuousClock.Instant = .now) throws(StratusError) -> Attempt {
         // The directory matches logins trimmed; capitals are folded here too, so variants of one
         // login share its count.
-        let loginKey = container + "\u{0}" + login.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let loginKey = login.map { container + "\u{0}" + $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() }
+        let logins = loginKey == nil ? nil : self.logins
         let addressKey = address ?? "unknown"
         // Checked before any token is taken: a refused attempt uses up nothing.
         var wait = 0
-        for (buckets, key) in [(logins, loginKey), (addresses, addressKey)] {
-            if let buckets, case .limited(let retryAfter) = buckets.check(key, now: now) { wait = max(wait, retryAfter) }
-        }
+        if let logins, let loginKey, case .limited(let retryAfter) = logins.check(loginKey, now: now) { wait = max(wait, retryAfter) }
+        if let addresses, case .limited(let retryAfter) = addresses.check(addressKey, now: now) { wait = max(wait, retryAfter) }
         if wait == 0 {
-            if let logins, case .limited(let retryAfter) = logins.take(loginKey, now: now) {
+            if let logins, let loginKey, case .limited(let retryAfter) = logins.take(loginKey, now: now) {
                 wait = retryAfter
             } else if let addresses, case .limited(let retryAfter) = addresses.take(addressKey, now: now) {
-                logins?.giveBack(loginKey, now: now)
+                if let loginKey { logins?.giveBack(loginKey, now: now) }
                 wait = retryAfter
             }
         }

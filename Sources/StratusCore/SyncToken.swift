@@ -18,10 +18,13 @@ public enum TokenKind: String, Sendable, CaseIterable {
     case assetUpload = "asset-upload"
     /// An asset's `downloadURL`: reading one asset until it expires.
     case assetDownload = "asset-download"
+    /// A hosted sign-in page's request (`redirectURL`): which container, for which web origin,
+    /// until when; it stands for the app on that page instead of the API token.
+    case signInRequest = "sign-in-request"
 
     /// Whether tokens of this kind travel in URLs (query items): those keep the URL-safe text
     /// format 2; the others are written in format 3, standard base64 of bytes.
-    var travelsInURL: Bool { self == .webAuth || self == .assetUpload || self == .assetDownload }
+    var travelsInURL: Bool { self == .webAuth || self == .assetUpload || self == .assetDownload || self == .signInRequest }
 
     /// The JSON members a token of the first format (one key for every kind, no version) may carry,
     /// for the kinds still accepted in that format; nil for the kinds that are not. A token of that
@@ -31,7 +34,7 @@ public enum TokenKind: String, Sendable, CaseIterable {
         switch self {
         case .zoneSync: (["z", "i", "v"], ["u", "b"])
         case .databaseSync: (["d", "z"], [])
-        case .webAuth, .continuationMarker, .notificationSync, .assetUpload, .assetDownload: nil
+        case .webAuth, .continuationMarker, .notificationSync, .assetUpload, .assetDownload, .signInRequest: nil
         }
     }
 }

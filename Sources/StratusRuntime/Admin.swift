@@ -245,6 +245,41 @@ public enum Admin {
         }
     }
 
+    /// Sets who may sign up by email in a container.
+    public static func setSignUp(_ container: String, _ mode: SignUpMode, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            do {
+                try await EmailSignUpStore(store: store).setMode(container: container, mode, logger: logger)
+            } catch let error as StratusError {
+                throw ConfigurationProblem(error.reason)
+            }
+        }
+    }
+
+    /// Invites an address to sign up (true) or withdraws its invitation (false); answers whether
+    /// anything changed.
+    public static func invite(
+        _ container: String, email: String, invited: Bool, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> Bool {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            do {
+                let signUps = EmailSignUpStore(store: store)
+                return invited
+                    ? try await signUps.invite(container: container, email: email, logger: logger)
+                    : try await signUps.uninvite(container: container, email: email, logger: logger)
+            } catch let error as StratusError {
+                throw ConfigurationProblem(error.reason)
+            }
+        }
+    }
+
+    /// The addresses a container invited to sign up.
+    public static func invitations(_ container: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> [String] {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await EmailSignUpStore(store: store).invitations(container: container, logger: logger)
+        }
+    }
+
     /// The issuers a container trusts.
     public static func trustedIssuers(container: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> [TrustedIssuer] {
         try await withMigratedStore(configuration, logger: logger) { store in

@@ -6,6 +6,7 @@ import StratusCore
 import StratusIdentity
 import StratusKafka
 import StratusPostgres
+import StratusPush
 import StratusRelay
 import StratusWorkers
 
@@ -68,6 +69,9 @@ public struct StratusConfiguration: Sendable {
     /// `STRATUS_WEBHOOK_ALLOW_LOOPBACK`: whether the dispatcher may call webhooks over plain http on
     /// a loopback host (tests and local stacks; `stratus webhook create --allow-insecure-loopback`).
     public var webhookAllowInsecureLoopback = false
+    /// Where stratus-api sends email messages (sign-up, password reset): an SMTP relay
+    /// (`STRATUS_SMTP_*`) or a signed webhook (`STRATUS_EMAIL_WEBHOOK_*`); nil: none is sent.
+    public var emailDelivery: EmailDelivery?
     /// How stratus-subscriptions sends pushes: `STRATUS_DELIVERY_MAX_ATTEMPTS` (8, then a delivery is
     /// dead) and `STRATUS_DELIVERY_CONCURRENCY` (32 in flight).
     public var delivery = DeliveryConfiguration()
@@ -245,12 +249,71 @@ public struct StratusConfiguration: Sendable {
         case "false", "0": configuration.webhookAllowInsecureLoopback = false
         case let text: throw ConfigurationProblem("STRATUS_WEBHOOK_ALLOW_LOOPBACK must be true or false, got '\(text)'")
         }
+        try readEmail(environment, into: &configuration, int: int)
         switch environment["STRATUS_JWKS_ALLOW_PRIVATE_ADDRESSES"] ?? "false" {
         case "true", "1": configuration.api.keySets.allowPrivateAddresses = true
         case "false", "0": configuration.api.keySets.allowPrivateAddresses = false
         case let text: throw ConfigurationProblem("STRATUS_JWKS_ALLOW_PRIVATE_ADDRESSES must be true or false, got '\(text)'")
         }
         return configuration
+    }
+
+    /// Where email messages go, how long their tokens last, and the public URL their links and the
+    /// sign-in page's address start with.
+    static func readEmail(_ environment: [String: String], into configuration: inout StratusConfiguration, int: (String, Int) throws -> Int) throws {
+        if let text = environment["STRATUS_PUBLIC_URL"], !text.isEmpty {
+            let trimmed = text.hasSuffix("/") ? String(text.dropLast()) : text
+            guard trimmed.utf8.count <= 255, let url = URL(string: trimmed), ["http", "https"].contains(url.scheme ?? ""), url.host != nil,
+                url.path.isEmpty, url.query == nil, url.fragment == nil
+            else {
+                throw ConfigurationProblem("STRATUS_PUBLIC_URL must be http(s)://host[:port] with no path, got '\(text)'")
+            }
+            configuration.api.publicURL = trimmed
+        }
+        do {
+            configuration.api.email.lifetimes = try EmailTokenLifetimes(
+                verify: Int64(try int("STRATUS_EMAIL_VERIFY_TTL_SECONDS", 86_400)), reset: Int64(try int("STRATUS_EMAIL_RESET_TTL_SECONDS", 3_600)))
+        } catch let error as StratusError {
+            throw ConfigurationProblem("STRATUS_EMAIL_VERIFY_TTL_SECONDS and STRATUS_EMAIL_RESET_TTL_SECONDS: \(error.reason)")
+        }
+        let smtpHost = environment["STRATUS_SMTP_HOST"].flatMap { $0.isEmpty ? nil : $0 }
+        let webhookURL = environment["STRATUS_EMAIL_WEBHOOK_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        switch (smtpHost, webhookURL) {
+        case (nil, nil):
+            configuration.emailDelivery = nil
+        case (.some, .some):
+            throw ConfigurationProblem("set STRATUS_SMTP_HOST or STRATUS_EMAIL_WEBHOOK_URL, not both")
+        case (.some(let host), nil):
+            guard let from = environment["STRATUS_SMTP_FROM"], (try? EmailAddress.validate(from)) != nil else {
+                throw ConfigurationProblem("STRATUS_SMTP_FROM must be the address messages come from when STRATUS_SMTP_HOST is set")
+            }
+            var smtp = SMTPSettings(host: host, port: try int("STRATUS_SMTP_PORT", 587), from: from)
+            guard (1...65_535).contains(smtp.port) else { throw ConfigurationProblem("STRATUS_SMTP_PORT must be 1 to 65535, got \(smtp.port)") }
+            switch environment["STRATUS_SMTP_STARTTLS"] ?? "true" {
+            case "true", "1": smtp.startTLS = true
+            case "false", "0": smtp.startTLS = false
+            case let text: throw ConfigurationProblem("STRATUS_SMTP_STARTTLS must be true or false, got '\(text)'")
+            }
+            smtp.username = environment["STRATUS_SMTP_USERNAME"].flatMap { $0.isEmpty ? nil : $0 }
+            smtp.password = environment["STRATUS_SMTP_PASSWORD"].flatMap { $0.isEmpty ? nil : $0 }
+            guard (smtp.username == nil) == (smtp.password == nil) else {
+                throw ConfigurationProblem("set both STRATUS_SMTP_USERNAME and STRATUS_SMTP_PASSWORD, or neither")
+            }
+            guard smtp.username == nil || smtp.startTLS else {
+                throw ConfigurationProblem("STRATUS_SMTP_USERNAME needs STRATUS_SMTP_STARTTLS=true: credentials are never sent in the clear")
+            }
+            configuration.emailDelivery = .smtp(smtp)
+        case (nil, .some(let url)):
+            guard let secret = environment["STRATUS_EMAIL_WEBHOOK_SECRET"], secret.utf8.count >= 16 else {
+                throw ConfigurationProblem("STRATUS_EMAIL_WEBHOOK_SECRET must be at least 16 bytes when STRATUS_EMAIL_WEBHOOK_URL is set")
+            }
+            do {
+                _ = try WebhookURLPolicy.check(url, allowInsecureLoopback: configuration.webhookAllowInsecureLoopback)
+            } catch {
+                throw ConfigurationProblem("STRATUS_EMAIL_WEBHOOK_URL: \(error.message)")
+            }
+            configuration.emailDelivery = .webhook(url: url, secret: Data(secret.utf8))
+        }
     }
 
     /// The console's settings (`STRATUS_CONSOLE`, `STRATUS_CONSOLE_SESSION_SECONDS`,
@@ -365,4 +428,18 @@ public struct StratusConfiguration: Sendable {
 public struct ConfigurationProblem: Error, CustomStringConvertible {
     public var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Where stratus-api sends email messages.
+public enum EmailDelivery: Sendable, CustomStringConvertible {
+    case smtp(SMTPSettings)
+    /// A signed POST to `url` (the secret is never logged).
+    case webhook(url: String, secret: Data)
+
+    public var description: String {
+        switch self {
+        case .smtp(let settings): "\(settings)"
+        case .webhook(let url, _): "webhook(url: \(url), secret: <redacted>)"
+        }
+    }
 }

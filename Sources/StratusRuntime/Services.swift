@@ -6,6 +6,7 @@ import StratusAPI
 import StratusCore
 import StratusKafka
 import StratusPostgres
+import StratusPush
 import StratusRelay
 import StratusWorkers
 
@@ -89,9 +90,21 @@ public enum StratusProcess {
             metrics: { Observability.render() }, blobs: configuration.blobStore.makeStore(),
             maintenance: Maintenance.launcher(store: store, broker: Maintenance.Broker(
                 kafka: kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix), owner: tasks),
-            tasks: tasks)
+            tasks: tasks, email: emailSender(configuration.emailDelivery, allowInsecureLoopback: configuration.webhookAllowInsecureLoopback, logger: logger))
         let app = buildApplication(dependencies, configuration: configuration.api, services: services, logger: logger)
         try await app.runService()
+    }
+
+    /// The sender of email messages the configuration names, if any.
+    static func emailSender(_ delivery: EmailDelivery?, allowInsecureLoopback: Bool, logger: Logger) -> (any EmailSending)? {
+        switch delivery {
+        case nil: return nil
+        case .smtp(let settings): return SMTPSender(settings: settings)
+        case .webhook(let url, let secret):
+            var webhook = WebhookSenderConfiguration()
+            webhook.allowInsecureLoopback = allowInsecureLoopback
+            return EmailWebhookSender(url: url, secret: secret, sender: WebhookSender(configuration: webhook, logger: logger))
+        }
     }
 
     /// `stratus relay`: only the relay.

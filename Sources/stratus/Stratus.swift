@@ -127,7 +127,8 @@ struct Reindex: AsyncParsableCommand {
 }
 
 struct ContainerCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.", subcommands: [Create.self, Set.self, List.self, Suspend.self, Resume.self, Auth.self])
+    static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.",
+        subcommands: [Create.self, Set.self, List.self, Suspend.self, Resume.self, Auth.self, Invite.self, Invitations.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container (if new) and a new API token for it; prints the token once.")
@@ -169,11 +170,14 @@ struct ContainerCommand: AsyncParsableCommand {
         var anonymousPublicReads: Bool?
         @Option(help: "The sign-up option: whether users the directory gains from now on start discoverable: true or false.")
         var usersDiscoverableByDefault: Bool?
+        @Option(help: "Who may sign up by email: open (anyone), invite-only (the addresses invited), or off (nobody; the default).")
+        var signUp: String?
 
         func validate() throws {
-            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil else {
-                throw ValidationError("give --anonymous-public-reads or --users-discoverable-by-default")
+            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil else {
+                throw ValidationError("give --anonymous-public-reads, --users-discoverable-by-default or --sign-up")
             }
+            if let signUp, SignUpMode(rawValue: signUp) == nil { throw ValidationError("--sign-up is open, invite-only or off") }
         }
 
         func run() async throws {
@@ -186,15 +190,52 @@ struct ContainerCommand: AsyncParsableCommand {
                 try await Admin.setUsersDiscoverableByDefault(container, usersDiscoverableByDefault, configuration, logger: logger)
                 print("\(container): new users \(usersDiscoverableByDefault ? "start" : "do not start") discoverable")
             }
+            if let mode = signUp.flatMap(SignUpMode.init(rawValue:)) {
+                try await Admin.setSignUp(container, mode, configuration, logger: logger)
+                print("\(container): sign-up \(mode.rawValue)")
+            }
             var details: [(String, String)] = []
             if let anonymousPublicReads { details.append(("anonymousPublicReads", "\(anonymousPublicReads)")) }
             if let usersDiscoverableByDefault { details.append(("usersDiscoverableByDefault", "\(usersDiscoverableByDefault)")) }
+            if let signUp { details.append(("signUp", signUp)) }
             try await options.audit(.containerSettings, container: container, details: details, configuration, logger)
         }
     }
 }
 
 extension ContainerCommand {
+    struct Invite: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Invite an email address to sign up to an invite-only container, or withdraw its invitation (a user it became stays).")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Option(help: "The address.")
+        var email: String
+        @Flag(help: "Withdraw the invitation instead.")
+        var remove = false
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-container")
+            let changed = try await Admin.invite(container, email: email, invited: !remove, configuration, logger: logger)
+            if remove, !changed { throw ValidationError("\(email) is not invited to \(container)") }
+            print("\(container): \(email) \(remove ? "is no longer invited" : changed ? "is invited" : "was invited already")")
+            try await options.audit(remove ? .signUpUninvite : .signUpInvite, container: container, subject: email.lowercased(), configuration, logger)
+        }
+    }
+
+    struct Invitations: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the addresses invited to sign up to a container.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-container")
+            for email in try await Admin.invitations(container, configuration, logger: logger) { print(email) }
+        }
+    }
+
     /// The issuers a container trusts for ID-token sign-in.
     struct Auth: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -132,6 +132,11 @@ final class AuditCoverageTests: XCTestCase {
                 "container auth add", [container, "--issuer", issuer, "--jwks-url", "https://issuer.example.com/keys", "--audience", "com.example.audit"],
                 .issuerTrust, container: container, subject: issuer)
             try await run("container auth remove", [container, "--issuer", issuer], .issuerDistrust, container: container, subject: issuer)
+            try await run("container set", [container, "--sign-up", "invite-only"], .containerSettings, container: container)
+            let mode = try await EmailSignUpStore(store: store).mode(container: container, logger: TestSupport.logger)
+            XCTAssertEqual(mode, .inviteOnly)
+            try await run("container invite", [container, "--email", "Dan@Example.com"], .signUpInvite, container: container, subject: "dan@example.com")
+            try await run("container invite", [container, "--email", "dan@example.com", "--remove"], .signUpUninvite, container: container, subject: "dan@example.com")
             let sessions = SessionStore(store: store)
             let expiresAt = Int64(Date().timeIntervalSince1970) + 3600
             let sessionID = try await sessions.create(container: container, userRecordName: carol, method: .password, expiresAt: expiresAt, logger: TestSupport.logger)
@@ -160,13 +165,18 @@ final class AuditCoverageTests: XCTestCase {
 
             // Commands that change nothing append nothing; a refused command appends nothing either.
             for arguments in [["webhook", "list"], ["schema", "export", container], ["container", "auth", "list", container], ["container", "list"],
-                              ["session", "list", container, "--user", carol], ["user", "deletion", container, "--user", carol],
-                              ["audit", "list"], ["audit", "verify"]] {
+                              ["container", "invitations", container], ["session", "list", container, "--user", carol],
+                              ["user", "deletion", container, "--user", carol], ["audit", "list"], ["audit", "verify"]] {
                 let result = try await StratusExecutable.run("stratus", arguments, settings: settings)
                 XCTAssertEqual(result.status, 0, "\(arguments): \(result.output)")
             }
             let refused = try await StratusExecutable.run("stratus", ["key", "revoke", "no-such-key"], settings: settings)
             XCTAssertNotEqual(refused.status, 0, refused.output)
+            for arguments in [["container", "invite", container, "--email", "nobody@example.com", "--remove"], ["container", "set", container, "--sign-up", "sometimes"],
+                              ["container", "invite", container, "--email", "not an address"]] {
+                let refusal = try await StratusExecutable.run("stratus", arguments, settings: settings)
+                XCTAssertNotEqual(refusal.status, 0, "\(arguments): \(refusal.output)")
+            }
             let none = try await Self.entries(after: sequence, store)
             XCTAssertEqual(none.map(\.action), [], "reads and refusals append nothing")
 
@@ -280,6 +290,44 @@ final class AuditCoverageTests: XCTestCase {
             try await post("/console/access/users/delete", ["container": container, "userRecordName": dave], .userDelete, subject: dave)
             let deletion = try await UserDeletionStore(store: store).progress(container: container, user: dave, logger: TestSupport.logger)
             XCTAssertEqual(deletion?.step, .zones, "the console's deletion signs the user out at once; stratus-gc runs the rest")
+
+            // Sign-in: sign-up, invitations, trusted issuers, a user's sessions.
+            try await post("/console/access/sign-up", ["container": container, "mode": "invite-only"], .containerSettings)
+            let identity = try await browser.request("/console/access/identity?container=\(container)")
+            XCTAssertTrue(identity.html.contains("<strong id=\"sign-up-mode\">invite-only</strong>"), identity.html)
+            try await post("/console/access/sign-up", ["container": container, "mode": "sometimes"], status: 400, nil)
+            try await post("/console/access/invitations/create", ["container": container, "email": "Erin@Example.com"], .signUpInvite, subject: "erin@example.com")
+            let invited = try await browser.request("/console/access/identity?container=\(container)")
+            XCTAssertTrue(invited.html.contains("<td>erin@example.com</td>"), invited.html)
+            try await post("/console/access/invitations/remove", ["container": container, "email": "erin@example.com"], .signUpUninvite, subject: "erin@example.com")
+            try await post("/console/access/invitations/remove", ["container": container, "email": "erin@example.com"], status: 404, nil)
+            let issuer = "https://issuer.example.com"
+            try await post(
+                "/console/access/issuers/add", ["container": container, "issuer": issuer, "jwksURL": "https://issuer.example.com/keys", "audiences": "com.a, com.b"],
+                .issuerTrust, subject: issuer)
+            let trusted = try await IdentityStore(store: store).trustedIssuers(container: container, logger: TestSupport.logger)
+            XCTAssertEqual(trusted.map(\.audiences), [["com.a", "com.b"]])
+            try await post("/console/access/issuers/remove", ["container": container, "issuer": issuer], .issuerDistrust, subject: issuer)
+            let sessions = SessionStore(store: store)
+            let expiresAt = Int64(Date().timeIntervalSince1970) + 3600
+            // Another user's sessions (dave's deletion above signed him out for good).
+            try await post("/console/access/users/create", ["container": container, "login": "frank@example.com", "password": "a user password"], .userCreate, subject: "frank@example.com")
+            let frank = try await store.withConnection { connection in
+                var name = ""
+                let rows = try await connection.query("SELECT user_record_name FROM users WHERE login = 'frank@example.com'", logger: TestSupport.logger)
+                for try await found in rows.decode(String.self) { name = found }
+                return name
+            }
+            let sessionID = try await sessions.create(container: container, userRecordName: frank, method: .password, expiresAt: expiresAt, logger: TestSupport.logger)
+            _ = try await sessions.create(container: container, userRecordName: frank, method: .password, expiresAt: expiresAt, logger: TestSupport.logger)
+            let listed = try await browser.request("/console/access/sessions?container=\(container)&user=\(frank)")
+            XCTAssertTrue(listed.html.contains(sessionID), listed.html)
+            try await post("/console/access/sessions/revoke", ["container": container, "user": frank, "sessionID": sessionID], .sessionRevoke, subject: sessionID)
+            let afterRevoke = try await sessions.list(container: container, userRecordName: frank, logger: TestSupport.logger)
+            XCTAssertEqual(afterRevoke.filter { $0.isActive(now: Int64(Date().timeIntervalSince1970)) }.count, 1)
+            try await post("/console/access/sessions/revoke-all", ["container": container, "user": frank], .sessionRevokeAll, subject: frank)
+            let afterAll = try await sessions.list(container: container, userRecordName: frank, logger: TestSupport.logger)
+            XCTAssertEqual(afterAll.filter { $0.isActive(now: Int64(Date().timeIntervalSince1970)) }.count, 0)
 
             // Schema: the first post only checks and appends nothing.
             try await ConsoleSchemaTests.importDevelopment(store, "DEFINE SCHEMA CREATE ROLE Editor; RECORD TYPE Note (title STRING QUERYABLE, GRANT WRITE TO Editor);")

@@ -246,8 +246,16 @@ final class AuthTests: XCTestCase {
             let (required, requiredBody) = try await Self.send(client, Self.path("zones/list", database: "private") + "?ckAPIToken=\(fixture.apiToken)", body: Data())
             XCTAssertEqual(required, 421)
             XCTAssertEqual(requiredBody["serverErrorCode"] as? String, "AUTHENTICATION_REQUIRED")
-            let redirect = try XCTUnwrap(requiredBody["redirectURL"] as? String)
-            XCTAssertEqual(redirect, "/auth/1/\(Self.container)/signin?ckAPIToken=\(fixture.apiToken)")
+            // An absolute address of the hosted sign-in page, with a signed request and no API token.
+            let redirectURL = try XCTUnwrap(requiredBody["redirectURL"] as? String)
+            XCTAssertFalse(redirectURL.contains(fixture.apiToken), "no API token in redirectURL: \(redirectURL)")
+            let page = try XCTUnwrap(URLComponents(string: redirectURL))
+            XCTAssertNotNil(page.scheme, "redirectURL is absolute: \(redirectURL)")
+            XCTAssertNotNil(page.host, "redirectURL is absolute: \(redirectURL)")
+            XCTAssertEqual(page.path, "/auth/1/\(Self.container)/signin/page")
+            let signInRequest = try XCTUnwrap(page.queryItems?.first { $0.name == "request" }?.value)
+            // The page signs in with that request in place of the API token.
+            let redirect = "/auth/1/\(Self.container)/signin?ckSignInRequest=\(signInRequest)"
 
             // Following it with the right password yields a token; the wrong one does not.
             let (signedIn, answer) = try await Self.send(client, redirect, body: try Self.json(["login": "alice@example.com", "password": "correct horse"]))

@@ -100,6 +100,56 @@ final class ConfigurationTests: XCTestCase {
         }
     }
 
+    func testEmailDeliveryAndThePublicURLAreReadAndBadValuesRefused() throws {
+        try withDataDirectory { directory in
+            let base = ["STRATUS_DATA_DIR": directory]
+            let defaults = try StratusConfiguration.fromEnvironment(base)
+            XCTAssertNil(defaults.emailDelivery, "no email unless configured")
+            XCTAssertNil(defaults.api.publicURL)
+            XCTAssertEqual(defaults.api.email.lifetimes, EmailTokenLifetimes())
+            let smtp = try StratusConfiguration.fromEnvironment(base.merging([
+                "STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "no-reply@example.com", "STRATUS_SMTP_USERNAME": "stratus",
+                "STRATUS_SMTP_PASSWORD": "an smtp secret", "STRATUS_PUBLIC_URL": "https://cloud.example.com/", "STRATUS_EMAIL_VERIFY_TTL_SECONDS": "60",
+                "STRATUS_EMAIL_RESET_TTL_SECONDS": "30",
+            ]) { $1 })
+            guard case .smtp(let settings) = smtp.emailDelivery else { return XCTFail("SMTP: \(String(describing: smtp.emailDelivery))") }
+            XCTAssertEqual(settings.host, "smtp.example.com")
+            XCTAssertEqual(settings.port, 587)
+            XCTAssertTrue(settings.startTLS)
+            XCTAssertFalse("\(smtp.emailDelivery!)".contains("an smtp secret"), "the password is never described")
+            XCTAssertEqual(smtp.api.publicURL, "https://cloud.example.com")
+            XCTAssertEqual(smtp.api.email.lifetimes, try EmailTokenLifetimes(verify: 60, reset: 30))
+            let webhook = try StratusConfiguration.fromEnvironment(base.merging([
+                "STRATUS_EMAIL_WEBHOOK_URL": "https://mailer.example.com/in", "STRATUS_EMAIL_WEBHOOK_SECRET": "a webhook secret, long enough",
+            ]) { $1 })
+            guard case .webhook(let url, _) = webhook.emailDelivery else { return XCTFail("webhook") }
+            XCTAssertEqual(url, "https://mailer.example.com/in")
+            XCTAssertFalse("\(webhook.emailDelivery!)".contains("a webhook secret"))
+            let refused: [([String: String], String)] = [
+                (["STRATUS_SMTP_HOST": "smtp.example.com"], "STRATUS_SMTP_FROM"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "not an address"], "STRATUS_SMTP_FROM"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_PORT": "70000"], "STRATUS_SMTP_PORT"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_USERNAME": "u"], "both"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_USERNAME": "u", "STRATUS_SMTP_PASSWORD": "p",
+                  "STRATUS_SMTP_STARTTLS": "false"], "never sent in the clear"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_STARTTLS": "maybe"], "STRATUS_SMTP_STARTTLS"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_EMAIL_WEBHOOK_URL": "https://m.example.com",
+                  "STRATUS_EMAIL_WEBHOOK_SECRET": "a webhook secret, long enough"], "not both"),
+                (["STRATUS_EMAIL_WEBHOOK_URL": "https://m.example.com", "STRATUS_EMAIL_WEBHOOK_SECRET": "short"], "at least 16 bytes"),
+                (["STRATUS_EMAIL_WEBHOOK_URL": "http://m.example.com", "STRATUS_EMAIL_WEBHOOK_SECRET": "a webhook secret, long enough"], "STRATUS_EMAIL_WEBHOOK_URL"),
+                (["STRATUS_PUBLIC_URL": "https://cloud.example.com/app"], "STRATUS_PUBLIC_URL"),
+                (["STRATUS_PUBLIC_URL": "ftp://cloud.example.com"], "STRATUS_PUBLIC_URL"),
+                (["STRATUS_EMAIL_VERIFY_TTL_SECONDS": "0"], "STRATUS_EMAIL_VERIFY_TTL_SECONDS"),
+                (["STRATUS_EMAIL_RESET_TTL_SECONDS": "99999999"], "STRATUS_EMAIL_RESET_TTL_SECONDS"),
+            ]
+            for (settings, says) in refused {
+                XCTAssertThrowsError(try StratusConfiguration.fromEnvironment(base.merging(settings) { $1 }), "\(settings)") { error in
+                    XCTAssertTrue(String(describing: error).contains(says), "\(settings): \(error)")
+                }
+            }
+        }
+    }
+
     /// A setting that is off unless `name` is true or 1, and refused when it is neither a true nor
     /// a false word.
     func assertOffUnlessSet(_ name: String, _ read: (StratusConfiguration) -> Bool) throws {

@@ -96,9 +96,9 @@ final class ConsoleBrowserTests: XCTestCase {
         }
     }
 
-    /// Runs the browser script with `settings`, without standard input; past `timeout` it is sent
+    /// Runs a browser script (the console's unless told) with `settings`, without standard input; past `timeout` it is sent
     /// SIGTERM (it closes the browser and its driver), then SIGKILL. Returns its status and output.
-    static func runBrowser(_ settings: [String: String], timeout: Duration) async throws -> (Int32, String) {
+    static func runBrowser(_ settings: [String: String], timeout: Duration, script: String = "scripts/console_browser_test.py") async throws -> (Int32, String) {
         let python = ProcessInfo.processInfo.environment["STRATUS_TEST_PYTHON"] ?? "python3"
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-console-browser-\(UUID().uuidString.prefix(8)).log")
         FileManager.default.createFile(atPath: log.path, contents: nil)
@@ -106,7 +106,7 @@ final class ConsoleBrowserTests: XCTestCase {
         let output = try FileHandle(forWritingTo: log)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [python, TestSupport.repositoryRoot.appendingPathComponent("scripts/console_browser_test.py").path]
+        process.arguments = [python, TestSupport.repositoryRoot.appendingPathComponent(script).path]
         // The test run's environment (its STRATUS_TEST_RUN marker too, so scripts/test.sh stops a
         // browser a crashed test left) and the script's settings.
         process.environment = ProcessInfo.processInfo.environment.merging(settings) { _, new in new }

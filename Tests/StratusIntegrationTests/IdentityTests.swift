@@ -126,7 +126,10 @@ final class IdentityTests: XCTestCase {
 
     /// A router over a fresh database with one container trusting the test's issuer, whose key set
     /// a loopback server serves (`allowPrivate`: the setting that lets Stratus fetch from it).
-    func withFixture(allowPrivate: Bool = true, keySetURL: (@Sendable (Int) -> String)? = nil, _ body: @Sendable (Fixture) async throws -> Void) async throws {
+    func withFixture(
+        allowPrivate: Bool = true, keySetURL: (@Sendable (Int) -> String)? = nil, configure: @Sendable (inout APIConfiguration) -> Void = { _ in },
+        _ body: @Sendable (Fixture) async throws -> Void
+    ) async throws {
         let issuer = TestIssuer()
         try await WebhookReceiver.with(reply: { _ in issuer.reply.withLock { $0 } ?? .answer(status: 200, headers: [("Content-Type", "application/json")], body: issuer.keySet) }) { keys in
             try await TestSupport.withMigratedStore { store, url in
@@ -137,6 +140,7 @@ final class IdentityTests: XCTestCase {
                     logger: TestSupport.logger)
                 var configuration = APIConfiguration(secretKey: SecretKey.generate())
                 configuration.keySets.allowPrivateAddresses = allowPrivate
+                configure(&configuration)
                 let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
                 try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
                     try await body(Fixture(store: store, url: url, apiToken: token, issuer: issuer, keys: keys, client: client))
@@ -219,6 +223,36 @@ final class IdentityTests: XCTestCase {
             let observed3 = try await fixture.stored()
             XCTAssertEqual(observed3, [2, 2, 3, 3])
             XCTAssertEqual(fixture.fetches, 2, "known keys are served from the kept set")
+        }
+    }
+
+    func testIDTokenSignInIsThrottledByTheSignInLimiter() async throws {
+        try await withFixture(configure: { $0.signInLimits.perAddress = 3 }) { fixture in
+            let issuer = fixture.issuer
+            let now = Int(Date().timeIntervalSince1970)
+            // Three refused tokens use up the client's attempts ...
+            let refused: [(Body, String)] = [
+                (["exp": now - 120, "iat": now - 720], "expired"), (["aud": "com.other.app"], "not to a client id"),
+                (["iss": "https://other.example"], "is not trusted by this container"),
+            ]
+            for (claims, reason) in refused {
+                Self.assertRefused(try await fixture.signIn(issuer.token(claims)), reason, reason)
+            }
+            // ... so a good one is throttled before it is checked, and stores nothing.
+            let (status, answer) = try await fixture.signIn(issuer.token())
+            XCTAssertEqual(status, 429, "\(answer)")
+            XCTAssertEqual(answer["serverErrorCode"] as? String, "THROTTLED")
+            XCTAssertGreaterThan(answer["retryAfter"] as? Int ?? 0, 0)
+            let stored = try await fixture.stored()
+            XCTAssertEqual(stored, [0, 0, 0, 0])
+        }
+        // A successful sign-in gives its attempt back: signing in again and again is never throttled.
+        try await withFixture(configure: { $0.signInLimits.perAddress = 2 }) { fixture in
+            for index in 0..<4 {
+                let nonce = "nonce-ok-\(index)"
+                let (status, answer) = try await fixture.signIn(fixture.issuer.token(["nonce": nonce]), nonce: nonce)
+                XCTAssertEqual(status, 200, "sign-in \(index): \(answer)")
+            }
         }
     }
 

@@ -85,6 +85,13 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
         case "key-revoked": "The key was revoked."
         case "user-created": "The user was added."
         case "user-deletion-started": "The user is signed out; stratus-gc deletes the rest of their data (stratus user deletion shows how far it is)."
+        case "sign-up-changed": "Sign-up was changed."
+        case "invited": "The address was invited."
+        case "uninvited": "The invitation was withdrawn."
+        case "issuer-trusted": "The issuer is trusted."
+        case "issuer-distrusted": "The issuer is no longer trusted."
+        case "session-revoked": "The session was revoked."
+        case "sessions-revoked": "Every session of the user was revoked."
         default: nil
         }
     }
@@ -112,7 +119,11 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
                 if let revoked = key.revokedAt { entry["revoked"] = time.string(from: revoked) }
                 return entry
             },
-            "users": users.map { ["login": $0.login, "userRecordName": $0.userRecordName, "created": time.string(from: $0.createdAt)] },
+            "users": users.map {
+                ["login": $0.login, "userRecordName": $0.userRecordName, "created": time.string(from: $0.createdAt),
+                 "sessions": ConsoleIdentityPage<Context>.sessionsLink(container, user: $0.userRecordName)]
+            },
+            "identityLink": ConsoleIdentityPage<Context>.link(container),
             "pageSize": Self.pageSize,
         ]
         if let notice { values["notice"] = notice }
@@ -141,10 +152,10 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
         return response
     }
 
-    /// A form that changes something of a container, then back to the access page; `body` returns
-    /// the audit entry's subject and details.
+    /// A form that changes something of a container, then back to the access page (or the page
+    /// `back` names for the container and the form); `body` returns the audit entry's subject and details.
     func change(
-        _ request: Request, _ context: Context, done: String, action: AuditAction,
+        _ request: Request, _ context: Context, done: String, action: AuditAction, back: ((String, ConsoleForm) -> String)? = nil,
         _ body: (String, ConsoleForm, Logger) async throws -> (String, [(String, String)])
     ) async throws -> Response {
         let (session, form) = try await routes.form(request, context)
@@ -152,6 +163,6 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
         let (subject, details) = try await body(container, form, context.logger)
         try await routes.audit(action, session: session, context, container: container, subject: subject, details: details)
         context.logger.notice("console access change", metadata: ["operator": "\(session.operator.login)", "container": "\(container)", "change": "\(done)"])
-        return ConsolePage.redirect(link(container, "&done=\(done)"))
+        return ConsolePage.redirect((back?(container, form) ?? link(container)) + "&done=\(done)")
     }
 }

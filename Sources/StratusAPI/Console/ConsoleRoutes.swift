@@ -28,6 +28,8 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
     let recentErrors: RecentErrors
     /// Starts reindex and replay runs; nil: the operations page cannot start them.
     let maintenance: MaintenanceLauncher?
+    /// Whether the server sends email (the sign-in page says so when it does not).
+    var sendsEmail = false
     /// Where every form that changes something appends its entry.
     var auditLog: AuditLog { AuditLog(store: data.store) }
 
@@ -47,6 +49,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         ConsoleDataPages<Context>(routes: self).register(on: router)
         ConsoleOperationsPage<Context>(routes: self).register(on: router)
         ConsoleAccessPage<Context>(routes: self).register(on: router)
+        ConsoleIdentityPage<Context>(routes: self).register(on: router)
         ConsoleSubscriptionsPage<Context>(routes: self).register(on: router)
         ConsoleErrorsPage<Context>(routes: self).register(on: router)
         ConsoleSchemaPage<Context>(routes: self).register(on: router)

@@ -16,7 +16,7 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("head", head), ("foot", foot), ("signin", signin), ("home", home), ("message", message), ("container", container), ("zones", zones), ("records", records),
-        ("record", record), ("query", query), ("operations", operations), ("access", access), ("subscriptions", subscriptions), ("errors", errors), ("audit", audit), ("schema", schema), ("schemaChange", schemaChange), ("run", run), ("runTable", runTable), ("hidden", hidden), ("recordTable", recordTable),
+        ("record", record), ("query", query), ("operations", operations), ("access", access), ("identity", identity), ("sessions", sessions), ("subscriptions", subscriptions), ("errors", errors), ("audit", audit), ("schema", schema), ("schemaChange", schemaChange), ("run", run), ("runTable", runTable), ("hidden", hidden), ("recordTable", recordTable),
     ]
 
     static let head = """
@@ -353,6 +353,7 @@ enum ConsoleTemplates {
 
     static let access = """
         {{> head}}
+        <p><a href="{{identityLink}}" id="identity-link">Sign-in</a>: sign-up by email, invitations, trusted issuers</p>
         {{#newToken}}<p class="notice" role="status">The new API token — copy it now, it is not shown again: <code id="new-token">{{newToken}}</code></p>{{/newToken}}
         <h2>API tokens</h2>
         <div class="table"><table id="tokens">
@@ -384,9 +385,9 @@ enum ConsoleTemplates {
         </form>
         <h2>Users</h2>
         <div class="table"><table id="users">
-        <thead><tr><th scope="col">Login</th><th scope="col">User record name</th><th scope="col">Created</th><th scope="col">Delete</th></tr></thead>
+        <thead><tr><th scope="col">Login</th><th scope="col">User record name</th><th scope="col">Created</th><th scope="col">Sessions</th><th scope="col">Delete</th></tr></thead>
         <tbody>
-        {{#users}}<tr><td>{{login}}</td><td class="mono">{{userRecordName}}</td><td class="muted">{{created}}</td>
+        {{#users}}<tr><td>{{login}}</td><td class="mono">{{userRecordName}}</td><td class="muted">{{created}}</td><td><a href="{{sessions}}">Sessions</a></td>
         <td><form class="inline" method="post" action="/console/access/users/delete"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="userRecordName" value="{{userRecordName}}"><button type="submit" class="secondary" aria-label="Delete user {{login}} and all their data">Delete…</button></form></td></tr>{{/users}}
         </tbody></table></div>
         {{#moreUsers}}<p><a href="{{moreUsers}}">Next {{pageSize}} users</a></p>{{/moreUsers}}
@@ -397,6 +398,62 @@ enum ConsoleTemplates {
         <label for="user-password">Password (at least 8 characters)</label>
         <input id="user-password" name="password" type="password" required minlength="8" maxlength="1024" autocomplete="new-password">
         <button type="submit" id="create-user">Add user</button>
+        </form>
+        {{> foot}}
+        """
+
+    static let identity = """
+        {{> head}}
+        <h2>Sign-up by email</h2>
+        <p>Now: <strong id="sign-up-mode">{{signUp}}</strong>{{^sendsEmail}} <span class="muted">(this server sends no email: sign-up and reset are refused until STRATUS_SMTP_HOST or STRATUS_EMAIL_WEBHOOK_URL is set)</span>{{/sendsEmail}}</p>
+        <form method="post" action="/console/access/sign-up">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="sign-up">Who may sign up</label>
+        <select id="sign-up" name="mode">{{#modes}}<option value="{{name}}"{{#selected}} selected{{/selected}}>{{name}}</option>{{/modes}}</select>
+        <button type="submit" id="change-sign-up">Change</button>
+        </form>
+        <h3>Invitations</h3>
+        <div class="table"><table id="invitations">
+        <thead><tr><th scope="col">Address</th><th scope="col">Action</th></tr></thead>
+        <tbody>
+        {{#invitations}}<tr><td>{{email}}</td><td><form class="inline" method="post" action="/console/access/invitations/remove"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="email" value="{{email}}"><button type="submit" class="secondary" aria-label="Withdraw the invitation of {{email}}">Withdraw</button></form></td></tr>{{/invitations}}
+        </tbody></table></div>
+        <form method="post" action="/console/access/invitations/create">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="invite-email">Address to invite</label>
+        <input id="invite-email" name="email" type="email" required maxlength="254">
+        <button type="submit" id="invite">Invite</button>
+        </form>
+        <h2>Trusted issuers</h2>
+        <div class="table"><table id="issuers">
+        <thead><tr><th scope="col">Issuer</th><th scope="col">Key set</th><th scope="col">Client ids</th><th scope="col">Action</th></tr></thead>
+        <tbody>
+        {{#issuers}}<tr><td class="mono">{{issuer}}</td><td class="mono">{{keySetURL}}</td><td>{{audiences}}</td><td><form class="inline" method="post" action="/console/access/issuers/remove"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="issuer" value="{{issuer}}"><button type="submit" class="secondary" aria-label="Stop trusting {{issuer}}">Remove</button></form></td></tr>{{/issuers}}
+        </tbody></table></div>
+        <form method="post" action="/console/access/issuers/add">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="issuer">Issuer (its tokens' iss)</label>
+        <input id="issuer" name="issuer" required maxlength="255" placeholder="https://appleid.apple.com">
+        <label for="jwks-url">Key set (JWKS) URL</label>
+        <input id="jwks-url" name="jwksURL" required maxlength="2048" placeholder="https://appleid.apple.com/auth/keys">
+        <label for="audiences">Client ids (audiences), separated by commas</label>
+        <input id="audiences" name="audiences" required maxlength="2048">
+        <button type="submit" id="trust-issuer">Trust issuer</button>
+        </form>
+        {{> foot}}
+        """
+
+    static let sessions = """
+        {{> head}}
+        <div class="table"><table id="sessions">
+        <thead><tr><th scope="col">Session</th><th scope="col">Method</th><th scope="col">Created</th><th scope="col">Expires</th><th scope="col">State</th></tr></thead>
+        <tbody>
+        {{#sessions}}<tr><td class="mono">{{sessionID}}</td><td>{{method}}{{#issuer}} <span class="muted">{{issuer}}</span>{{/issuer}}</td><td class="muted">{{created}}</td><td class="muted">{{expires}}</td>
+        <td>{{#active}}<form class="inline" method="post" action="/console/access/sessions/revoke"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="user" value="{{user}}"><input type="hidden" name="sessionID" value="{{sessionID}}"><button type="submit" class="secondary" aria-label="Revoke session {{sessionID}}">Revoke</button></form>{{/active}}{{^active}}{{#revoked}}revoked {{revoked}}{{/revoked}}{{^revoked}}expired{{/revoked}}{{/active}}</td></tr>{{/sessions}}
+        </tbody></table></div>
+        <form method="post" action="/console/access/sessions/revoke-all">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="user" value="{{user}}">
+        <button type="submit" id="revoke-all">Sign the user out everywhere</button>
         </form>
         {{> foot}}
         """

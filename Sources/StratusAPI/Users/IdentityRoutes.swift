@@ -23,6 +23,8 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
     let issuerKeys: IssuerKeys
     /// Seconds a web auth token from sign-in stays valid.
     let tokenLifetime: Int64
+    /// Failed sign-ins per account and per client address, shared with the password sign-in.
+    let signInLimiter: SignInLimiter
     let deletions: UserDeletionStore
     /// How recent a sign-in must be for its user to delete their account, in seconds.
     let deletionSignIn: Int64
@@ -54,20 +56,20 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
     // MARK: ID tokens
 
     func signIn(_ request: Request, _ context: Context) async throws -> Response {
-        let container = try await AuthRoutes<Context>.appContainer(request, context, containers: containers)
+        let container = try await AuthRoutes<Context>.appContainer(request, context, containers: containers, secretKey: authenticator.secretKey)
         let input = try await Self.readIDTokenRequest(request)
+        // Throttled by the password sign-in's limiter, per client address (the account is known
+        // only once the token is verified); a refused token counts as a failed sign-in.
+        let attempt = try signInLimiter.begin(container: container, login: nil, address: context.clientAddress)
         let account = try await checkedAccount(input, container: container, logger: context.logger)
         let expiresAt = Int64(Date().timeIntervalSince1970) + tokenLifetime
         let signedIn = try await identities.signIn(container: container, account: account, expiresAt: expiresAt, logger: context.logger)
-        let token = WebAuthToken(
-            userRecordName: signedIn.userRecordName, container: container, expiresAt: expiresAt, credentialEpoch: signedIn.credentialEpoch,
-            sessionID: signedIn.sessionID
-        ).signed(with: authenticator.secretKey)
+        attempt.succeeded()
         context.logger.info(
             "signed in with an ID token", metadata: ["user": "\(signedIn.userRecordName)", "issuer": "\(account.issuer)", "created": "\(signedIn.created)"])
-        return try json(AuthRoutes<Context>.SignInResponse(
-            ckWebAuthToken: token, userRecordName: signedIn.userRecordName, expiresAt: expiresAt * 1000, sessionID: signedIn.sessionID,
-            created: signedIn.created))
+        return try AuthRoutes<Context>.signedIn(
+            container: container, userRecordName: signedIn.userRecordName, credentialEpoch: signedIn.credentialEpoch, sessionID: signedIn.sessionID,
+            expiresAt: expiresAt, created: signedIn.created, key: authenticator.secretKey)
     }
 
     struct LinkResponse: Encodable {

@@ -43,6 +43,8 @@ public enum AuditAction: String, Sendable, CaseIterable, Codable {
     case sessionRevoke = "session.revoke"
     case sessionRevokeAll = "session.revoke-all"
     case userDelete = "user.delete"
+    case signUpInvite = "sign-up.invite"
+    case signUpUninvite = "sign-up.uninvite"
 }
 
 /// Where an administrative action came from: the admin CLI or the web console.
