@@ -176,7 +176,7 @@ final class WireTests: XCTestCase {
         members["zoneID"] = zone.wire
         wire = .object(members)
         let text = wire.encoded()
-        let decoded = try RecordCoding.decode(try JSON.decode(text), zoneID: .default)
+        let decoded = try RecordCoding.decode(try JSON.decode(text), zoneID: zone)
         XCTAssertEqual(decoded.fields, record.fields)
         XCTAssertEqual(decoded.recordID, record.recordID)
         XCTAssertEqual(decoded.recordChangeTag, "tag")

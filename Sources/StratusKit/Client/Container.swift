@@ -40,11 +40,14 @@ public final class StratusContainer: Sendable {
     /// The keys encrypted fields are sealed under; nil: a record with encrypted values cannot be
     /// saved and one read keeps them sealed (`MISSING_KEY` when opened).
     public let keyProvider: (any FieldKeyProvider)?
+    /// This device's id, sent as `X-Stratus-Device-ID`: the server stamps the device's writes with
+    /// it (the records' `created`/`modified` `deviceID`). 1 to 64 letters, digits, `-`, `_`, `.`.
+    public let deviceID: String?
     let transport: Transport
 
     public init(
         serverURL: URL, identifier: String, environment: String = "development", authentication: Authentication,
-        retryPolicy: RetryPolicy = RetryPolicy(), keyProvider: (any FieldKeyProvider)? = nil, session: URLSession = .shared
+        retryPolicy: RetryPolicy = RetryPolicy(), keyProvider: (any FieldKeyProvider)? = nil, deviceID: String? = nil, session: URLSession = .shared
     ) {
         self.serverURL = serverURL
         self.identifier = identifier
@@ -52,13 +55,20 @@ public final class StratusContainer: Sendable {
         self.authentication = authentication
         self.retryPolicy = retryPolicy
         self.keyProvider = keyProvider
+        self.deviceID = deviceID
         self.transport = Transport(session: session)
     }
 
     /// The same container with another authentication (e.g. after signing in).
     public func with(authentication: Authentication) -> StratusContainer {
         StratusContainer(serverURL: serverURL, identifier: identifier, environment: environment, authentication: authentication,
-                         retryPolicy: retryPolicy, keyProvider: keyProvider, session: transport.session)
+                         retryPolicy: retryPolicy, keyProvider: keyProvider, deviceID: deviceID, session: transport.session)
+    }
+
+    /// The same container naming another device.
+    public func with(deviceID: String?) -> StratusContainer {
+        StratusContainer(serverURL: serverURL, identifier: identifier, environment: environment, authentication: authentication,
+                         retryPolicy: retryPolicy, keyProvider: keyProvider, deviceID: deviceID, session: transport.session)
     }
 
     public var privateCloudDatabase: StratusDatabase { StratusDatabase(container: self, scope: .private) }
@@ -115,6 +125,7 @@ public final class StratusContainer: Sendable {
                 request.httpBody = data
                 request.setValue("application/json; charset=utf-8", forHTTPHeaderField: "Content-Type")
             }
+            if let deviceID = self.deviceID { request.setValue(deviceID, forHTTPHeaderField: "X-Stratus-Device-ID") }
             try self.sign(&request, body: data ?? Data())
             return try await self.transport.json(request)
         }

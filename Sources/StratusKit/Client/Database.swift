@@ -82,14 +82,14 @@ public struct StratusDatabase: Sendable {
     // MARK: Zones
 
     public func allZones() async throws -> [Zone] {
-        try (try await call("zones/list", nil, method: "GET"))["zones"]?.array?.map(Self.zone) ?? []
+        try (try await call("zones/list", nil, method: "GET"))["zones"]?.array?.map(zone) ?? []
     }
 
     /// Zones by id: each answers its zone or its error (`ZONE_NOT_FOUND`).
     public func zones(_ ids: [ZoneID]) async throws -> [ZoneID: Result<Zone, StratusKitError>] {
         try Self.bounded(ids.count, "zones")
         let answer = try await call("zones/lookup", ["zones": .array(ids.map(\.wire))])
-        return try Self.zoneResults(answer, ids: ids)
+        return try zoneResults(answer)
     }
 
     /// Creates and deletes zones in one transaction; each answers its zone, `nil` for a deleted
@@ -105,13 +105,13 @@ public struct StratusDatabase: Sendable {
         let answer = try await call("zones/modify", ["operations": .array(operations)])
         var results: [ZoneID: Result<Zone?, StratusKitError>] = [:]
         for entry in answer["zones"]?.array ?? [] {
-            guard let id = ZoneID(wire: entry["zoneID"]) else { continue }
+            guard let id = zoneID(entry["zoneID"]) else { continue }
             if let error = StratusKitError(wire: entry, httpStatus: 200) {
                 results[id] = .failure(error)
             } else if entry["deleted"]?.bool == true {
                 results[id] = .success(nil)
             } else {
-                results[id] = .success(try Self.zone(entry))
+                results[id] = .success(try zone(entry))
             }
         }
         return results
@@ -280,8 +280,8 @@ public struct StratusDatabase: Sendable {
         var changes = DatabaseChanges(changed: [], deleted: [], syncToken: answer["syncToken"]?.string ?? answer["metaSyncToken"]?.string,
                                       moreComing: answer["moreComing"]?.bool ?? false)
         for entry in answer["zones"]?.array ?? [] {
-            guard let id = ZoneID(wire: entry["zoneID"]) else { continue }
-            if entry["deleted"]?.bool == true { changes.deleted.append(id) } else { changes.changed.append(try Self.zone(entry)) }
+            guard let id = zoneID(entry["zoneID"]) else { continue }
+            if entry["deleted"]?.bool == true { changes.deleted.append(id) } else { changes.changed.append(try zone(entry)) }
         }
         return changes
     }
@@ -360,17 +360,25 @@ public struct StratusDatabase: Sendable {
         }
     }
 
-    static func zone(_ entry: JSON) throws -> Zone {
-        guard let id = ZoneID(wire: entry["zoneID"]) else { throw StratusKitError.invalidResponse("a zone without zoneID") }
+    /// A zone id as the app names it: in the private and public databases the caller's own zones
+    /// carry no owner (the server's answers spell it); in the shared database the owner tells the
+    /// zones apart.
+    func zoneID(_ wire: JSON?) -> ZoneID? {
+        guard let id = ZoneID(wire: wire) else { return nil }
+        return scope == .shared ? id : ZoneID(zoneName: id.zoneName)
+    }
+
+    func zone(_ entry: JSON) throws -> Zone {
+        guard let id = zoneID(entry["zoneID"]) else { throw StratusKitError.invalidResponse("a zone without zoneID") }
         var zone = Zone(zoneID: id, atomic: entry["atomic"]?.bool ?? true, syncToken: entry["syncToken"]?.string)
         zone.defaultTimeToLive = entry["defaultTimeToLive"]?.int64
         return zone
     }
 
-    static func zoneResults(_ answer: JSON, ids: [ZoneID]) throws -> [ZoneID: Result<Zone, StratusKitError>] {
+    func zoneResults(_ answer: JSON) throws -> [ZoneID: Result<Zone, StratusKitError>] {
         var results: [ZoneID: Result<Zone, StratusKitError>] = [:]
         for entry in answer["zones"]?.array ?? [] {
-            guard let id = ZoneID(wire: entry["zoneID"]) else { continue }
+            guard let id = zoneID(entry["zoneID"]) else { continue }
             if let error = StratusKitError(wire: entry, httpStatus: 200) { results[id] = .failure(error) } else { results[id] = .success(try zone(entry)) }
         }
         return results

@@ -87,8 +87,8 @@ public struct StratusKitError: Error, Sendable, Hashable, CustomStringConvertibl
         recordName = wire["recordName"]?.string
         zoneID = ZoneID(wire: wire["zoneID"])
         uuid = wire["uuid"]?.string
-        if let server = wire["serverRecord"], let zone = zoneID ?? ZoneID(wire: server["zoneID"]) {
-            serverRecord = try? RecordCoding.decode(server, zoneID: zone)
+        if let server = wire["serverRecord"] {
+            serverRecord = try? RecordCoding.decode(server, zoneID: zoneID ?? ZoneID(wire: server["zoneID"]) ?? .default)
         }
     }
 }

@@ -21,11 +21,11 @@ enum RecordCoding {
         return .object(members)
     }
 
-    /// Reads a record dictionary; fields of types this client does not know are left out. Sealed
-    /// values land in `sealed`, for `FieldSealing.open`.
-    static func decode(_ wire: JSON, zoneID fallback: ZoneID) throws -> Record {
+    /// Reads a record dictionary of `zoneID` (the zone the request named, so a record's id is the
+    /// one the app uses, whether or not the answer spells the zone's owner); fields of types this
+    /// client does not know are left out. Sealed values land in `sealedValues`, for `FieldSealing.open`.
+    static func decode(_ wire: JSON, zoneID zone: ZoneID) throws -> Record {
         guard let name = wire["recordName"]?.string else { throw StratusKitError.invalidResponse("a record without recordName") }
-        let zone = ZoneID(wire: wire["zoneID"]) ?? fallback
         var record = Record(recordType: wire["recordType"]?.string ?? "", recordID: RecordID(recordName: name, zoneID: zone))
         for (field, dictionary) in wire["fields"]?.object ?? [:] {
             if dictionary["type"]?.string == "BYTES", let text = dictionary["value"]?.string, let data = Data(base64Encoded: text),

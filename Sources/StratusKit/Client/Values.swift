@@ -268,3 +268,9 @@ public struct Zone: Sendable, Hashable, Codable {
         self.syncToken = syncToken
     }
 }
+
+extension FieldValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int64(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+}

@@ -62,7 +62,15 @@ public actor StratusSyncEngine {
     private var waiters: [CheckedContinuation<Void, Never>] = []
     private var needFetch = false
     private var needSend = false
-    private var webSocketUnavailable = false
+    /// Whether the WebSocket courier is left out: where URLSession failed it before its first
+    /// message, and on Linux, whose URLSession speaks WebSocket only over a libcurl built with it.
+    private var webSocketUnavailable = StratusSyncEngine.platformLacksWebSocket
+
+    #if canImport(FoundationNetworking)
+    static let platformLacksWebSocket = true
+    #else
+    static let platformLacksWebSocket = false
+    #endif
     private let wake: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
 
@@ -74,8 +82,11 @@ public actor StratusSyncEngine {
             throw StratusKitError.invalidArgument("the sync engine syncs a private or shared database; the public database has no change history")
         }
         self.configuration = configuration
-        self.database = configuration.database
-        self.state = State(configuration.stateSerialization?.snapshot ?? SyncSnapshot())
+        let snapshot = configuration.stateSerialization?.snapshot ?? SyncSnapshot()
+        // The engine's writes name its device (the state's), unless the app named one.
+        let container = configuration.database.container
+        self.database = container.deviceID == nil ? container.with(deviceID: snapshot.deviceID).database(configuration.database.scope) : configuration.database
+        self.state = State(snapshot)
         (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -106,9 +117,18 @@ public actor StratusSyncEngine {
     /// Changes the app adds: a state update (so they are persisted) and a send.
     private func watchState() async {
         for await _ in state.changes {
-            await emit(.stateUpdate(state.serialization))
+            await saveState()
             schedule(send: true)
         }
+    }
+
+    /// Hands the delegate a `.stateUpdate` now if the app added or removed changes since the last
+    /// one. `run()` does this by itself as changes are added, and every fetch and send does it
+    /// first; an app that neither runs the engine nor syncs at once calls it after adding changes,
+    /// so they survive the process.
+    public func saveState() async {
+        guard state.takeUnsaved() else { return }
+        await emit(.stateUpdate(state.serialization))
     }
 
     private func workLoop() async {
@@ -277,6 +297,7 @@ public actor StratusSyncEngine {
     /// changed zone's records, page by page, each page an event and a state update.
     public func fetchChanges() async throws {
         try await exclusive {
+            await saveState()
             try await checkAccount()
             await emit(.willFetchChanges)
             try await fetchDatabaseChanges()
@@ -370,6 +391,7 @@ public actor StratusSyncEngine {
     /// answer or the server asked to wait (what it did not answer stays pending).
     public func sendChanges() async throws {
         try await exclusive {
+            await saveState()
             guard state.hasPendingUntrackedChanges else { return }
             try await checkAccount()
             let context = SendChangesContext(pendingChanges: state.pendingRecordZoneChanges, zoneIDs: nil)

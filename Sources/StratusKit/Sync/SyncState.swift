@@ -100,6 +100,8 @@ extension StratusSyncEngine {
 
         private let lock = NSLock()
         private var snapshot: SyncSnapshot
+        /// Whether the app changed the pending changes since the last `.stateUpdate`.
+        private var unsaved = false
         /// Told when the app adds changes (the engine schedules a send and a state update).
         let changed: AsyncStream<Void>.Continuation
         let changes: AsyncStream<Void>
@@ -113,30 +115,44 @@ extension StratusSyncEngine {
         public var pendingDatabaseChanges: [PendingDatabaseChange] { read { $0.pendingDatabaseChanges.map(\.change) } }
         /// Whether anything is left to send.
         public var hasPendingUntrackedChanges: Bool { read { !$0.pendingRecordZoneChanges.isEmpty || !$0.pendingDatabaseChanges.isEmpty } }
+        /// This device's id (made once per state): the engine's writes carry it as their `deviceID`.
+        public var deviceID: String { read(\.deviceID) }
         /// The zones the engine holds a sync token for.
         public var zoneIDsWithTokens: Set<ZoneID> { read { Set($0.zoneTokens.keys) } }
 
         public func add(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
             write { $0.add(records: changes) }
+            lock.withLock { unsaved = true }
             changed.yield()
         }
 
         public func remove(pendingRecordZoneChanges changes: [PendingRecordZoneChange]) {
             write { $0.remove(records: changes) }
+            lock.withLock { unsaved = true }
             changed.yield()
         }
 
         public func add(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
             write { $0.add(database: changes) }
+            lock.withLock { unsaved = true }
             changed.yield()
         }
 
         public func remove(pendingDatabaseChanges changes: [PendingDatabaseChange]) {
             write { $0.remove(database: changes) }
+            lock.withLock { unsaved = true }
             changed.yield()
         }
 
         var serialization: Serialization { read { Serialization(snapshot: $0) } }
+
+        /// Whether the app changed the pending changes since it was last asked; clears it.
+        func takeUnsaved() -> Bool {
+            lock.withLock {
+                defer { unsaved = false }
+                return unsaved
+            }
+        }
 
         func read<T>(_ body: (SyncSnapshot) -> T) -> T {
             lock.lock()
