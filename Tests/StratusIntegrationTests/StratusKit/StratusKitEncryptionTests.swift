@@ -66,22 +66,21 @@ final class StratusKitEncryptionTests: XCTestCase {
         }
     }
 
-    /// `pg_dump` of a database, as text.
+    /// `pg_dump` of a database, as text (written to a file, read once the process ended).
     static func dump(_ url: String) async throws -> String {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("stratuskit-dump-\(UUID().uuidString).sql")
+        defer { try? FileManager.default.removeItem(at: file) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["pg_dump", "--no-owner", url]
-        let output = Pipe()
-        process.standardOutput = output
+        process.arguments = ["pg_dump", "--no-owner", "--file", file.path, url]
+        process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        let finished = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { finished.continuation.yield($0.terminationStatus); finished.continuation.finish() }
+        let (ended, finish) = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { finish.yield($0.terminationStatus); finish.finish() }
         try process.run()
-        async let data = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }.value
-        var iterator = finished.stream.makeAsyncIterator()
+        var iterator = ended.makeAsyncIterator()
         let status = await iterator.next()
-        let text = String(decoding: await data, as: UTF8.self)
         XCTAssertEqual(status, 0, "pg_dump")
-        return text
+        return try String(contentsOf: file, encoding: .utf8)
     }
 }
