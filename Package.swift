@@ -20,6 +20,8 @@ let package = Package(
         .executable(name: "stratus-subscriptions", targets: ["stratus-subscriptions"]),
         .executable(name: "stratus-gc", targets: ["stratus-gc"]),
         .executable(name: "stratus-shares", targets: ["stratus-shares"]),
+        // The Swift client SDK: a typed client of every operation and a sync engine (docs/stratuskit.md).
+        .library(name: "StratusKit", targets: ["StratusKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -171,6 +173,12 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // The client SDK. Depends on nothing of the server: Foundation (URLSession), and swift-crypto
+        // for encrypted fields. Runs on Apple platforms and Linux alike.
+        .target(
+            name: "StratusKit",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+        ),
         // Thin executables.
         .executableTarget(name: "stratus-api", dependencies: ["StratusRuntime"]),
         .executableTarget(name: "stratus-indexer", dependencies: ["StratusRuntime"]),
@@ -212,6 +220,8 @@ let package = Package(
             dependencies: ["StratusCore", .product(name: "Crypto", package: "swift-crypto"), .product(name: "_CryptoExtras", package: "swift-crypto")]
         ),
         .testTarget(name: "StratusConnectionsTests", dependencies: ["StratusConnections"]),
+        // StratusKit's pure parts (batching, backoff, state serialization, sealing), no server.
+        .testTarget(name: "StratusKitTests", dependencies: ["StratusKit"]),
         // Real loopback servers the push tests send to: an HTTP/1.1 webhook receiver and an
         // HTTP/2-over-TLS server that checks requests as APNs would, with a certificate made at test
         // time. Test code only; knows nothing of Stratus.
@@ -258,6 +268,7 @@ let package = Package(
             dependencies: [
                 "StratusTesting", "StratusCore", "StratusConnections", "StratusPostgres", "StratusKafka", "StratusRelay", "StratusWorkers",
                 "StratusAPI", "StratusRuntime", "StratusBench", "StratusPush", "StratusPushTestSupport", "StratusBlobStore", "StratusIdentity",
+                "StratusKit",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -430,14 +430,18 @@ database_path("zones/modify", {"post": operation(
     "zone returns it; deleting one deletes its records (answered as `{zoneID, deleted: true}`).",
     "zones", ZONES_MODIFY, ref("ZonesAnswer"), DATABASE_ERRORS, WRITE,
     example={"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": "Notes"}}}]})})
-database_path("records/modify", {"post": operation(
+DEVICE_HEADER = {"name": "X-Stratus-Device-ID", "in": "header", "required": False, EXT: True,
+                 "description": "The device the write comes from: stamped on the records' `created`/`modified` `deviceID` and "
+                 "on the events' causation. Absent: `_stratus`.",
+                 "schema": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"}}
+database_path("records/modify", {"post": {"parameters": [DEVICE_HEADER], **operation(
     "recordsModify", "Save and delete records", "At most 200 operations, one per record. In a custom zone atomic "
     "unless `atomic: false` (a failure fails all; the others answer ATOMIC_ERROR). Each operation answers a record, "
     "a deleted record, or a record error.", "records", RECORDS_MODIFY, ref("RecordsAnswer"),
     DATABASE_ERRORS + [404, 413], WRITE, example={"zoneID": {"zoneName": "Notes"}, "operations": [{
         "operationType": "forceReplace",
         "record": {"recordName": "note-1", "recordType": "Note",
-                   "fields": {"title": {"value": "Hello"}, "stars": {"value": 3, "type": "INT64"}}}}]})})
+                   "fields": {"title": {"value": "Hello"}, "stars": {"value": 3, "type": "INT64"}}}}]})}})
 database_path("records/lookup", {"post": operation(
     "recordsLookup", "Fetch records by name", "Each record once, at most 200; an unknown record answers a NOT_FOUND "
     "entry.", "records", RECORDS_LOOKUP, ref("RecordsAnswer"), DATABASE_ERRORS + [404], READ,

@@ -43,7 +43,7 @@ if ((!fuzz_only)) && (($# == 0)) && [[ "${STRATUS_DRILLS:-1}" != 0 ]]; then
 fi
 # The test tiers (docs/testing.md): the targets that need no server, and the integration classes
 # that measure time or CPU or load the machine, which run one at a time after the parallel tier.
-unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests)\.'
+unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests|StratusKitTests)\.'
 serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension)'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
 # Those that judge how much load gets through run alone after the tests; the rest in the background.

@@ -81,13 +81,14 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         let links = AssetLinks(request: request, key: secretKey, settings: assets.settings)
         let shareLinks = ShareLinks(request: request, template: shareURL, container: database.container)
         let atomic = !zone.isDefaultZone && (parsed.atomic ?? true)
-        let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName)
+        let deviceID = try DeviceHeader.deviceID(request)
+        let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName, deviceID: deviceID)
         var storeLimits = RecordStore.Limits()
         storeLimits.maxRecordBytes = limits.maxRecordBytes
         storeLimits.maxEventBytes = limits.maxEventBytes
         storeLimits.userQuotaBytes = limits.userQuotaBytes
         let outcomes = try await records.modify(
-            commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: nil, limits: storeLimits, sharedWith: target.participant,
+            commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: deviceID, limits: storeLimits, sharedWith: target.participant,
             logger: context.logger)
         await assets.saved(outcomes.compactMap { if case .success(.saved(let record)) = $0 { record } else { nil } }, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false

@@ -194,6 +194,25 @@ final class SchemaLanguageTests: XCTestCase {
         XCTAssertFalse(try SchemaAdmission.admit(recordType: "Item", fields: ["title": .string("c")], schema: type, grows: true).changesSchema)
     }
 
+    func testEncryptedFieldsTakeOnlySealedBytesNeverAPlainValue() throws {
+        let type = try XCTUnwrap(SchemaLanguage.parse("""
+            DEFINE SCHEMA RECORD TYPE Diary (body ENCRYPTED STRING, pin ENCRYPTED INT64, notes LIST<ENCRYPTED DOUBLE>, raw ENCRYPTED BYTES);
+            """).recordType(named: "Diary"))
+        for grows in [true, false] {
+            let sealed = try SchemaAdmission.admit(recordType: "Diary", fields: [
+                "body": .bytes(Data([0, 1])), "pin": .bytes(Data([2])), "notes": .list(.bytes, [.bytes(Data([3]))]), "raw": .bytes(Data()),
+            ], schema: type, grows: grows)
+            XCTAssertFalse(sealed.changesSchema)
+            for (field, value): (String, FieldValue) in [("body", .string("plain text")), ("pin", .int64(1234)), ("notes", .list(.double, [.double(1)])),
+                                                         ("notes", .list(.int64, [])), ("body", .list(.bytes, [])), ("pin", .double(1))] {
+                XCTAssertThrowsError(try SchemaAdmission.admit(recordType: "Diary", fields: [field: value], schema: type, grows: grows), "\(field) \(value)") { error in
+                    let reason = (error as? StratusError)?.reason ?? ""
+                    XCTAssertTrue(reason.contains("field '\(field)'") && reason.contains("ENCRYPTED"), reason)
+                }
+            }
+        }
+    }
+
     func testValuesOfAnotherTypeAreRefusedNamingTheField() throws {
         let type = try XCTUnwrap(SchemaLanguage.parse("""
             DEFINE SCHEMA RECORD TYPE Item (n INT64, d DOUBLE, num NUMBER, ds LIST<DOUBLE>, s LIST<STRING>);

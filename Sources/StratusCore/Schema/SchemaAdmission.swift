@@ -73,6 +73,8 @@ public struct SchemaAdmission: Sendable, Hashable {
     /// A value a client may have sent without `type` that the field's type reads exactly: an integer
     /// as a DOUBLE, a list of integers as a list of DOUBLE, an empty list as any list.
     private static func convert(_ value: FieldValue, to type: SchemaFieldType) -> FieldValue? {
+        // A sealed value is never made from a plain one.
+        if type.encrypted { return nil }
         let target: FieldType.Base = switch type.base {
         case .double: .double
         case .number: type.preferred == .double ? .double : .int64

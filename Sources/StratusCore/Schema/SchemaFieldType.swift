@@ -49,9 +49,12 @@ public struct SchemaFieldType: Sendable, Hashable, Codable, CustomStringConverti
         return isList ? "LIST<\(scalar)>" : scalar
     }
 
-    /// Whether a value of wire type `type` may be stored in a field of this type.
+    /// Whether a value of wire type `type` may be stored in a field of this type. An `ENCRYPTED`
+    /// field takes only `BYTES` (of its list-ness): its values are sealed on the device, opaque to
+    /// the server whatever their type is to the app, and never a plain value of its base type.
     public func accepts(_ type: FieldType) -> Bool {
         guard type.isList == isList else { return false }
+        if encrypted { return type.base == .bytes }
         switch base {
         case .number: return type.base == .int64 || type.base == .double
         default: return SchemaFieldType(valueType: FieldType(type.base)).base == base
