@@ -617,7 +617,7 @@ def downloaded_asset(client, zone, record_name):
 
 
 def copy_blobs(source, destination):
-    """Copies the filesystem blob store additively, as `rsync -a` without --delete does: never removes a file."""
+    """Copies the filesystem blob store additively: new files only, never removing one (a blob's bytes never change)."""
     for folder, _, files in os.walk(source):
         target = os.path.join(destination, os.path.relpath(folder, source))
         os.makedirs(target, exist_ok=True)
