@@ -13,6 +13,7 @@ it: a version written twice is a duplicate effect).
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -59,12 +60,15 @@ def wait_until(what, condition, timeout=60.0, every=0.2):
     raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+DATABASE_PORT = PG_PORT  # the cluster psql() asks: the drills' own, or backup-restore's restored one while it checks that
+
+
 def psql(sql):
     global PSQL
     if PSQL is None:
         PSQL = subprocess.run(["bash", "-c", f"source {ROOT}/scripts/lib.sh; echo $(pg_bin_dir)/psql"],
                               capture_output=True, text=True, check=True).stdout.strip()
-    out = subprocess.run([PSQL, "-h", "127.0.0.1", "-p", PG_PORT, "-U", "stratus", "-d", "stratus", "-tAc", sql],
+    out = subprocess.run([PSQL, "-h", "127.0.0.1", "-p", str(DATABASE_PORT), "-U", "stratus", "-d", "stratus", "-tAc", sql],
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"psql failed: {out.stderr.strip()}")
@@ -74,7 +78,8 @@ def psql(sql):
 class Stack:
     """The broker, stratus-api and the workers, as processes this script starts and kills."""
 
-    def __init__(self):
+    def __init__(self, log_suffix=""):
+        self.log_suffix = log_suffix  # a second stack's logs beside the first's (backup-restore)
         self.processes = {}
         self.metrics_ports = {}  # worker process name -> the port of its /metrics
         self.broker_port = free_port()
@@ -106,7 +111,7 @@ class Stack:
         if (binary or name) in WORKERS:
             self.metrics_ports.setdefault(name, free_port())
             env["STRATUS_METRICS_PORT"] = str(self.metrics_ports[name])
-        logfile = open(os.path.join(WORK, f"{name}.log"), "a")
+        logfile = open(os.path.join(WORK, f"{name}{self.log_suffix}.log"), "a")
         self.processes[name] = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile)
         if name == "broker":
             wait_until("the broker", lambda: accepts(self.broker_port), 30)
@@ -222,13 +227,15 @@ def write_load(client, zones, tally, stop, batches, batch_size=5, atomic=True):
         index = 0
         while not stop.is_set():
             names = [f"b{index}-r{j}" for j in range(batch_size)]
+            sent = time.monotonic()
             status, body, _ = client.post("records/modify", {
                 "zoneID": {"zoneName": zone}, "atomic": atomic,
                 "operations": [{"operationType": "create", "record": {"recordName": n, "recordType": "Drill", "fields": {"n": {"value": index}}}} for n in names],
             })
+            answered = time.monotonic()
             acknowledged = tally.record(status, body)
             with tally.lock:
-                batches.append((zone, names, acknowledged))
+                batches.append((zone, names, acknowledged, sent, answered))
             index += 1
             if status in (0, 503):
                 time.sleep(0.05)  # pacing: a client backs off before it retries
@@ -275,8 +282,21 @@ def converge(timeout):
 
 def check_batches(client, batches):
     """(lost, partial): acknowledged batches not fully stored, batches stored in part."""
+    present = stored_records(client, batches)
+    lost = partial = 0
+    for zone, names, acknowledged, *_ in batches:
+        stored = sum((zone, n) in present for n in names)
+        if acknowledged and stored != len(names):
+            lost += 1
+        if 0 < stored < len(names):
+            partial += 1
+    return lost, partial
+
+
+def stored_records(client, batches):
+    """The (zone, record name) pairs of `batches` that records/lookup finds."""
     by_zone = {}
-    for zone, names, _ in batches:
+    for zone, names, *_ in batches:
         by_zone.setdefault(zone, []).extend(names)
     present = set()
     for zone, names in by_zone.items():
@@ -288,14 +308,7 @@ def check_batches(client, batches):
             for record in body.get("records", []):
                 if "serverErrorCode" not in record:
                     present.add((zone, record["recordName"]))
-    lost = partial = 0
-    for zone, names, acknowledged in batches:
-        stored = sum((zone, n) in present for n in names)
-        if acknowledged and stored != len(names):
-            lost += 1
-        if 0 < stored < len(names):
-            partial += 1
-    return lost, partial
+    return present
 
 
 DUPLICATES_TRIGGER = """
@@ -569,6 +582,177 @@ def drill_subscriptions_kill(stack, client, failures):
                                                 "changed by replay": changed, "catch-up s": round(caught_up, 1)}, failures)
 
 
+def lib(script):
+    """Runs `script` in bash with scripts/lib.sh's functions (pg_start, as_pg_owner, …); fails when it fails."""
+    out = subprocess.run(["bash", "-c", f'set -euo pipefail; source "{ROOT}/scripts/lib.sh"; {script}'], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{script.strip()[:80]} failed: {(out.stderr or out.stdout).strip()[-600:]}")
+    return out.stdout.strip()
+
+
+def upload_asset(client, zone, record_name, data):
+    """Uploads `data` and saves it in a new record's asset field; raises unless both are acknowledged."""
+    status, body, _ = client.post("assets/upload", {"zoneID": {"zoneName": zone}, "tokens": [
+        {"recordType": "DrillFile", "recordName": record_name, "fieldName": "file"}]})
+    if status != 200:
+        raise RuntimeError(f"assets/upload failed: {status} {body}")
+    request = urllib.request.Request(body["tokens"][0]["url"], data=data, method="POST",
+                                     headers={"Content-Type": "application/octet-stream"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        single = json.loads(response.read())["singleFile"]
+    status, body, _ = client.post("records/modify", {"zoneID": {"zoneName": zone}, "operations": [{"operationType": "create", "record": {
+        "recordName": record_name, "recordType": "DrillFile", "fields": {"file": {"value": single, "type": "ASSETID"}}}}]})
+    if status != 200 or any("serverErrorCode" in entry for entry in body.get("records", [])):
+        raise RuntimeError(f"saving the asset's record failed: {status} {body}")
+
+
+def downloaded_asset(client, zone, record_name):
+    """The bytes of the record's asset, None when the record is not there."""
+    status, body, _ = client.post("records/lookup", {"zoneID": {"zoneName": zone}, "records": [{"recordName": record_name}]})
+    records = body.get("records", [])
+    if status != 200 or not records or "serverErrorCode" in records[0]:
+        return None
+    with urllib.request.urlopen(records[0]["fields"]["file"]["value"]["downloadURL"], timeout=30) as response:
+        return response.read()
+
+
+def copy_blobs(source, destination):
+    """Copies the filesystem blob store additively: new files only, never removing one (a blob's bytes never change)."""
+    for folder, _, files in os.walk(source):
+        target = os.path.join(destination, os.path.relpath(folder, source))
+        os.makedirs(target, exist_ok=True)
+        for name in files:
+            if not os.path.exists(os.path.join(target, name)):
+                shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
+
+
+def topic_event_ids(brokers, topic, expected, timeout):
+    """The event ids the topic holds, read from the beginning of every partition (no consumer group),
+    until every id of `expected` was read or `timeout` seconds passed."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": brokers, "group.id": "stratus-drill-reader", "enable.auto.commit": False})
+    seen = set()
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + timeout
+        while not expected <= seen and time.monotonic() < deadline:
+            for message in consumer.consume(500, 1.0):
+                if message.error() is None:
+                    seen.add(json.loads(message.value())["id"])
+    finally:
+        consumer.close()
+    return seen
+
+
+RESTORE_SETTINGS = """
+archive_mode = off
+restore_command = 'cp {archive}/%f %p'
+recovery_target_name = 'drill-t'
+recovery_target_action = 'promote'
+"""
+
+
+def restore_cluster(base, archive, directory, port):
+    """A new cluster from the base backup that replays the WAL archive up to the restore point, then promotes."""
+    with open(os.path.join(WORK, "restore.conf"), "w") as settings:
+        settings.write(RESTORE_SETTINGS.format(archive=archive))
+    lib(f'cp -a "{base}" "{directory}"; chmod 700 "{directory}"; cat "{WORK}/restore.conf" >>"{directory}/postgresql.conf"; '
+        f'touch "{directory}/recovery.signal"; give_to_pg_owner "{directory}/recovery.signal"; '
+        f'pg_start "{directory}" {port} "{WORK}/postgres-restored.log" -c max_connections=200')
+
+
+def drill_backup_restore(stack, client, failures):
+    """Base backup under load, restore point T, more load; restored to T (new cluster, blob copy, empty broker)."""
+    global DATABASE_PORT
+    archive = os.environ["STRATUS_DRILL_WAL_ARCHIVE"]
+    base, blob_backup = os.path.join(WORK, "base-backup"), os.path.join(WORK, "blob-backup")
+    assets = stack.env.get("STRATUS_ASSET_DIR") or os.path.join(os.environ["STRATUS_DATA_DIR"], "assets")
+    files = {name: os.urandom(4096) for name in ("asset-before-backup", "asset-before-t", "asset-after-t")}
+    load = start_load(client, "Backup")
+    tally, _, batches, _ = load
+    upload_asset(client, "Backup0", "asset-before-backup", files["asset-before-backup"])
+    time.sleep(1.5)  # load before the base backup
+    started = time.monotonic()
+    lib(f'as_pg_owner "$(pg_bin_dir)/pg_basebackup" -h 127.0.0.1 -p {PG_PORT} -U stratus -D "{base}" -X stream -c fast')
+    copy_blobs(assets, blob_backup)  # the blob store, copied alongside
+    backup_seconds = time.monotonic() - started
+    upload_asset(client, "Backup1", "asset-before-t", files["asset-before-t"])
+    time.sleep(1.5)  # load between the backup and T
+    # A relay records the topic's watermarks when it starts publishing and every 10 s; a restore finds the new broker
+    # empty only against watermarks recorded after something was published (docs/backup-restore.md, "The broker").
+    wait_until("the relay to record the watermarks of what it published", lambda: psql(
+        "SELECT coalesce(sum(value::bigint), 0) FROM relay_topics, jsonb_each_text(watermarks)") not in ("", "0"), 30)
+    marking = time.monotonic()
+    psql("SELECT pg_create_restore_point('drill-t')")
+    marked = time.monotonic()
+    upload_asset(client, "Backup2", "asset-after-t", files["asset-after-t"])
+    time.sleep(1.5)  # load after T
+    finish(load)
+    copy_blobs(assets, blob_backup)  # copied again after T: it holds every blob T's records name
+    # The segment holding T (and the load after it) is archived: switch to the next one and wait for the archiver.
+    segment = psql("SELECT pg_walfile_name(pg_switch_wal())")
+    wait_until("the WAL segment with the restore point to be archived", lambda: os.path.exists(os.path.join(archive, segment)), 60)
+
+    restored_dir, restored_port = os.path.join(WORK, "pg-restored"), free_port()
+    restored_assets = os.path.join(WORK, "assets-restored")
+    started = time.monotonic()
+    restore_cluster(base, archive, restored_dir, restored_port)
+    shutil.copytree(blob_backup, restored_assets)
+    DATABASE_PORT = restored_port
+    restored = Stack(log_suffix="-restored")
+    restored.env.update({"STRATUS_DATABASE_URL": f"postgres://stratus@127.0.0.1:{restored_port}/stratus", "STRATUS_ASSET_DIR": restored_assets})
+    try:
+        wait_until("the restored cluster to promote", lambda: psql("SELECT pg_is_in_recovery()") == "f", 120)
+        restore_seconds = time.monotonic() - started
+        # Stratus on the restored database, with a new, empty broker.
+        restored.start("broker")
+        restored.start("stratus-api")
+        for worker in WORKERS:
+            restored.start(worker)
+        again = client.at(restored.http_port)
+        # The relay finds the broker emptier than the restored database says it left it, and publishes the log again.
+        wait_until("the relay to publish the event log again",
+                   lambda: (metric(restored.http_port, "stratus_relay_topic_refills_total") or 0) >= 1, 60)
+        # The restored deployment takes writes (and the indexer applies them before the index is compared).
+        status, body, _ = again.post("records/modify", {"zoneID": {"zoneName": "Backup0"}, "operations": [
+            {"operationType": "create", "record": {"recordName": "after-restore", "recordType": "Drill", "fields": {"n": {"value": 1}}}}]})
+        if status != 200 or any("serverErrorCode" in entry for entry in body.get("records", [])):
+            failures.append(f"backup-restore: a write to the restored deployment failed: {status} {json.dumps(body)[:300]}")
+        converge(180)
+        expected = {int(i) for i in psql("SELECT id FROM events WHERE publish_error IS NULL").split()}
+        on_broker = topic_event_ids(restored.env["STRATUS_KAFKA_BROKERS"], "stratus.zone-events", expected, 60)
+        present = stored_records(again, batches)
+        before = [b for b in batches if b[2] and b[4] < marking]  # acknowledged before T was marked
+        after = [b for b in batches if b[3] > marked]  # sent after T was marked
+        lost = sum(any((b[0], n) not in present for n in b[1]) for b in before)
+        resurrected = sum(any((b[0], n) in present for n in b[1]) for b in after)
+        partial = sum(0 < sum((b[0], n) in present for n in b[1]) < len(b[1]) for b in batches)
+        kept = {name: downloaded_asset(again, zone, name) for name, zone in
+                (("asset-before-backup", "Backup0"), ("asset-before-t", "Backup1"), ("asset-after-t", "Backup2"))}
+        assets_lost = sum(kept[name] != files[name] for name in ("asset-before-backup", "asset-before-t"))
+        known = set(psql("SELECT asset_id::text FROM assets").split())
+        stray = sum(name not in known for _, _, names in os.walk(restored_assets) for name in names)
+        differs = differs_from_replay(restored, "backup-restore", failures)
+        duplicates = duplicate_effects()
+    finally:
+        restored.stop_all()
+        DATABASE_PORT = PG_PORT
+        lib(f'pg_stop "{restored_dir}"')
+    for figure, count in (("acknowledged batches before T missing", lost), ("batches sent after T present", resurrected),
+                          ("assets acknowledged before T missing or changed", assets_lost),
+                          ("events missing from the rebuilt broker", len(expected - on_broker)),
+                          ("asset saved after T present", int(kept["asset-after-t"] is not None))):
+        if count:
+            failures.append(f"backup-restore: {count} {figure}")
+    return report("backup-restore", tally, {"before T": len(before), "after T": len(after), "across T": len(batches) - len(before) - len(after),
+                                            "lost": lost, "after T present": resurrected, "partial": partial,
+                                            "events republished": len(expected & on_broker), "missing from broker": len(expected - on_broker),
+                                            "assets kept": 2 - assets_lost, "stray blobs": stray, "base backup s": round(backup_seconds, 1),
+                                            "restore s": round(restore_seconds, 1), "differs from replay": differs,
+                                            "duplicate effects": duplicates}, failures)
+
+
 DRILLS = {
     "api-kill": drill_api_kill,
     "worker-kill": drill_worker_kill,
@@ -581,6 +765,8 @@ DRILLS = {
     # receives nothing.
     "subscriptions-kill": drill_subscriptions_kill,
     "worker-group": drill_worker_group,
+    # Last: while it runs, a second cluster and stack stand beside the first, which it leaves as it was.
+    "backup-restore": drill_backup_restore,
 }
 
 
