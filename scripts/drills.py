@@ -679,10 +679,6 @@ def drill_backup_restore(stack, client, failures):
     backup_seconds = time.monotonic() - started
     upload_asset(client, "Backup1", "asset-before-t", files["asset-before-t"])
     time.sleep(1.5)  # load between the backup and T
-    # A relay records the topic's watermarks when it starts publishing and every 10 s; a restore finds the new broker
-    # empty only against watermarks recorded after something was published (docs/backup-restore.md, "The broker").
-    wait_until("the relay to record the watermarks of what it published", lambda: psql(
-        "SELECT coalesce(sum(value::bigint), 0) FROM relay_topics, jsonb_each_text(watermarks)") not in ("", "0"), 30)
     marking = time.monotonic()
     psql("SELECT pg_create_restore_point('drill-t')")
     marked = time.monotonic()

@@ -718,8 +718,9 @@ auth_path("signin/idtoken", "post", "signInWithIDToken", "Sign in with an ID tok
           "user linked to the account (issuer, subject) signs in; an account linked to nobody creates a user, with the "
           "claims' verified email address (Apple's private relay addresses included) and `givenName`/`familyName` where "
           "the token has no name. RS256 and ES256 only; the signature, `iss`, `aud` (`azp`), `exp`, `nbf`, `iat` and the "
-          "nonce are checked, and a nonce is used once. A refused token stores nothing.",
-          SIGN_IN_ANSWER, (400, 401, 500, 503), body=ID_TOKEN_REQUEST, security=[{"ckAPIToken": []}])
+          "nonce are checked, and a nonce is used once. A refused token stores nothing. Refused tokens count against "
+          "the client's address in the password sign-in's limiter: past its limit, THROTTLED with `retryAfter`.",
+          SIGN_IN_ANSWER, (400, 401, 429, 500, 503), body=ID_TOKEN_REQUEST, security=[{"ckAPIToken": []}])
 auth_path("link/idtoken", "post", "linkIDToken", "Link another account to the signed-in user",
           "Links the account an ID token names (checked as for signin/idtoken) to the signed-in user, who can then sign in "
           "with it too. `linked` is false when it was linked to this user already; EXISTS when it is another user's.",

@@ -61,6 +61,18 @@ public struct RelayStore: Sendable {
         }
     }
 
+    /// Whether the log holds an event that was published (is not queued for the relay): a topic
+    /// that holds nothing then lost what it was sent, or is a new topic the log was never sent to.
+    public func holdsPublishedEvents(logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT EXISTS (SELECT 1 FROM events AS e WHERE NOT EXISTS (SELECT 1 FROM unpublished_events AS u WHERE u.id = e.id))
+                """, logger: logger)
+            for try await held in rows.decode(Bool.self) { return held }
+            return false
+        }
+    }
+
     /// A topic came back empty: everything is sent again, and the watermarks start over. One transaction.
     public func refill(topic: String, logger: Logger) async throws -> Int {
         try await store.withConnection { connection in

@@ -183,13 +183,19 @@ public final class Relay: Service, Sendable {
     /// down (or a partition that vanished) means the broker came back empty, and the relay publishes
     /// the whole event log again. Watermarks, not message counts, are compared because brokers differ
     /// in how they count offsets of batched messages; every broker keeps a partition's watermark rising.
+    /// A topic that holds nothing while the log holds published events lost them too, whatever
+    /// watermarks were saved: the broker came back empty before the relay saved any (it saves them
+    /// every `verifyInterval`), a database restored to before they were saved, or a new topic.
     func verifyTopic() async throws {
         let admin = KafkaAdmin(configuration: kafka, logger: logger)
         try await admin.createTopic(configuration.topic, partitions: configuration.partitions, timeout: .seconds(10))
         let current = try await admin.watermarks(topic: configuration.topic, timeout: .seconds(10)).mapValues(\.high)
         let relayStore = RelayStore(store: store)
         let last = try await relayStore.watermarks(topic: configuration.topic, logger: logger)
-        let lost = last.contains { partition, high in (current[partition] ?? 0) < high }
+        var lost = last.contains { partition, high in (current[partition] ?? 0) < high }
+        if !lost, current.values.allSatisfy({ $0 == 0 }) {
+            lost = try await relayStore.holdsPublishedEvents(logger: logger)
+        }
         if lost {
             let count = try await relayStore.refill(topic: configuration.topic, logger: logger)
             logger.warning("topic lost messages (the broker came back empty): publishing the event log again",

@@ -150,6 +150,52 @@ final class PipelineTests: XCTestCase {
         }
     }
 
+    /// A topic that holds nothing while the log holds published events lost them, even when the
+    /// relay saved no watermarks for it (the broker came back empty in the relay's first seconds, a
+    /// database restored to before they were saved): the relay publishes the log again, once.
+    func testAnEmptyTopicWithoutSavedWatermarksGetsTheLogAgainWhenTheLogHoldsPublishedEvents() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        let (first, second) = (fixture.uniqueTopic(), fixture.uniqueTopic())
+        let fixture = fixture
+        try await TestSupport.withMigratedStore { store, _ in
+            try await fixture.workload(store, zoneCount: 2, rounds: 2)
+            let total = try await EventLog(store: store).lastID(logger: TestSupport.logger)
+            var configuration = RelayConfiguration()
+            configuration.topic = first
+            configuration.partitions = 2
+            let relay = Relay(store: store, kafka: fixture.kafka(brokers), configuration: configuration, logger: TestSupport.logger)
+            // An empty topic and a log nothing was published from: nothing to send again.
+            try await relay.verifyTopic()
+            let unsent = try await EventLog(store: store).backlog(logger: TestSupport.logger).count
+            XCTAssertEqual(unsent, total)
+            try await fixture.runServices([relay]) {
+                try await TestSupport.eventually("the relay to publish everything") {
+                    try await EventLog(store: store).backlog(logger: TestSupport.logger).count == 0
+                }
+            }
+            // The same log, and a topic that holds nothing with no watermarks saved for it.
+            configuration.topic = second
+            let restarted = Relay(store: store, kafka: fixture.kafka(brokers), configuration: configuration, logger: TestSupport.logger)
+            let saved = try await RelayStore(store: store).watermarks(topic: second, logger: TestSupport.logger)
+            XCTAssertEqual(saved, [:])
+            try await restarted.verifyTopic()
+            let requeued = try await EventLog(store: store).backlog(logger: TestSupport.logger).count
+            XCTAssertEqual(requeued, total, "every event is queued again")
+            // Checked again before anything is sent: the log holds no published event, nothing changes.
+            try await restarted.verifyTopic()
+            let again = try await EventLog(store: store).backlog(logger: TestSupport.logger).count
+            XCTAssertEqual(again, total)
+            try await fixture.runServices([restarted]) {
+                try await TestSupport.eventually("the relay to publish the log again") {
+                    try await EventLog(store: store).backlog(logger: TestSupport.logger).count == 0
+                }
+            }
+            let held = try await KafkaAdmin(configuration: fixture.kafka(brokers), logger: TestSupport.logger)
+                .watermarks(topic: second, timeout: .seconds(10)).values.map(\.high).reduce(0, +)
+            XCTAssertGreaterThan(held, 0, "the new topic holds what was sent again")
+        }
+    }
+
     func testApplierSkipsRedeliveriesAndFillsGapsFromTheEventLog() async throws {
         let fixture = fixture
         try await TestSupport.withMigratedStore { store, _ in
