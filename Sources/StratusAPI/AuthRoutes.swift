@@ -50,19 +50,23 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
     /// The container of the path, once the request shows it comes from one of its apps: its
     /// `ckAPIToken`, or the `ckSignInRequest` of the hosted sign-in page (`SignInPageRequest`), which
     /// stands for the app that page was opened for.
+    /// A suspended container's apps are refused either way.
     static func appContainer(_ request: Request, _ context: Context, containers: ContainerStore, secretKey: SecretKey) async throws -> String {
         let container = try containerParameter(context)
+        let suspended: Bool
         if let signInRequest = request.uri.queryParameters["ckSignInRequest"].map(String.init), request.uri.queryParameters["ckAPIToken"] == nil {
             _ = try SignInPageRequest.verify(signInRequest, key: secretKey, container: container, now: Int64(Date().timeIntervalSince1970))
-            return container
+            suspended = try await containers.isSuspended(container: container, logger: context.logger)
+        } else {
+            guard let apiToken = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
+                throw StratusError(.authenticationFailed, "Missing ckAPIToken")
+            }
+            guard let access = try await containers.access(forAPIToken: apiToken, logger: context.logger), access.container == container else {
+                throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(container))'")
+            }
+            suspended = access.suspended
         }
-        guard let apiToken = request.uri.queryParameters["ckAPIToken"].map(String.init), !apiToken.isEmpty else {
-            throw StratusError(.authenticationFailed, "Missing ckAPIToken")
-        }
-        guard let access = try await containers.access(forAPIToken: apiToken, logger: context.logger), access.container == container else {
-            throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(container))'")
-        }
-        try ContainerSuspension.check(access.suspended, container: container)
+        try ContainerSuspension.check(suspended, container: container)
         return container
     }
 

@@ -214,19 +214,7 @@ final class AccessCacheTests: XCTestCase {
         /// The connections of this database that listen for access changes (the listener's LISTEN is
         /// the last statement they ran); `terminate`: cut them.
         func listeningConnections(terminate: Bool) async throws -> Int64 {
-            let listen = "LISTEN \"\(AccessChangeListener.channel)\";"
-            return try await other.withConnection { connection in
-                let rows = try await connection.query(
-                    """
-                    WITH listening AS MATERIALIZED (
-                        SELECT pid FROM pg_stat_activity
-                        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = \(listen))
-                    SELECT count(*)::bigint FROM listening WHERE NOT \(terminate) OR pg_terminate_backend(pid)
-                    """, logger: TestSupport.logger)
-                var count: Int64 = 0
-                for try await n in rows.decode(Int64.self) { count = n }
-                return count
-            }
+            try await AccessCacheTests.listeningConnections(other, terminate: terminate)
         }
 
         /// Asserts that `request`, answered once, is answered the same from the cache after `change`
@@ -252,6 +240,24 @@ final class AccessCacheTests: XCTestCase {
                 if let reason { XCTAssertTrue((answer["reason"] as? String ?? "").contains(reason), "\(answer)") }
                 return true
             }
+        }
+    }
+
+    /// The connections of `store`'s database (other than the asking one) that listen for access
+    /// changes (the listener's LISTEN is the last statement they ran); `terminate`: cut them.
+    static func listeningConnections(_ store: PostgresStore, terminate: Bool) async throws -> Int64 {
+        let listen = "LISTEN \"\(AccessChangeListener.channel)\";"
+        return try await store.withConnection { connection in
+            let rows = try await connection.query(
+                """
+                WITH listening AS MATERIALIZED (
+                    SELECT pid FROM pg_stat_activity
+                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = \(listen))
+                SELECT count(*)::bigint FROM listening WHERE NOT \(terminate) OR pg_terminate_backend(pid)
+                """, logger: TestSupport.logger)
+            var count: Int64 = 0
+            for try await n in rows.decode(Int64.self) { count = n }
+            return count
         }
     }
 

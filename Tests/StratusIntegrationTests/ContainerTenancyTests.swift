@@ -28,8 +28,10 @@ final class ContainerTenancyTests: XCTestCase {
                 logger: TestSupport.logger)
             _ = try await UserStore(store: store, rounds: 1000).create(
                 container: Self.container, login: "bob@example.com", password: "a password", logger: TestSupport.logger)
+            // One token-signing key for both processes, as a deployment has.
+            let secretKey = SecretKey.generate()
             @Sendable func api() -> some ApplicationProtocol {
-                var configuration = APIConfiguration(secretKey: SecretKey.generate())
+                var configuration = APIConfiguration(secretKey: secretKey)
                 configuration.port = 0
                 configuration.authCacheTTL = .seconds(60)
                 return buildApplication(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration, services: [], logger: TestSupport.logger)
@@ -50,11 +52,19 @@ final class ContainerTenancyTests: XCTestCase {
                     client, "/auth/1/\(Self.container)/signin?ckAPIToken=\(apiToken)",
                     body: try AuthTests.json(["login": "bob@example.com", "password": "a password"]))
             }
+            // The hosted sign-in page's request, which stands for the app instead of its API token.
+            let pageRequest = SignInPageRequest(container: Self.container, origin: nil, expiresAt: Int64(Date().timeIntervalSince1970) + 600)
+                .signed(with: secretKey)
+            @Sendable func pageSignIn(_ client: any TestClientProtocol) async throws -> (Int, Body) {
+                try await AuthTests.send(
+                    client, "/auth/1/\(Self.container)/signin?ckSignInRequest=\(pageRequest)",
+                    body: try AuthTests.json(["login": "bob@example.com", "password": "a password"]))
+            }
             try await TestSupport.withStore(url: url) { other in
                 try await api().test(.live) { first in
                     try await api().test(.live) { second in
                         try await TestSupport.eventually(timeout: .seconds(30), "both API processes to listen for access changes") {
-                            try await Self.listeners(other) >= 2
+                            try await AccessCacheTests.listeningConnections(other, terminate: false) >= 2
                         }
                         for client in [first, second] {
                             let (status, answer) = try await read(client)
@@ -73,7 +83,7 @@ final class ContainerTenancyTests: XCTestCase {
                         XCTAssertLessThan(ContinuousClock.now - suspended, .seconds(1))
                         for client in [first, second] {
                             let answers = [("API token", try await read(client)), ("server-to-server key", try await signed(client)),
-                                           ("sign-in", try await signIn(client))]
+                                           ("sign-in", try await signIn(client)), ("the hosted page's sign-in", try await pageSignIn(client))]
                             for (what, (status, answer)) in answers {
                                 XCTAssertEqual(status, 403, "\(what): \(answer)")
                                 XCTAssertEqual(answer["serverErrorCode"] as? String, "ACCESS_DENIED", what)
@@ -93,6 +103,8 @@ final class ContainerTenancyTests: XCTestCase {
                             XCTAssertEqual(signedStatus, 200, "\(signedAnswer)")
                             let (signInStatus, signInAnswer) = try await signIn(client)
                             XCTAssertEqual(signInStatus, 200, "\(signInAnswer)")
+                            let (pageStatus, pageAnswer) = try await pageSignIn(client)
+                            XCTAssertEqual(pageStatus, 200, "\(pageAnswer)")
                         }
                     }
                 }
@@ -135,16 +147,5 @@ final class ContainerTenancyTests: XCTestCase {
             XCTAssertTrue(result.output.contains("\(other)\tsuspended since "), result.output)
         }
     }
-
-    /// API processes listening for access changes on this database.
-    static func listeners(_ store: PostgresStore) async throws -> Int64 {
-        let listen = "LISTEN \"\(AccessChangeListener.channel)\";"
-        return try await store.withConnection { connection in
-            let rows = try await connection.query(
-                "SELECT count(*)::bigint FROM pg_stat_activity WHERE datname = current_database() AND query = \(listen)", logger: TestSupport.logger)
-            var count: Int64 = 0
-            for try await n in rows.decode(Int64.self) { count = n }
-            return count
-        }
-    }
 }
+

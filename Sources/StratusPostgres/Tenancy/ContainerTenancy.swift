@@ -42,6 +42,16 @@ extension ContainerStore {
         }
     }
 
+    /// Whether an operator suspended the container (false for one that does not exist).
+    public func isSuspended(container: String, logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT suspended_at IS NOT NULL FROM containers WHERE container = \(container)", logger: logger)
+            for try await suspended in rows.decode(Bool.self) { return suspended }
+            return false
+        }
+    }
+
     /// The containers (at most `limit`, by identifier from after `after`) with what each holds.
     /// Counted when asked, for an operator's listing: index scans per container, one pass over the assets.
     public func usage(of only: String? = nil, after: String? = nil, limit: Int = 100, logger: Logger) async throws -> [ContainerUsage] {
