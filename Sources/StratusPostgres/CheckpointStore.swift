@@ -37,6 +37,7 @@ public enum CheckpointStore {
 
     /// Forgets all of a worker's positions (the first step of a replay).
     public static func reset(worker: String, in transaction: Transaction) async throws {
+        // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).
         try await transaction.connection.query("DELETE FROM worker_checkpoints WHERE worker = \(worker)", logger: transaction.logger)
     }
 }
@@ -83,6 +84,7 @@ extension CheckpointStore {
     public static func zonesBehind(worker: String, grace: Duration, limit: Int, store: PostgresStore, logger: Logger) async throws -> [(zoneKey: ZoneKey, sequence: Int64)] {
         let seconds = grace / .seconds(1)
         return try await store.withConnection { connection in
+            // Crosses owners: a worker's check for zones it missed reads every zone's counter (each node's, when sharded).
             let rows = try await connection.query("""
                 SELECT z.zone_key, z.change_counter FROM zones z
                 LEFT JOIN worker_checkpoints c ON c.worker = \(worker) AND c.zone_key = z.zone_key

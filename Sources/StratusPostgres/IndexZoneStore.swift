@@ -35,12 +35,14 @@ public enum IndexZoneStore {
 
     /// Empties the directory (replay).
     public static func reset(in transaction: Transaction) async throws {
+        // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).
         try await transaction.connection.query("DELETE FROM index_zones", logger: transaction.logger)
     }
 
     /// Every entry, ordered by key: used to compare a live index with a rebuilt one.
     public static func all(store: PostgresStore, logger: Logger) async throws -> [Entry] {
         try await store.withConnection { connection in
+            // Crosses owners: the whole directory, to compare a live index with a rebuilt one.
             let rows = try await connection.query(
                 "SELECT zone_key, incarnation, last_event_id FROM index_zones ORDER BY zone_key", logger: logger)
             var entries: [Entry] = []

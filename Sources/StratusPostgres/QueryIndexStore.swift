@@ -196,6 +196,7 @@ public enum QueryIndexStore {
 
     /// Empties every generation (a replay starts from nothing).
     public static func reset(in transaction: Transaction) async throws {
+        // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).
         try await transaction.connection.query("DELETE FROM query_index.records", logger: transaction.logger)
         try await transaction.connection.query("DELETE FROM query_index.generations WHERE state <> 'live'", logger: transaction.logger)
     }
@@ -378,6 +379,7 @@ public struct QueryIndexGenerations: Sendable {
                 "DELETE FROM query_index.generations WHERE generation = \(generation) AND state = 'building'", logger: transaction.logger)
         }
         try await store.withConnection { connection in
+            // Crosses owners: a rebuild's generation of the whole index (each node's, when sharded).
             try await connection.execute("""
                 DELETE FROM query_index.records WHERE generation = \(generation)
                   AND NOT EXISTS (SELECT 1 FROM query_index.generations WHERE generation = \(generation))
@@ -396,6 +398,7 @@ public struct QueryIndexGenerations: Sendable {
         // The live indexer may still be writing the retired generation's rows in a transaction that
         // began before the swap: the clean-up can deadlock with it, and is then tried again.
         try await store.readCommitted(logger: logger) { transaction in
+            // Crosses owners: a rebuild's generation of the whole index (each node's, when sharded).
             try await transaction.connection.execute("""
                 DELETE FROM query_index.records WHERE generation IN (SELECT generation FROM query_index.generations WHERE state = 'retired')
                 """, logger: transaction.logger)

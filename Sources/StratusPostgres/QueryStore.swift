@@ -202,6 +202,7 @@ public struct QueryStore: Sendable {
         // second sort wherever PostgreSQL could not see the inner order, e.g. a zone's fixed name).
         let columns = keys.indices.map { "\(keys[$0].expression) AS k\($0)" }.joined(separator: ", ")
         let output = "zone_name, record_name, record::text, jsonb_build_array(\(keys.indices.map { "k\($0)" }.joined(separator: ", ")))::text, \(behind)"
+        // Owner key: `conditions` begins with the database's key columns, owner included.
         let candidates = """
             SELECT zone_name, record_name, record, \(columns)
                 FROM query_index.records

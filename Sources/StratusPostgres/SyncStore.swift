@@ -662,6 +662,7 @@ public struct SyncStore: Sendable {
     /// Zones holding tombstones deleted before `olderThan` (the GC worker's work list).
     public func zonesWithTombstones(olderThan: Date, limit: Int, logger: Logger) async throws -> [(DatabaseID, ZoneID)] {
         try await store.withConnection { connection in
+            // Crosses owners: the collector's sweep of every owner's due rows (each node sweeps its own, when sharded).
             let rows = try await connection.query("""
                 SELECT DISTINCT container, environment, scope, owner, zone_name FROM record_tombstones
                 WHERE deleted_at < \(olderThan) LIMIT \(limit)

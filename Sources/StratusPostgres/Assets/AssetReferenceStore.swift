@@ -66,7 +66,9 @@ public enum AssetReferenceStore {
     /// Forgets every count (replay). Until the replay has caught up, the collector's check against
     /// the records keeps referenced assets safe.
     public static func reset(in transaction: Transaction) async throws {
+        // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).
         try await transaction.connection.query("DELETE FROM asset_references", logger: transaction.logger)
+        // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).
         try await transaction.connection.query("UPDATE assets SET bound = false WHERE bound", logger: transaction.logger)
     }
 }

@@ -179,6 +179,7 @@ public struct AssetStore: Sendable {
     /// assets, so finding them costs nothing for the assets in use.
     public func collectionCandidates(before cutoff: Date, limit: Int, logger: Logger) async throws -> [UUID] {
         try await store.withConnection { connection in
+            // Crosses owners: the collector's sweep of every owner's due rows (each node sweeps its own, when sharded).
             let rows = try await connection.query("""
                 (SELECT asset_id FROM assets WHERE NOT bound AND created_at < \(cutoff) ORDER BY created_at LIMIT \(limit))
                 UNION
@@ -209,6 +210,8 @@ public struct AssetStore: Sendable {
     /// it `collecting` (no write binds it after that).
     public func claim(_ id: UUID, before cutoff: Date, logger: Logger) async throws -> Claim {
         try await store.readCommitted(logger: logger) { transaction in
+            // Crosses owners: an asset's reference entry found by the asset's id (the entry's zone is the
+            // asset's, on the same node).
             let rows = try await transaction.connection.query("""
                 SELECT a.container, a.environment, a.scope, a.owner, a.zone_name, a.record_name, a.created_at, a.bound,
                        r.referenced, r.changed_at
@@ -218,6 +221,8 @@ public struct AssetStore: Sendable {
             var found: (String, String, String, String, String, String, Date, Bool, Bool?, Date?)?
             for try await row in rows.decode((String, String, String, String, String, String, Date, Bool, Bool?, Date?).self) { found = row }
             guard let row = found else {
+                // Crosses owners: an asset's reference entry found by the asset's id (the entry's zone is the
+                // asset's, on the same node).
                 try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(id)", logger: transaction.logger)
                 return .forgotten
             }
@@ -259,6 +264,8 @@ public struct AssetStore: Sendable {
                 "DELETE FROM assets WHERE asset_id = \(id) RETURNING container, environment, usage_owner, size", logger: transaction.logger)
             var gone: (String, String, String?, Int64?)?
             for try await row in rows.decode((String, String, String?, Int64?).self) { gone = row }
+            // Crosses owners: an asset's reference entry found by the asset's id (the entry's zone is the
+            // asset's, on the same node).
             try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(id)", logger: transaction.logger)
             if freeingBytes, case let (container, environment, owner?, size?)? = gone {
                 try await StorageUsage.add(-size, container: container, environment: environment, owner: owner, in: transaction)

@@ -30,6 +30,7 @@ public struct ConsoleOperations: Sendable {
     /// The progress of each named worker, read in one statement so the numbers agree.
     public func progress(workers: [String], logger: Logger) async throws -> [WorkerProgress] {
         try await store.withConnection { connection in
+            // Crosses owners: an operator's figures over a whole container or all of them (asked of every node, when sharded).
             let rows = try await connection.query(
                 """
                 SELECT w.worker,

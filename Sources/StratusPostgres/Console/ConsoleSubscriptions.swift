@@ -25,6 +25,7 @@ public struct ConsoleSubscriptions: Sendable {
     /// A user's subscriptions in one environment (every database), at most `limit`.
     public func subscriptions(container: String, environment: Environment, subscriber: String, limit: Int, logger: Logger) async throws -> [Subscription] {
         try await store.withConnection { connection in
+            // Crosses owners: an operator's list of one user's subscriptions in every database, found by subscriber.
             let rows = try await connection.query(
                 """
                 SELECT scope, subscription_id, subscription_type, zone_name, record_type, left(definition::text, 4000) FROM subscriptions

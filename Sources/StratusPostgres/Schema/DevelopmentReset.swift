@@ -114,6 +114,7 @@ public struct DevelopmentReset: Sendable {
 
     /// Development's live custom zones after `after`, at most `limit`, in primary key order.
     private func liveZones(container: String, after: Position, limit: Int, logger: Logger) async throws -> [(DatabaseID, String)] {
+        // Crosses owners: a development reset walks every database of the container (each node's, when sharded).
         try await rows("""
             SELECT scope, owner, zone_name FROM zones
             WHERE container = \(container) AND environment = \(Environment.development.rawValue)
@@ -126,6 +127,7 @@ public struct DevelopmentReset: Sendable {
     /// Records of development's default zones after `after`, at most `limit`, in primary key order
     /// (the zone's name is fixed, so the walk follows the key).
     private func defaultZoneRecords(container: String, after: Position, limit: Int, logger: Logger) async throws -> [(DatabaseID, String)] {
+        // Crosses owners: a development reset walks every database of the container (each node's, when sharded).
         try await rows("""
             SELECT scope, owner, record_name FROM records
             WHERE container = \(container) AND environment = \(Environment.development.rawValue)

@@ -99,6 +99,8 @@ public struct ShareStore: Sendable {
     }
 
     static func shareRows(_ shortGUIDs: [String], container: String, environment: StratusCore.Environment, on transaction: Transaction) async throws -> [ShareRow] {
+        // Crosses owners: a share's URL names only its short GUID; sharded, the directory maps it to the
+        // owner's node (docs/scale-out.md).
         let rows = try await transaction.connection.query("""
             SELECT short_guid, owner, zone_name, record_name FROM shares
             WHERE container = \(container) AND environment = \(environment.rawValue) AND short_guid = ANY(\(shortGUIDs))

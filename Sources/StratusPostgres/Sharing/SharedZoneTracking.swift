@@ -49,6 +49,8 @@ public enum SharedZoneTracking {
 
     /// Applies a deletion of a share record: nobody holds it any more, each told at `sequence`.
     public static func applyShareDeleted(shareName: String, zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
+        // Crosses owners: the share fan-out tells every participant of one owner's zone; sharded,
+        // stratus-shares applies the event on each participant's node (docs/scale-out.md).
         try await told(transaction, """
             UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence)),
                 changed_xid = CASE WHEN active THEN pg_current_xact_id() ELSE changed_xid END
@@ -63,6 +65,8 @@ public enum SharedZoneTracking {
     public static func applyZoneChange(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
         // Every write of a shared zone's owner comes here: prepared (the partial index's predicate names no value).
         var told: [String] = []
+        // Crosses owners: the share fan-out tells every participant of one owner's zone; sharded,
+        // stratus-shares applies the event on each participant's node (docs/scale-out.md).
         for try await name in try await transaction.prepared("""
             UPDATE shared_zone_tracking SET change_sequence = \(sequence), changed_xid = pg_current_xact_id()
             WHERE \(zone: zoneName, of: database) AND active AND change_sequence < \(sequence)
@@ -75,6 +79,8 @@ public enum SharedZoneTracking {
 
     /// Applies a deletion of the zone: its shares went with it.
     public static func applyZoneDeleted(zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction) async throws -> [String] {
+        // Crosses owners: the share fan-out tells every participant of one owner's zone; sharded,
+        // stratus-shares applies the event on each participant's node (docs/scale-out.md).
         try await told(transaction, """
             UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence)),
                 changed_xid = CASE WHEN active THEN pg_current_xact_id() ELSE changed_xid END
@@ -90,6 +96,7 @@ public enum SharedZoneTracking {
 
     /// Empties the tracking (a replay rebuilds it from the event log).
     public static func reset(in transaction: Transaction) async throws {
+        // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).
         try await transaction.connection.execute("DELETE FROM shared_zone_tracking", logger: transaction.logger)
     }
 }

@@ -140,6 +140,7 @@ public struct DeliveryStore: Sendable {
     public func claim(limit: Int, perTarget: Int, excluding: [String] = [], lease: Duration, logger: Logger) async throws -> [Due] {
         let leaseMilliseconds = Int64(lease / .milliseconds(1))
         return try await store.withConnection { connection in
+            // Crosses owners: the dispatcher claims the due deliveries of every subscriber on its node.
             let rows = try await connection.query("""
                 WITH due AS (
                     SELECT delivery_id FROM (
@@ -207,6 +208,8 @@ public struct DeliveryStore: Sendable {
                     WHERE delivery_id = \(id)
                     """, logger: transaction.logger)
                 if case .unregistered = result, let colon = due.target.firstIndex(of: ":") {
+                    // Crosses owners: APNs names only the device token it refused (each node removes its own
+                    // rows of it, when sharded).
                     try await connection.query("""
                         DELETE FROM device_tokens
                         WHERE container = \(due.container) AND environment = \(due.environment)

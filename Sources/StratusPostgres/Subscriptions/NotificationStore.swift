@@ -263,6 +263,8 @@ public struct NotificationStore: Sendable {
     public func courier(token: String, logger: Logger) async throws -> Courier? {
         guard token.utf8.count <= 128 else { return nil }
         return try await store.withConnection { connection in
+            // Crosses owners: a courier's token names its subscriber only through its digest; sharded, the
+            // directory maps the token to the subscriber's node.
             let rows = try await connection.query("""
                 UPDATE courier_tokens SET last_seen_at = now() WHERE token_digest = \(Self.digest(token))
                 RETURNING container, environment, subscriber, apns_environment, delivered
@@ -278,6 +280,8 @@ public struct NotificationStore: Sendable {
     /// Records that a courier was handed everything up to `position` (never moves back).
     public func advanceCourier(token: String, to position: Int64, logger: Logger) async throws {
         try await store.withConnection { connection in
+            // Crosses owners: a courier's token names its subscriber only through its digest; sharded, the
+            // directory maps the token to the subscriber's node.
             try await connection.query("""
                 UPDATE courier_tokens SET delivered = greatest(delivered, \(position)), last_seen_at = now() WHERE token_digest = \(Self.digest(token))
                 """, logger: logger)

@@ -181,6 +181,7 @@ public struct SubscriptionStore: Sendable {
     public func counts(logger: Logger) async throws -> [String: Int64] {
         try await store.withConnection { connection in
             var counts: [String: Int64] = [:]
+            // Crosses owners: an operator's figures over a whole container or all of them (asked of every node, when sharded).
             let rows = try await connection.query("SELECT subscription_type, count(*) FROM subscriptions GROUP BY 1", logger: logger)
             for try await (type, count) in rows.decode((String, Int64).self) { counts[type] = count }
             return counts

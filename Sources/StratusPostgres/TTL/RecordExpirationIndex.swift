@@ -76,6 +76,7 @@ public struct RecordExpirationIndex: Sendable {
 
     /// Empties the index (a replay rebuilds it from the event log).
     public static func reset(in transaction: Transaction) async throws {
+        // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).
         try await transaction.connection.execute("DELETE FROM record_expirations", logger: transaction.logger)
     }
 
@@ -88,6 +89,7 @@ public struct RecordExpirationIndex: Sendable {
     /// The entries due by the database's clock, earliest first, at most `limit`, and that clock (ms).
     public func due(limit: Int, logger: Logger) async throws -> (entries: [Entry], now: Int64) {
         try await store.withConnection { connection in
+            // Crosses owners: the collector's sweep of every owner's due rows (each node sweeps its own, when sharded).
             let rows = try await connection.query("""
                 WITH clock AS (SELECT \(unescaped: RecordExpirySQL.now) AS now)
                 SELECT clock.now, e.container, e.environment, e.scope, e.owner, e.zone_name, e.record_name, e.expires_at
@@ -156,6 +158,7 @@ public struct RecordExpirationIndex: Sendable {
     /// how many entries the index holds: for the collector's gauges.
     public func backlog(logger: Logger) async throws -> (lagSeconds: Double, entries: Int64) {
         try await store.withConnection { connection in
+            // Crosses owners: the collector's gauges over every owner's entries (each node's, when sharded).
             let rows = try await connection.query("""
                 SELECT greatest(0, \(unescaped: RecordExpirySQL.now) - coalesce(min(expires_at), \(unescaped: RecordExpirySQL.now)))::bigint, count(*)::bigint
                 FROM record_expirations
@@ -172,6 +175,7 @@ public struct RecordExpirationIndex: Sendable {
     public func waitForWork(maxWait: Duration, logger: Logger) async throws {
         try await store.withDedicatedConnection { connection in
             try await connection.listen(on: Self.channel) { notifications in
+                // Crosses owners: the collector's sweep of every owner's due rows (each node sweeps its own, when sharded).
                 let rows = try await connection.query(
                     "SELECT (min(expires_at) - \(unescaped: RecordExpirySQL.now))::bigint FROM record_expirations", logger: logger)
                 var untilDue: Int64?

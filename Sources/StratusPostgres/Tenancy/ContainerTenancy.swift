@@ -57,6 +57,7 @@ extension ContainerStore {
     public func usage(of only: String? = nil, after: String? = nil, limit: Int = 100, logger: Logger) async throws -> [ContainerUsage] {
         try await store.withConnection { connection in
             // Indexed counts per container of the page; the assets (kept by id) in one pass for the page.
+            // Crosses owners: an operator's figures over a whole container or all of them (asked of every node, when sharded).
             let rows = try await connection.query("""
                 WITH page AS (
                     SELECT container, created_at, suspended_at FROM containers

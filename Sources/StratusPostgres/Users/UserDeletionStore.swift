@@ -216,6 +216,7 @@ struct Job: Sendable {
                 let names: [String] = try await store.withConnection { connection in
                     var binds = binds()
                     binds.append(environment.rawValue)
+                    // Owner key: the caller's `condition` names the owner (`owner = $2`).
                     let rows = try await connection.query(PostgresQuery(unsafeSQL: """
                         SELECT record_name FROM records WHERE container = $1 AND environment = $3 AND zone_name = '_defaultZone' AND \(condition)
                         ORDER BY record_name LIMIT \(UserDeletion.batch)
@@ -257,6 +258,8 @@ struct Job: Sendable {
     func leaveShares() async throws {
         let records = RecordStore(store: store)
         let shares: [(environment: String, owner: String, zone: String, share: String)] = try await store.withConnection { connection in
+            // Crosses owners: the shares the user takes part in, found by participant in every owner's database
+            // (each node's, when sharded).
             let rows = try await connection.query("""
                 SELECT environment, owner, zone_name, share_name FROM share_participants
                 WHERE container = \(container) AND user_record_name = \(user) AND owner <> \(user) AND acceptance_status <> 'REMOVED'
@@ -279,6 +282,7 @@ struct Job: Sendable {
             try await count("shares_left", 1)
         }
         try await statements([
+            // Crosses owners: the user's participant rows in every owner's shares.
             "DELETE FROM share_participants WHERE container = $1 AND user_record_name = $2 AND owner <> $2",
             "DELETE FROM shared_zone_tracking WHERE container = $1 AND user_record_name = $2",
         ])
@@ -317,6 +321,8 @@ struct Job: Sendable {
             for asset in batch {
                 if !asset.shared { try await deleteBlob(asset.blob) }
                 try await store.readCommitted(logger: logger) { transaction in
+                    // Crosses owners: an asset's reference entry found by the asset's id (the entry's zone is
+                    // the asset's, on the same node).
                     _ = try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(asset.asset)", logger: logger)
                     _ = try await transaction.connection.query("DELETE FROM assets WHERE asset_id = \(asset.asset)", logger: logger)
                 }
