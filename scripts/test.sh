@@ -5,8 +5,8 @@
 # background, the fuzz pass (scripts/fuzz.sh: schemathesis against a live stratus-api with
 # docs/openapi.json) and the fault drills (scripts/drills.sh: the drills in STRATUS_TEST_DRILLS, by
 # default pg-restart, pool-exhausted, api-kill, worker-kill, broker-restart and relay-takeover);
-# then, alone, the classes that measure time or CPU and the drills that judge how much load gets
-# through (pool-exhausted). It always stops the servers, exits non-zero
+# then the classes that measure time or CPU, beside the drills that judge how much load gets
+# through (pool-exhausted), with nothing else running. It always stops the servers, exits non-zero
 # when any part failed, and prints each part's time. STRATUS_FUZZ=0 leaves the fuzz pass out,
 # STRATUS_DRILLS=0 the drills. Arguments (e.g. --filter ZoneAPITests) go to one `swift test` as
 # they are, without the fuzz pass or the drills.
@@ -46,7 +46,7 @@ fi
 unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests|StratusKitTests)\.'
 serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension)'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
-# Those that judge how much load gets through run alone after the tests; the rest in the background.
+# Those that judge how much load gets through run after the tests, beside the serial tests only; the rest in the background.
 read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"
 drills_alone=" pool-exhausted "
 background_drills=()
@@ -295,6 +295,9 @@ finish_background() {
         timings+=("$name: $seconds s (status $part_status)")
         record_status "$name" "$part_status"
     done
+    background_names=()
+    background_pids=()
+    background_logs=()
 }
 
 if ((!fuzz_only)) && (($# > 0)); then
@@ -305,7 +308,7 @@ else
     # background (each on servers and databases of its own, on the binaries just built) while the
     # tests run in tiers: the unit tests, which need no server; the integration tests in parallel,
     # one process per test, each on a database copied from a template migrated once per run; and
-    # last, alone, the classes that measure time or CPU.
+    # last, the classes that measure time or CPU, beside the drills that judge load only.
     finish_build
     if ((status == 0)); then
         bin="$(swift build "${build_flags[@]}" --show-bin-path)"
@@ -330,6 +333,12 @@ else
             slowest_tests "$work/integration.xml"
         fi
         finish_background
+        # Last, the serial tests and the drills that judge how much load gets through, beside each
+        # other: neither loads the cores much (about a fifth and a half of them), so each still
+        # runs as good as alone, and the tail takes the longer of the two instead of their sum.
+        if ((run_drills && ${#alone_drills[@]} > 0)); then
+            in_background "fault drills, beside the serial tests" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${alone_drills[@]}"
+        fi
         if ((!fuzz_only)); then
             # From the test bundle too: `swift test` spends about 10 s of CPU before its first test.
             serial="$(bundle_tests "$serial_tests" | paste -sd, -)" || true
@@ -339,9 +348,7 @@ else
                 record_status "serial tests (no test bundle or no serial test in it)" 1
             fi
         fi
-        if ((run_drills && ${#alone_drills[@]} > 0)); then
-            part "fault drills, alone" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${alone_drills[@]}"
-        fi
+        finish_background
     fi
 fi
 for timing in "${timings[@]}"; do
