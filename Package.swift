@@ -179,6 +179,9 @@ let package = Package(
             name: "StratusKit",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]
         ),
+        // The example app of Examples/Notes (its own package, for the guide's `swift run notes`),
+        // built here too so the integration tests run two copies of it against the live API.
+        .executableTarget(name: "notes-example", dependencies: ["StratusKit"], path: "Examples/Notes/Sources/notes"),
         // Thin executables.
         .executableTarget(name: "stratus-api", dependencies: ["StratusRuntime"]),
         .executableTarget(name: "stratus-indexer", dependencies: ["StratusRuntime"]),
@@ -198,7 +201,7 @@ let package = Package(
         .target(
             name: "StratusBench",
             dependencies: [
-                "StratusCore", "StratusPostgres", "StratusWorkers", "StratusBlobStore",
+                "StratusCore", "StratusPostgres", "StratusWorkers", "StratusBlobStore", "StratusKit",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

@@ -103,7 +103,8 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(.badRequest, "Unknown operationType '\(operation.operationType.prefix(64))': use create or delete")
             }
         }
-        let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName)
+        // The device a zone change comes from, as for records: its own couriers are not pushed it.
+        let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName, deviceID: try DeviceHeader.deviceID(request))
         let outcomes = try await zones.modify(commands, in: database, causation: causation, logger: context.logger)
         let results: [ZoneResult] = zip(commands, outcomes).map { command, outcome in
             switch outcome {

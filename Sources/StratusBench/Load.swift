@@ -36,6 +36,19 @@ struct LoadOutcome: Sendable {
     /// CPU of the watched processes while the load ran (when the suite watches any).
     var cpu: [ProcessCPU]?
 
+    /// One sample of a lag scenario: from `start` until `arrival` (a lag below zero counts as
+    /// none), or, when nothing arrived, an error counted at `timeout`.
+    mutating func record(lag arrival: ContinuousClock.Instant?, since start: ContinuousClock.Instant, timeout: Duration, missing: @autoclosure () -> String) {
+        operations += 1
+        guard let arrival else {
+            errors += 1
+            latencies.record(timeout)
+            if failures.count < 5 { failures.append(missing()) }
+            return
+        }
+        latencies.record(max(.zero, arrival - start))
+    }
+
     mutating func merge(_ other: LoadOutcome) {
         operations += other.operations
         errors += other.errors

@@ -57,15 +57,9 @@ extension BenchSuite {
                     Self.create(["recordName": name, "recordType": "Ping", "fields": ["sample": ["value": sample]] as JSONObject]),
                 ]])
                 let saved = clock.now
-                outcome.operations += 1
-                if let received = await arrivals.wait(for: name, timeout: .seconds(30)) {
-                    // A notification that beat the save's response counts as no lag at all.
-                    outcome.latencies.record(max(.zero, received - saved))
-                } else {
-                    outcome.errors += 1
-                    outcome.latencies.record(.seconds(30))
-                    if outcome.failures.count < 5 { outcome.failures.append("\(name): no notification within 30 s") }
-                }
+                // A notification that beat the save's response counts as no lag at all.
+                let received = await arrivals.wait(for: name, timeout: .seconds(30))
+                outcome.record(lag: received, since: saved, timeout: .seconds(30), missing: "\(name): no notification within 30 s")
                 try await Task.sleep(for: .milliseconds(20))
             }
             outcome.seconds = (clock.now - start).seconds

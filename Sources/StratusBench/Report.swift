@@ -57,7 +57,7 @@ public struct BenchSettings: Codable, Sendable {
     /// Longest the scale run waits for the indexer after each step.
     public var scaleIndexTimeout: Double = 1_800
     /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag,
-    /// notify, share, asset, gc, rebuild, scale); nil: all but scale.
+    /// notify, share, asset, gc, rebuild, sdk, scale); nil: all but scale.
     public var groups: [String]?
 
     /// The full run's defaults.

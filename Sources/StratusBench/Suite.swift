@@ -174,6 +174,9 @@ public struct BenchSuite: Sendable {
         if settings.runs("rebuild") {
             record(try await rebuild(store))
         }
+        if settings.runs("sdk") {
+            for result in try await sdk(measured: results) { record(result) }
+        }
         if settings.runs("scale") {
             try await scale(client, record: record)
         }

@@ -56,7 +56,7 @@ struct BenchCommand: AsyncParsableCommand {
     var idleSeconds: Double = 30
     @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
     var process: [String] = []
-    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild, scale.")
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild, sdk, scale.")
     var only: String?
     @Flag(help: "The scale run instead of the suite (with --only: besides those groups): --scale-records over --scale-zones, measured at a hundredth, a tenth and all of them.")
     var scale = false

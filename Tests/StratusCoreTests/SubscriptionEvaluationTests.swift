@@ -25,7 +25,7 @@ final class SubscriptionEvaluationTests: XCTestCase {
     }
 
     func drafts(_ change: SubscriptionEvaluation.Change, _ owners: [OwnedSubscription], eventAt: Int64 = 10, zoneID: ZoneID? = nil) -> [NotificationDraft] {
-        SubscriptionEvaluation.drafts(for: change, zoneID: zoneID ?? zone, eventID: 7, eventCreatedAt: eventAt, requestID: "req", subscriptions: owners)
+        SubscriptionEvaluation.drafts(for: change, zoneID: zoneID ?? zone, eventID: 7, eventCreatedAt: eventAt, causation: Causation(requestID: "req"), subscriptions: owners)
     }
 
     func testEveryFiresOnCombinationAgainstEveryKindOfChange() throws {
@@ -82,6 +82,33 @@ final class SubscriptionEvaluationTests: XCTestCase {
         XCTAssertEqual(drafts(.zone, [zoneSubscription, databaseSubscription]).count, 2, "zone creations and deletions fire both")
         let defaultZone = ZoneID(zoneName: ZoneID.defaultZoneName, ownerRecordName: "_alice")
         XCTAssertEqual(drafts(change, [zoneSubscription, databaseSubscription], zoneID: defaultZone).count, 0)
+    }
+
+    func testANotificationIsMarkedWithTheDeviceOnlyWhenItsSubscriberWroteTheChange() throws {
+        let subscription = { (subscriber: String) in OwnedSubscription(
+            database: self.database, subscriber: subscriber, subscription: Subscription(
+                subscriptionID: "d", type: .database, zoneID: nil, query: nil, queryJSON: nil, firesOn: [.create, .update, .delete],
+                firesOnce: false, notificationInfo: nil), createdAt: 0) }
+        let query = try querySubscription(firesOn: [.create])
+        let fromPhone = Causation(requestID: "req", userRecordName: "_alice", deviceID: "phone")
+        let made = SubscriptionEvaluation.drafts(
+            for: .saved(after: record(9), before: nil, created: true), zoneID: zone, eventID: 7, eventCreatedAt: 10, causation: fromPhone,
+            subscriptions: [subscription("_alice"), query, subscription("_bob")])
+        // alice's own change from her phone: her notifications name the phone; bob's (a participant,
+        // say) name no device, whatever device alice's write named.
+        XCTAssertEqual(made.map(\.owner.subscriber), ["_alice", "_alice", "_bob"])
+        XCTAssertEqual(made.map(\.deviceID), ["phone", "phone", nil])
+        XCTAssertNil(SubscriptionEvaluation.origin(of: Causation(requestID: "r", userRecordName: "_alice"), for: "_alice"), "no device named")
+        XCTAssertNil(SubscriptionEvaluation.origin(of: Causation(requestID: "r", deviceID: "phone"), for: "_alice"), "no user: not the subscriber's")
+        XCTAssertEqual(drafts(.zone, [subscription("_alice")]).map(\.deviceID), [nil], "a request that names no device")
+    }
+
+    func testACourierIsHandedEveryNotificationButThoseOfItsOwnDevice() {
+        XCTAssertFalse(SubscriptionEvaluation.hands(notificationFrom: "phone", toCourierOf: "phone"))
+        XCTAssertTrue(SubscriptionEvaluation.hands(notificationFrom: "phone", toCourierOf: "laptop"))
+        XCTAssertTrue(SubscriptionEvaluation.hands(notificationFrom: "phone", toCourierOf: nil), "a courier made for no device")
+        XCTAssertTrue(SubscriptionEvaluation.hands(notificationFrom: nil, toCourierOf: "phone"), "a change of no device, or of another user")
+        XCTAssertTrue(SubscriptionEvaluation.hands(notificationFrom: nil, toCourierOf: nil))
     }
 
     func testASharedDatabaseSubscriptionIsKeyedByTheZonesOwnerToo() {

@@ -93,7 +93,7 @@ final class BenchTests: XCTestCase {
                 "changes.450", "sync.450", "limit.sync.450", "sync.450.max", "limit.sync.450.max",
                 "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout",
                 "share.fanout", "asset.upload.1mb", "asset.download.1mb", "asset.upload.50mb", "asset.download.50mb", "gc.expire",
-                "rebuild.index",
+                "rebuild.index", "sdk.initial-sync.450", "sdk.propagation",
             ]
             XCTAssertEqual(report.scenarios.map(\.name), expected)
             for scenario in report.scenarios {
@@ -123,6 +123,11 @@ final class BenchTests: XCTestCase {
             XCTAssertEqual(share.operations, 300)
             XCTAssertGreaterThan(share.figures["fanoutMaxMs"] ?? 0, 0, "the fan-out's own part is measured")
             XCTAssertLessThanOrEqual(share.figures["fanoutMaxMs"] ?? .infinity, share.max, "no participant sees a change before it is tracked")
+            // The sync engine's full fetch is compared with sync.450 of the same run; its pushes were each handed over.
+            let initialSync = try XCTUnwrap(report.scenario("sdk.initial-sync.450"))
+            XCTAssertGreaterThan(initialSync.figures["ratioToSync"] ?? 0, 0)
+            XCTAssertEqual(initialSync.figures["pageSize"], 200)
+            XCTAssertEqual(report.scenario("sdk.propagation")?.operations, 3)
             let expire = try XCTUnwrap(report.scenario("gc.expire"))
             XCTAssertEqual(expire.figures["records"], 400, "every expired record collected")
             XCTAssertGreaterThan(expire.figures["writesPerSecond"] ?? 0, 0, "creates ran while stratus-gc collected")

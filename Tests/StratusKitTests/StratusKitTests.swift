@@ -277,6 +277,16 @@ final class ZoneChangeTests: XCTestCase {
             XCTAssertEqual(($0 as? StratusKitError)?.code, .invalidArgument)
         }
     }
+
+    /// The courier leaves the WebSocket out for good only when URLSession refuses its URL as
+    /// unsupported (FoundationNetworking over a libcurl without WebSocket); a connection that
+    /// failed otherwise is tried again at the next round.
+    func testOnlyAnUnsupportedWebSocketURLLeavesTheWebSocketOut() {
+        XCTAssertTrue(StratusSyncEngine.refusesWebSocket(NSError(domain: NSURLErrorDomain, code: NSURLErrorUnsupportedURL)))
+        XCTAssertFalse(StratusSyncEngine.refusesWebSocket(NSError(domain: NSURLErrorDomain, code: NSURLErrorCannotConnectToHost)))
+        XCTAssertFalse(StratusSyncEngine.refusesWebSocket(NSError(domain: NSURLErrorDomain, code: NSURLErrorTimedOut)))
+        XCTAssertFalse(StratusSyncEngine.refusesWebSocket(StratusKitError(code: .networkFailure, reason: "no answer")))
+    }
 }
 
 final class SealedWireTests: XCTestCase {

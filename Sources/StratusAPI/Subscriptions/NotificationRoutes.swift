@@ -57,8 +57,10 @@ struct NotificationRoutes<Context: StratusRequestContext>: Sendable {
         let (path, user, body) = try await open(request, context)
         let parsed = body.isEmpty ? CreateTokenRequest() : try RequestBody.decode(CreateTokenRequest.self, from: body)
         let apns = try Self.apnsEnvironment(parsed.apnsEnvironment)
+        // A token made for a device (X-Stratus-Device-ID) is not handed that device's own changes.
+        let deviceID = try DeviceHeader.deviceID(request)
         let token = try await notifications.createCourier(
-            container: path.container, environment: path.environment, subscriber: user, apnsEnvironment: apns,
+            container: path.container, environment: path.environment, subscriber: user, apnsEnvironment: apns, deviceID: deviceID,
             maxPerSubscriber: limits.maxPushTokensPerUser, logger: context.logger)
         let container = path.container.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? path.container
         let courierPath = "/device/1/\(container)/\(path.environment.rawValue)/courier/\(token)"
@@ -180,7 +182,8 @@ struct NotificationRoutes<Context: StratusRequestContext>: Sendable {
 }
 
 /// What one courier (a long poll or a WebSocket) is handed next: the notifications after the
-/// token's position, waiting for the hub when there are none.
+/// token's position, waiting for the hub when there are none. A courier made for a device skips
+/// the notifications of that device's own changes: it moves past them without handing them out.
 struct CourierSession: Sendable {
     let notifications: NotificationStore
     let hub: NotificationHub
@@ -203,7 +206,10 @@ struct CourierSession: Sendable {
                 limit: limit, logger: logger)
             if let last = found.last {
                 try await notifications.advanceCourier(token: token, to: last.position, logger: logger)
-                return found
+                let handed = found.filter { SubscriptionEvaluation.hands(notificationFrom: $0.deviceID, toCourierOf: courier.deviceID) }
+                if !handed.isEmpty { return handed }
+                // Only this device's own changes: read on, without waiting.
+                continue
             }
             let left = deadline - ContinuousClock.now
             guard left > .zero, !Task.isCancelled else { return [] }

@@ -50,10 +50,13 @@ public struct NotificationDraft: Sendable, Hashable {
     public var fields: [String: FieldValue]
     /// The value of the `collapseIDKey` field, if any.
     public var collapseID: String?
+    /// The device the change came from, when the subscriber made it
+    /// (`SubscriptionEvaluation.origin`): that device's couriers are not handed it.
+    public var deviceID: String?
 
     /// Creates a draft.
     public init(owner: OwnedSubscription, eventID: Int64, dedupeKey: String, zoneID: ZoneID, reason: QueryNotificationReason?,
-                recordName: String?, fields: [String: FieldValue], collapseID: String?) {
+                recordName: String?, fields: [String: FieldValue], collapseID: String?, deviceID: String? = nil) {
         self.owner = owner
         self.eventID = eventID
         self.dedupeKey = dedupeKey
@@ -62,6 +65,7 @@ public struct NotificationDraft: Sendable, Hashable {
         self.recordName = recordName
         self.fields = fields
         self.collapseID = collapseID
+        self.deviceID = deviceID
     }
 
     /// The notification's type: the subscription's.

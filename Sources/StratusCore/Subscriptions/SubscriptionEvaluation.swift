@@ -12,6 +12,8 @@ import Foundation
 /// Zone subscriptions fire once per write request in their zone; database subscriptions once per
 /// write request and custom zone of their database (zone creations and deletions included); in the
 /// shared database, of the owners' zones shared with the subscriber (stratus-shares decides whom).
+/// A notification of a change the subscriber wrote from a device that named itself
+/// (`X-Stratus-Device-ID`) is marked with that device, whose couriers skip it (`origin`, `hands`).
 public enum SubscriptionEvaluation {
     /// What one event changed, as subscriptions see it.
     public enum Change: Sendable {
@@ -39,14 +41,17 @@ public enum SubscriptionEvaluation {
     /// - Parameters:
     ///   - change: what the event changed.
     ///   - zoneID: the event's zone.
-    ///   - eventID: the event's id; `eventCreatedAt` its time (ms); `requestID` the request that wrote it.
+    ///   - eventID: the event's id; `eventCreatedAt` its time (ms); `causation` the request that
+    ///     wrote it (its id, user and device).
     ///   - subscriptions: the candidates of the event's database (others are ignored).
     public static func drafts(
-        for change: Change, zoneID: ZoneID, eventID: Int64, eventCreatedAt: Int64, requestID: String, subscriptions: [OwnedSubscription]
+        for change: Change, zoneID: ZoneID, eventID: Int64, eventCreatedAt: Int64, causation: Causation, subscriptions: [OwnedSubscription]
     ) -> [NotificationDraft] {
         var drafts: [NotificationDraft] = []
+        let requestID = causation.requestID
         for owner in subscriptions where owner.createdAt <= eventCreatedAt {
             let subscription = owner.subscription
+            let device = origin(of: causation, for: owner.subscriber)
             switch subscription.type {
             case .query:
                 guard let query = subscription.query else { continue }
@@ -58,12 +63,12 @@ public enum SubscriptionEvaluation {
                 let collapseID = subscription.notificationInfo?.collapseIDKey.flatMap { record.fields[$0] }.flatMap(collapseText)
                 drafts.append(NotificationDraft(
                     owner: owner, eventID: eventID, dedupeKey: "event/\(eventID)", zoneID: zoneID, reason: reason,
-                    recordName: record.recordName, fields: fields, collapseID: collapseID))
+                    recordName: record.recordName, fields: fields, collapseID: collapseID, deviceID: device))
             case .zone:
                 guard subscription.zoneID?.zoneName == zoneID.zoneName, !zoneID.isDefaultZone else { continue }
                 drafts.append(NotificationDraft(
                     owner: owner, eventID: eventID, dedupeKey: "request/\(requestID)", zoneID: zoneID, reason: nil,
-                    recordName: nil, fields: [:], collapseID: nil))
+                    recordName: nil, fields: [:], collapseID: nil, deviceID: device))
             case .database:
                 guard !zoneID.isDefaultZone else { continue }
                 // A shared database holds zones of several owners (one request may accept shares of
@@ -71,10 +76,27 @@ public enum SubscriptionEvaluation {
                 let zone = owner.database.scope == .shared ? "owner/\(zoneID.ownerRecordName)/zone/\(zoneID.zoneName)" : "zone/\(zoneID.zoneName)"
                 drafts.append(NotificationDraft(
                     owner: owner, eventID: eventID, dedupeKey: "\(zone)/request/\(requestID)", zoneID: zoneID, reason: nil,
-                    recordName: nil, fields: [:], collapseID: nil))
+                    recordName: nil, fields: [:], collapseID: nil, deviceID: device))
             }
         }
         return drafts
+    }
+
+    /// The device a notification to `subscriber` is marked as coming from: the device that wrote the
+    /// change, when the subscriber wrote it. That device's couriers are not handed the notification
+    /// (a device is not pushed its own change); the subscriber's other devices are. A change another
+    /// user wrote is marked with no device, so no user can keep a notification from another's
+    /// devices by naming one of them.
+    public static func origin(of causation: Causation, for subscriber: String) -> String? {
+        guard let device = causation.deviceID, causation.userRecordName == subscriber else { return nil }
+        return device
+    }
+
+    /// Whether a courier of `courierDevice` (nil: a courier that named no device) is handed a
+    /// notification marked as coming from `notificationDevice`: always, unless both name the same device.
+    public static func hands(notificationFrom notificationDevice: String?, toCourierOf courierDevice: String?) -> Bool {
+        guard let notificationDevice, let courierDevice else { return true }
+        return notificationDevice != courierDevice
     }
 
     /// Why a query subscription fires for a change, and the record image the notification describes.

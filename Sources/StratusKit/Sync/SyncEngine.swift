@@ -15,8 +15,10 @@ import FoundationNetworking
 public actor StratusSyncEngine {
     /// How the engine hears that something changed on the server.
     public enum CourierMode: Sendable, Hashable {
-        /// The WebSocket courier, or the long-poll courier where the platform's URLSession has no
+        /// The WebSocket courier, or the long-poll courier where the platform's URLSession speaks no
         /// WebSocket (the long poll is pushed too: the server answers it as a notification is logged).
+        /// The engine tries the WebSocket first on every platform; FoundationNetworking on Linux
+        /// speaks it only over a libcurl built with WebSocket support, and refuses it at once otherwise.
         case automatic
         case webSocket
         case longPoll
@@ -62,15 +64,11 @@ public actor StratusSyncEngine {
     private var waiters: [CheckedContinuation<Void, Never>] = []
     private var needFetch = false
     private var needSend = false
-    /// Whether the WebSocket courier is left out: where URLSession failed it before its first
-    /// message, and on Linux, whose URLSession speaks WebSocket only over a libcurl built with it.
-    private var webSocketUnavailable = StratusSyncEngine.platformLacksWebSocket
-
-    #if canImport(FoundationNetworking)
-    static let platformLacksWebSocket = true
-    #else
-    static let platformLacksWebSocket = false
-    #endif
+    /// Whether the WebSocket courier is left out for this engine: URLSession refused it as a URL it
+    /// does not support (FoundationNetworking over a libcurl without WebSocket).
+    private(set) var webSocketUnavailable = false
+    /// Which courier brought the last notification (for tests and diagnostics).
+    private(set) var lastCourier: CourierMode?
     private let wake: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
 
@@ -198,6 +196,8 @@ public actor StratusSyncEngine {
     }
 
     /// Listens on the courier until the connection ends; each notification schedules a fetch.
+    /// `automatic` tries the WebSocket; when it fails before its first message, this round takes
+    /// the long poll, and every later one too when URLSession refused the WebSocket's URL as unsupported.
     private func listen(_ token: StratusDatabase.CourierToken) async throws {
         let mode = configuration.courier
         if mode == .webSocket || (mode == .automatic && !webSocketUnavailable), let text = token.webSocketURL, let url = URL(string: text) {
@@ -209,6 +209,7 @@ public actor StratusSyncEngine {
                     while true {
                         _ = try await task.receive()
                         received = true
+                        lastCourier = .webSocket
                         schedule(fetch: true)
                     }
                 } onCancel: {
@@ -216,9 +217,10 @@ public actor StratusSyncEngine {
                 }
             } catch {
                 if Task.isCancelled { throw CancellationError() }
-                // A platform whose URLSession speaks no WebSocket fails before the first message.
-                if mode == .automatic, !received { webSocketUnavailable = true; return }
-                throw StratusKitError(code: .networkFailure, reason: "the courier's WebSocket ended: \(error.localizedDescription)")
+                guard mode == .automatic, !received else {
+                    throw StratusKitError(code: .networkFailure, reason: "the courier's WebSocket ended: \(error.localizedDescription)")
+                }
+                if Self.refusesWebSocket(error) { webSocketUnavailable = true }
             }
         }
         // The long poll, in its list form: every notification waiting, or an empty list after the timeout.
@@ -229,7 +231,17 @@ public actor StratusSyncEngine {
         request.timeoutInterval = TimeInterval(configuration.longPollTimeout + 30)
         let (data, response) = try await database.container.transport.data(request)
         let answer = try Transport.read(data, status: (response as? HTTPURLResponse)?.statusCode ?? 0, retryAfterHeader: nil)
-        if let notifications = answer["notifications"]?.array, !notifications.isEmpty { schedule(fetch: true) }
+        if let notifications = answer["notifications"]?.array, !notifications.isEmpty {
+            lastCourier = .longPoll
+            schedule(fetch: true)
+        }
+    }
+
+    /// Whether URLSession refused a WebSocket as a URL it does not support: FoundationNetworking
+    /// over a libcurl built without WebSocket ("WebSockets not supported by libcurl").
+    static func refusesWebSocket(_ error: any Error) -> Bool {
+        let error = error as NSError
+        return error.domain == NSURLErrorDomain && error.code == NSURLErrorUnsupportedURL
     }
 
     // MARK: Rounds

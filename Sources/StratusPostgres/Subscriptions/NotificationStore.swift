@@ -33,6 +33,8 @@ public struct NotificationStore: Sendable {
         public var payload: JSONValue
         /// When it was logged, in milliseconds.
         public var createdAt: Int64
+        /// The device the change came from, when the subscriber made it (its couriers skip it).
+        public var deviceID: String?
     }
 
     /// Logs drafts in the worker's transaction: each subscriber's next positions, the unread count, a
@@ -106,6 +108,7 @@ public struct NotificationStore: Sendable {
             row["zone_owner"] = .string(draft.zoneID.ownerRecordName)
             row["record_name"] = draft.recordName.map(JSONValue.string) ?? .null
             row["collapse_id"] = draft.collapseID.map(JSONValue.string) ?? .null
+            row["device_id"] = draft.deviceID.map(JSONValue.string) ?? .null
             row["payload"] = draft.payload(notificationID: notificationID, badge: unread)
             rows.append(.object(row))
         }
@@ -114,13 +117,14 @@ public struct NotificationStore: Sendable {
         try await connection.query("""
             WITH logged AS (
                 INSERT INTO notifications (container, environment, subscriber, position, notification_id, scope, owner, subscription_id,
-                                           dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id, payload)
+                                           dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id,
+                                           device_id, payload)
                 SELECT container, environment, subscriber, position, notification_id, scope, owner, subscription_id,
-                       dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id, payload
+                       dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id, device_id, payload
                 FROM jsonb_to_recordset(\(JSONValue.array(rows).text)::jsonb) AS n(
                     container text, environment text, subscriber text, position bigint, notification_id uuid, scope text, owner text,
                     subscription_id text, dedupe_key text, event_id bigint, notification_type text, reason text, zone_name text,
-                    zone_owner text, record_name text, collapse_id text, payload jsonb)
+                    zone_owner text, record_name text, collapse_id text, device_id text, payload jsonb)
                 RETURNING notification_id, container, environment, subscriber)
             INSERT INTO notification_deliveries (notification_id, channel, target)
             SELECT l.notification_id, 'webhook', w.webhook_id::text FROM logged l JOIN webhooks w ON w.container = l.container
@@ -182,18 +186,18 @@ public struct NotificationStore: Sendable {
         try await store.withConnection { connection in
             let rows = try await connection.query("""
                 SELECT position, notification_id, subscription_id, notification_type, reason, zone_name, zone_owner, scope, record_name,
-                       is_read, payload::text, (extract(epoch FROM created_at) * 1000)::bigint
+                       is_read, payload::text, (extract(epoch FROM created_at) * 1000)::bigint, device_id
                 FROM notifications
                 WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber) AND position > \(position)
                 ORDER BY position LIMIT \(limit + 1)
                 """, logger: logger)
             var logged: [Logged] = []
-            for try await row in rows.decode((Int64, UUID, String, String, String?, String, String, String, String?, Bool, String, Int64).self) {
+            for try await row in rows.decode((Int64, UUID, String, String, String?, String, String, String, String?, Bool, String, Int64, String?).self) {
                 let payload = (try? EventCoding.decoder.decode(JSONValue.self, from: Data(row.10.utf8))) ?? .object([:])
                 logged.append(Logged(
                     position: row.0, notificationID: row.1, subscriptionID: row.2, type: row.3, reason: row.4,
                     zoneID: ZoneID(zoneName: row.5, ownerRecordName: row.6), scope: row.7, recordName: row.8, isRead: row.9,
-                    payload: payload, createdAt: row.11))
+                    payload: payload, createdAt: row.11, deviceID: row.12))
             }
             let more = logged.count > limit
             if more { logged.removeLast() }
@@ -232,20 +236,25 @@ public struct NotificationStore: Sendable {
         public var apnsEnvironment: String
         /// The last position handed to this courier.
         public var delivered: Int64
+        /// The device the token was made for (`X-Stratus-Device-ID` of `tokens/create`): the
+        /// courier skips the notifications of that device's own changes.
+        public var deviceID: String?
     }
 
     /// Makes a courier token for the user; it starts at the user's current position (what was logged
     /// before is fetched with `notifications/changes`). At most `maxPerSubscriber` tokens are kept
-    /// per user: the least recently used beyond that are dropped.
+    /// per user: the least recently used beyond that are dropped. `deviceID`: the device it is made
+    /// for, whose own changes it is not handed.
     public func createCourier(
-        container: String, environment: StratusCore.Environment, subscriber: String, apnsEnvironment: String, maxPerSubscriber: Int, logger: Logger
+        container: String, environment: StratusCore.Environment, subscriber: String, apnsEnvironment: String, deviceID: String? = nil,
+        maxPerSubscriber: Int, logger: Logger
     ) async throws -> String {
         let token = Self.newToken()
         try await store.serializable(logger: logger) { transaction in
             let connection = transaction.connection
             try await connection.query("""
-                INSERT INTO courier_tokens (token_digest, container, environment, subscriber, apns_environment, delivered)
-                VALUES (\(Self.digest(token)), \(container), \(environment.rawValue), \(subscriber), \(apnsEnvironment),
+                INSERT INTO courier_tokens (token_digest, container, environment, subscriber, apns_environment, device_id, delivered)
+                VALUES (\(Self.digest(token)), \(container), \(environment.rawValue), \(subscriber), \(apnsEnvironment), \(deviceID),
                         coalesce((SELECT last_position FROM notification_positions
                                   WHERE container = \(container) AND environment = \(environment.rawValue) AND subscriber = \(subscriber)), 0))
                 """, logger: transaction.logger)
@@ -267,11 +276,12 @@ public struct NotificationStore: Sendable {
             // directory maps the token to the subscriber's node.
             let rows = try await connection.query("""
                 UPDATE courier_tokens SET last_seen_at = now() WHERE token_digest = \(Self.digest(token))
-                RETURNING container, environment, subscriber, apns_environment, delivered
+                RETURNING container, environment, subscriber, apns_environment, delivered, device_id
                 """, logger: logger)
-            for try await (container, environment, subscriber, apns, delivered) in rows.decode((String, String, String, String, Int64).self) {
+            for try await (container, environment, subscriber, apns, delivered, device) in rows.decode((String, String, String, String, Int64, String?).self) {
                 guard let environment = StratusCore.Environment(rawValue: environment) else { return nil }
-                return Courier(container: container, environment: environment, subscriber: subscriber, apnsEnvironment: apns, delivered: delivered)
+                return Courier(
+                    container: container, environment: environment, subscriber: subscriber, apnsEnvironment: apns, delivered: delivered, deviceID: device)
             }
             return nil
         }

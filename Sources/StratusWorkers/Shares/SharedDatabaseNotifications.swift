@@ -10,7 +10,7 @@ import StratusPostgres
 struct SharedDatabaseNotifications {
     /// One write request's change of an owner's zone: the request's last event of the zone.
     struct Change {
-        var requestID: String
+        var causation: Causation
         var eventID: Int64
         var createdAt: Int64
     }
@@ -48,7 +48,7 @@ struct SharedDatabaseNotifications {
         let zoneID = ZoneID(zoneName: zoneName, ownerRecordName: database.owner)
         for change in changes {
             drafts += SubscriptionEvaluation.drafts(
-                for: .zone, zoneID: zoneID, eventID: change.eventID, eventCreatedAt: change.createdAt, requestID: change.requestID,
+                for: .zone, zoneID: zoneID, eventID: change.eventID, eventCreatedAt: change.createdAt, causation: change.causation,
                 subscriptions: candidates)
         }
     }

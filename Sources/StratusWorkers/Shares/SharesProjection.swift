@@ -64,7 +64,7 @@ public struct SharesProjection: Projection {
             var run = pending[event.zoneKey] ?? Pending(database: database, zoneName: zoneName, sequence: sequence)
             run.sequence = max(sequence, run.sequence)
             let change = Self.change(event)
-            if let last = run.changes.indices.last, run.changes[last].requestID == change.requestID {
+            if let last = run.changes.indices.last, run.changes[last].causation.requestID == change.causation.requestID {
                 run.changes[last] = change
             } else {
                 run.changes.append(change)
@@ -115,7 +115,7 @@ public struct SharesProjection: Projection {
 
     /// An event as the write request it belongs to.
     static func change(_ event: EventEnvelope) -> SharedDatabaseNotifications.Change {
-        SharedDatabaseNotifications.Change(requestID: event.causation.requestID, eventID: event.id, createdAt: event.createdAt)
+        SharedDatabaseNotifications.Change(causation: event.causation, eventID: event.id, createdAt: event.createdAt)
     }
 
     public func reset(in transaction: Transaction, logger: Logger) async throws {

@@ -139,7 +139,7 @@ public struct SubscriptionsProjection: Projection {
             }
             return SubscriptionEvaluation.drafts(
                 for: .saved(after: saved.record, before: before, created: created), zoneID: saved.zoneID, eventID: event.id,
-                eventCreatedAt: event.createdAt, requestID: event.causation.requestID, subscriptions: candidates)
+                eventCreatedAt: event.createdAt, causation: event.causation, subscriptions: candidates)
         case RecordDeleted.eventType:
             // The record's last fields are read only for query subscriptions (below).
             let deleted = try RecordDeleted.withoutImage(event)
@@ -162,14 +162,14 @@ public struct SubscriptionsProjection: Projection {
             }
             return SubscriptionEvaluation.drafts(
                 for: .deleted(recordName: deleted.recordName, recordType: deleted.recordType, last: last), zoneID: deleted.zoneID,
-                eventID: event.id, eventCreatedAt: event.createdAt, requestID: event.causation.requestID, subscriptions: candidates)
+                eventID: event.id, eventCreatedAt: event.createdAt, causation: event.causation, subscriptions: candidates)
         case .zoneCreated, .zoneDeleted:
             let zone = event.type == .zoneCreated
                 ? try event.decode(ZoneCreated.self).identity : try event.decode(ZoneDeleted.self).identity
             let candidates = try await batch.candidates(database: zone.database, zoneName: zone.zoneID.zoneName, recordType: nil)
             return SubscriptionEvaluation.drafts(
                 for: .zone, zoneID: zone.zoneID, eventID: event.id, eventCreatedAt: event.createdAt,
-                requestID: event.causation.requestID, subscriptions: candidates)
+                causation: event.causation, subscriptions: candidates)
         default:
             return nil
         }

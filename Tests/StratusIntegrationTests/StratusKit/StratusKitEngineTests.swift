@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import PostgresNIO
 @testable import StratusKit
 import StratusPostgres
@@ -132,8 +135,12 @@ final class StratusKitEngineTests: XCTestCase {
                 group.addTask { await a.engine.run() }
                 group.addTask { await b.engine.run() }
                 defer { group.cancelAll() }
-                // b's courier is listening once its subscription and token exist.
-                try await TestSupport.eventually(timeout: .seconds(20), "b's courier") { b.engine.state.read { $0.courier != nil && $0.subscriptionSaved } }
+                // The couriers are listening once their subscription and tokens exist.
+                for device in [a, b] {
+                    try await TestSupport.eventually(timeout: .seconds(20), "\(device.name)'s courier") {
+                        device.engine.state.read { $0.courier != nil && $0.subscriptionSaved }
+                    }
+                }
                 await a.createZone(Self.notes)
                 await a.save(RecordID(recordName: "hello", zoneID: Self.notes), fields: ["text": "pushed"])
                 // a sends by itself (pending changes, debounced); b fetches when notified.
@@ -141,7 +148,46 @@ final class StratusKitEngineTests: XCTestCase {
                     b.records[RecordID(recordName: "hello", zoneID: Self.notes)]?.fields["text"] == .string("pushed")
                 }
                 XCTAssertFalse(a.engine.state.hasPendingUntrackedChanges)
+                // And back: b's change is pushed to a.
+                await b.save(RecordID(recordName: "reply", zoneID: Self.notes), fields: ["text": "back"])
+                try await TestSupport.eventually(timeout: .seconds(20), "a to be handed b's record") {
+                    a.records[RecordID(recordName: "reply", zoneID: Self.notes)]?.fields["text"] == .string("back")
+                }
             }
+            // Each engine's courier token was made for its device, so the server does not push a
+            // device its own changes (OwnChangeNotificationTests shows the courier's side).
+            let devices = try await fixture.store.withConnection { connection in
+                var found: [String] = []
+                for try await device in try await connection.query("SELECT device_id FROM courier_tokens ORDER BY device_id", logger: TestSupport.logger).decode(String?.self) {
+                    found.append(device ?? "(no device)")
+                }
+                return found
+            }
+            XCTAssertEqual(devices, [a.engine.state.deviceID, b.engine.state.deviceID].sorted())
+            // The courier they listened on: the WebSocket where this platform's URLSession speaks it,
+            // else (FoundationNetworking over a libcurl without WebSocket) the long poll, after the
+            // WebSocket was tried and refused.
+            let speaksWebSocket = await Self.urlSessionSpeaksWebSocket()
+            for device in [a, b] {
+                let unavailable = await device.engine.webSocketUnavailable
+                let courier = await device.engine.lastCourier
+                XCTAssertEqual(unavailable, !speaksWebSocket, device.name)
+                XCTAssertEqual(courier, speaksWebSocket ? StratusSyncEngine.CourierMode.webSocket : .longPoll, device.name)
+            }
+        }
+    }
+
+    /// Whether URLSession here opens WebSockets: it refuses a `ws:` URL at once as unsupported
+    /// where it cannot (else it tries to connect, and a closed port refuses the connection).
+    static func urlSessionSpeaksWebSocket() async -> Bool {
+        let task = URLSession.shared.webSocketTask(with: URL(string: "ws://127.0.0.1:1/")!)
+        task.resume()
+        defer { task.cancel() }
+        do {
+            _ = try await task.receive()
+            return true
+        } catch {
+            return !StratusSyncEngine.refusesWebSocket(error)
         }
     }
 

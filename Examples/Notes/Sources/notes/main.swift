@@ -47,6 +47,8 @@ final class NotesSync: StratusSyncEngineDelegate {
                 if printArrivals {
                     for record in modified { print("← \(record.recordID.recordName): \(record["text"]?.stringValue ?? "")") }
                     for id in deleted { print("← \(id.recordName) deleted") }
+                    // At once, also when the output goes to a pipe or a file.
+                    fflush(nil)
                 }
             case .fetchedDatabaseChanges(_, let deletions) where !deletions.isEmpty:
                 try await store.update { $0.notes = [:] }
@@ -139,5 +141,6 @@ if arguments.first == "list" {
 }
 if arguments.first == "watch" {
     print("watching; Ctrl-C stops")
+    fflush(nil)
     await engine.run()
 }
