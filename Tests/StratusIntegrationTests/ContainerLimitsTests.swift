@@ -262,37 +262,23 @@ final class ContainerLimitsTests: XCTestCase {
     func testALimitChangeReachesEveryProcessWithinASecondWhateverItCached() async throws {
         try await TestSupport.withMigratedStore { store, url in
             let apiToken = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
-            let secretKey = SecretKey.generate()
-            @Sendable func api() -> some ApplicationProtocol {
-                var configuration = APIConfiguration(secretKey: secretKey)
-                configuration.port = 0
-                configuration.authCacheTTL = .seconds(60)
-                return buildApplication(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration, services: [], logger: TestSupport.logger)
-            }
             let query = AuthTests.path("records/query") + "?ckAPIToken=\(apiToken)"
             let body = try AuthTests.json(["query": ["recordType": "Note"]])
-            try await TestSupport.withStore(url: url) { other in
-                try await api().test(.live) { first in
-                    try await api().test(.live) { second in
-                        try await TestSupport.eventually(timeout: .seconds(30), "both API processes to listen for access changes") {
-                            try await AccessCacheTests.listeningConnections(other, terminate: false) >= 2
-                        }
-                        for client in [first, second] {
-                            let (status, answer) = try await AuthTests.send(client, query, body: body)
-                            XCTAssertEqual(status, 200, "served (and cached) before the change: \(answer)")
-                        }
-                        let set = try await ContainerStore(store: other).setLimits(
-                            of: Self.container, ContainerLimits(requestRate: 0.01, requestBurst: 1), logger: TestSupport.logger)
-                        XCTAssertTrue(set)
-                        let changed = ContinuousClock.now
-                        for (name, client) in [("first", first), ("second", second)] {
-                            try await TestSupport.eventually(timeout: .seconds(1), "the \(name) API process to apply the container's rate") {
-                                try await AuthTests.send(client, query, body: body).0 == 429
-                            }
-                        }
-                        XCTAssertLessThan(ContinuousClock.now - changed, .seconds(1))
+            try await ContainerTenancyTests.withTwoCachingAPIs(store: store, url: url, secretKey: SecretKey.generate()) { other, first, second in
+                for client in [first, second] {
+                    let (status, answer) = try await AuthTests.send(client, query, body: body)
+                    XCTAssertEqual(status, 200, "served (and cached) before the change: \(answer)")
+                }
+                let set = try await ContainerStore(store: other).setLimits(
+                    of: Self.container, ContainerLimits(requestRate: 0.01, requestBurst: 1), logger: TestSupport.logger)
+                XCTAssertTrue(set)
+                let changed = ContinuousClock.now
+                for (name, client) in [("first", first), ("second", second)] {
+                    try await TestSupport.eventually(timeout: .seconds(1), "the \(name) API process to apply the container's rate") {
+                        try await AuthTests.send(client, query, body: body).0 == 429
                     }
                 }
+                XCTAssertLessThan(ContinuousClock.now - changed, .seconds(1))
             }
         }
     }
