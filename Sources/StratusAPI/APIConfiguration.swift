@@ -50,6 +50,11 @@ public struct APIConfiguration: Sendable {
     public var rateLimits = RateLimits()
     /// Failed sign-ins per login and per client address.
     public var signInLimits = SignInLimits()
+    /// `STRATUS_METRICS_CONTAINERS`: how many containers `/metrics` names in its per-container
+    /// usage (`ContainerMetrics`); 0: none (the default).
+    public var containerMetrics = 0
+    /// `STRATUS_METRICS_CONTAINERS_SECONDS`: how often the containers' usage is read for `/metrics`.
+    public var containerMetricsInterval: Duration = .seconds(60)
     /// How long a connection may stay idle (no request in progress, nothing received) before the
     /// server closes it; nil keeps idle connections open for ever.
     public var idleTimeout: Duration? = .seconds(60)

@@ -30,6 +30,8 @@ public struct APIDependencies: Sendable {
     /// Where email messages (sign-up, password reset) go; nil: none is sent, and those requests
     /// are refused.
     public var email: (any EmailSending)?
+    /// Usage per container as metrics (`STRATUS_METRICS_CONTAINERS`); nil: not exported.
+    public var containerMetrics: ContainerMetrics? = nil
 
     /// Creates the dependencies; without a blob store, assets go to a fresh folder under the
     /// temporary directory (tests that do not look at assets).
@@ -63,7 +65,10 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     let containers = ContainerStore(store: dependencies.store)
     let authenticator = Authenticator(
         containers: containers, serverKeys: ServerKeyStore(store: dependencies.store), secretKey: configuration.secretKey,
-        signInURL: configuration.signInURL, publicURL: configuration.publicURL, limiter: RequestLimiter(configuration.rateLimits), accessCache: accessCache,
+        signInURL: configuration.signInURL, publicURL: configuration.publicURL, limiter: RequestLimiter(
+            configuration.rateLimits,
+            shared: SharedRequestLimiter(buckets: RequestBuckets(store: dependencies.store), capacity: configuration.rateLimits.maxBuckets)),
+        accessCache: accessCache, requestMetrics: dependencies.containerMetrics,
         webAuthTokens: OpenedWebAuthTokens(key: configuration.secretKey))
     let signInLimiter = SignInLimiter(configuration.signInLimits)
     let sessions = SessionStore(store: dependencies.store)

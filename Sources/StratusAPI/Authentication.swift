@@ -28,6 +28,8 @@ struct Caller: Sendable {
     /// Where this server is reached, for the absolute `redirectURL` (`STRATUS_PUBLIC_URL`, else the
     /// request's own scheme and `Host`).
     var publicURL: String? = nil
+    /// The container's own limits (its request rates and quotas).
+    var limits = ContainerLimits()
 }
 
 /// What a call does with the database it addresses.
@@ -55,6 +57,8 @@ struct Authenticator: Sendable {
     var limiter = RequestLimiter(RateLimits())
     /// Recent answers about API tokens; nil: every call reads the database.
     var accessCache: AccessCache? = nil
+    /// Counts calls per container (`STRATUS_METRICS_CONTAINERS`); nil: not counted.
+    var requestMetrics: ContainerMetrics? = nil
     /// The web auth tokens opened so far (signed with `secretKey`), so each is opened once.
     let webAuthTokens: OpenedWebAuthTokens
 
@@ -117,6 +121,7 @@ struct Authenticator: Sendable {
         }
         try ContainerSuspension.check(access.suspended, container: access.container)
         var caller = Caller(container: access.container, credential: .apiToken(apiToken), allowsAnonymousPublic: access.allowsAnonymousPublic)
+        caller.limits = access.limits
         caller.origin = SignInPageRequest.origin(request.headers[.origin])
         caller.publicURL = publicURL ?? Self.publicURL(of: request)
         if presentedToken != nil {
@@ -140,7 +145,9 @@ struct Authenticator: Sendable {
                 signature: signed.signature, date: signed.date, body: body, subpaths: signed.subpaths, publicKey: signed.key.publicKey,
                 now: Int64(Date().timeIntervalSince1970))
             let key = signed.key
-            return Caller(container: key.container, credential: .serverKey(key.keyID), userRecordName: key.userRecordName, allowsAnonymousPublic: false)
+            var caller = Caller(container: key.container, credential: .serverKey(key.keyID), userRecordName: key.userRecordName, allowsAnonymousPublic: false)
+            caller.limits = key.containerLimits
+            return caller
         }
     }
 

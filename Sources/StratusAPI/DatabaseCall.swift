@@ -25,14 +25,18 @@ struct DatabaseCall {
         let identified = try await authenticator.identify(request, path: path, logger: context.logger)
         var database: DatabaseID?
         if case .caller(let caller) = identified {
+            authenticator.requestMetrics?.request(caller.container)
             database = try authenticator.database(for: caller, path: path, access: access)
             // A known caller over its rate is refused before its body is read.
-            try authenticator.limiter.admit(caller)
+            try await authenticator.limiter.admit(caller, logger: context.logger)
         }
         let body = try await RequestBody.read(request, limit: limits.maxRequestBytes)
         let caller = try authenticator.verify(identified, body: body)
         // A signed request's caller is known only once its signature checks out.
-        if case .signed = identified { try authenticator.limiter.admit(caller) }
+        if case .signed = identified {
+            authenticator.requestMetrics?.request(caller.container)
+            try await authenticator.limiter.admit(caller, logger: context.logger)
+        }
         let addressed = try database ?? authenticator.database(for: caller, path: path, access: access)
         return DatabaseCall(path: path, body: body, caller: caller, target: CallTarget(addressed: addressed))
     }

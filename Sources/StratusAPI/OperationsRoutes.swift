@@ -32,7 +32,7 @@ struct OperationsRoutes<Context: StratusRequestContext>: Sendable {
         router.get("/metrics") { _, _ in
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: dependencies.metrics())))
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: dependencies.metrics() + (dependencies.containerMetrics?.render() ?? ""))))
         }
         router.get("/openapi.json") { _, _ in
             var headers = HTTPFields()

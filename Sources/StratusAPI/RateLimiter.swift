@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import StratusCore
 import Synchronization
 
@@ -185,32 +186,67 @@ public struct RateLimits: Sendable {
     public init() {}
 }
 
-/// Admits or throttles authenticated calls, per user and per container, in this process.
+/// Admits or throttles authenticated calls, per user and per container.
 ///
-/// Each `stratus-api` process counts on its own: with N processes behind a load balancer a caller
-/// gets up to N times the configured rate.
+/// A container with a rate of its own (`ContainerLimits`, `stratus container set`) is counted in
+/// buckets shared by every `stratus-api` process (`SharedRequestLimiter`); one without it by the
+/// process's settings (`STRATUS_RATE_*`), which each process counts on its own: with N processes
+/// behind a load balancer a caller gets up to N times that rate.
 final class RequestLimiter: Sendable {
     let users: KeyedBuckets?
     let containers: KeyedBuckets?
+    /// The shared buckets; nil: containers' own rates are not applied (a router without a database).
+    let shared: SharedRequestLimiter?
 
-    init(_ limits: RateLimits) {
+    init(_ limits: RateLimits, shared: SharedRequestLimiter? = nil) {
         users = limits.user.isOn ? KeyedBuckets(rate: limits.user, capacity: limits.maxBuckets) : nil
         containers = limits.container.isOn ? KeyedBuckets(rate: limits.container, capacity: limits.maxBuckets) : nil
+        self.shared = shared
     }
 
-    /// Whether any limit is on.
-    var isOn: Bool { users != nil || containers != nil }
-
     /// Takes a token for the caller from its user's bucket and its container's; throws THROTTLED
-    /// with `retryAfter` when either is empty. A call refused by the user's bucket takes nothing
-    /// from the container's, so one busy user does not use up the container for the others.
-    func admit(_ caller: Caller, now: ContinuousClock.Instant = .now) throws(StratusError) {
-        if let users, let user = caller.userRecordName,
-           case .limited(let retryAfter) = users.take(caller.container + "\u{0}" + user, now: now) {
-            throw StratusError(.throttled, "Too many requests from this user; retry after \(retryAfter) s", retryAfter: retryAfter)
+    /// with `retryAfter` when either is empty. A call refused by the container's bucket gives its
+    /// user's token back, and one refused by the user's takes nothing from the container's, so one
+    /// busy user does not use up the container for the others.
+    func admit(_ caller: Caller, logger: Logger, now: ContinuousClock.Instant = .now) async throws(StratusError) {
+        var tookUser: (() -> Void)?
+        if let user = caller.userRecordName {
+            let key = caller.container + "\u{0}" + user
+            switch caller.limits.userRate {
+            case .off: break
+            case .process:
+                if let users {
+                    if case .limited(let retryAfter) = users.take(key, now: now) { throw Self.throttled(user: true, retryAfter) }
+                    tookUser = { users.giveBack(key) }
+                }
+            case .shared(let perSecond, let burst):
+                if let shared {
+                    let bucket = SharedRequestLimiter.Key(container: caller.container, user: user)
+                    if case .limited(let retryAfter) = await shared.take(bucket, perSecond: perSecond, burst: burst, logger: logger) {
+                        throw Self.throttled(user: true, retryAfter)
+                    }
+                    tookUser = { shared.giveBack(bucket) }
+                }
+            }
         }
-        if let containers, case .limited(let retryAfter) = containers.take(caller.container, now: now) {
-            throw StratusError(.throttled, "Too many requests to this container; retry after \(retryAfter) s", retryAfter: retryAfter)
+        var decision = RateDecision.allowed
+        switch caller.limits.containerRate {
+        case .off: break
+        case .process:
+            if let containers { decision = containers.take(caller.container, now: now) }
+        case .shared(let perSecond, let burst):
+            if let shared {
+                decision = await shared.take(.init(container: caller.container, user: nil), perSecond: perSecond, burst: burst, logger: logger)
+            }
         }
+        if case .limited(let retryAfter) = decision {
+            tookUser?()
+            throw Self.throttled(user: false, retryAfter)
+        }
+    }
+
+    private static func throttled(user: Bool, _ retryAfter: Int) -> StratusError {
+        StratusError(
+            .throttled, "Too many requests \(user ? "from this user" : "to this container"); retry after \(retryAfter) s", retryAfter: retryAfter)
     }
 }

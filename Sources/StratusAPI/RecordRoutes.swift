@@ -86,7 +86,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         var storeLimits = RecordStore.Limits()
         storeLimits.maxRecordBytes = limits.maxRecordBytes
         storeLimits.maxEventBytes = limits.maxEventBytes
-        storeLimits.userQuotaBytes = limits.userQuotaBytes
+        storeLimits.userQuotaBytes = caller.limits.userQuota(default: limits.userQuotaBytes)
         let outcomes = try await records.modify(
             commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: deviceID, limits: storeLimits, sharedWith: target.participant,
             logger: context.logger)

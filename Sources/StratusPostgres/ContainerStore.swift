@@ -36,14 +36,20 @@ public struct ContainerStore: Sendable {
         public var sessionActive: Bool?
         /// Whether an operator suspended the container: its requests are refused.
         public var suspended: Bool
+        /// The container's own limits (read with the rest, so they cost no statement of their own).
+        public var limits: ContainerLimits
 
         /// Creates an answer.
-        public init(container: String, allowsAnonymousPublic: Bool, credentialEpoch: Int64?, sessionActive: Bool? = nil, suspended: Bool = false) {
+        public init(
+            container: String, allowsAnonymousPublic: Bool, credentialEpoch: Int64?, sessionActive: Bool? = nil, suspended: Bool = false,
+            limits: ContainerLimits = ContainerLimits()
+        ) {
             self.container = container
             self.allowsAnonymousPublic = allowsAnonymousPublic
             self.credentialEpoch = credentialEpoch
             self.sessionActive = sessionActive
             self.suspended = suspended
+            self.limits = limits
         }
     }
 
@@ -68,14 +74,18 @@ public struct ContainerStore: Sendable {
             let rows = try await connection.query(
                 """
                 SELECT t.container, c.allow_anonymous_public, c.suspended_at IS NOT NULL,
+                       \(unescaped: ContainerLimitsRow.columns),
                        (SELECT u.credential_epoch FROM users u WHERE u.user_record_name = \(user) AND u.container = t.container),
                        (SELECT s.revoked_at IS NULL FROM sessions s
                         WHERE s.session_id = \(session) AND s.user_record_name = \(user) AND s.container = t.container)
                 FROM api_tokens t JOIN containers c USING (container)
                 WHERE t.token_digest = \(digest)
                 """, preparedIn: statements, logger: logger)
-            for try await (container, anonymous, suspended, epoch, active) in rows.decode((String, Bool, Bool, Int64?, Bool?).self) {
-                return Access(container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch, sessionActive: active, suspended: suspended)
+            for try await (container, anonymous, suspended, rate, burst, userRate, userBurst, quota, subscriptions, epoch, active)
+                in rows.decode((String, Bool, Bool, Double?, Double?, Double?, Double?, Int64?, Int32?, Int64?, Bool?).self) {
+                return Access(
+                    container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch, sessionActive: active, suspended: suspended,
+                    limits: ContainerLimitsRow.limits(rate, burst, userRate, userBurst, quota, subscriptions))
             }
             return nil
         }

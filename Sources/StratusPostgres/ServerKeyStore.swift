@@ -15,6 +15,8 @@ public struct ServerKey: Sendable {
     public var userRecordName: String
     /// Whether an operator suspended the container: its requests are refused.
     public var containerSuspended: Bool = false
+    /// The container's own limits.
+    public var containerLimits = ContainerLimits()
 }
 
 /// Server-to-server keys: registered by an operator, looked up on every signed request.
@@ -55,13 +57,16 @@ public struct ServerKeyStore: Sendable {
         return try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
-                SELECT k.container, k.public_key, k.user_record_name, c.suspended_at IS NOT NULL
+                SELECT k.container, k.public_key, k.user_record_name, c.suspended_at IS NOT NULL,
+                       \(unescaped: ContainerLimitsRow.columns)
                 FROM server_keys AS k JOIN containers AS c USING (container)
                 WHERE k.key_id = \(id.lowercased()) AND k.revoked_at IS NULL
                 """, logger: logger)
-            for try await (container, der, user, suspended) in rows.decode((String, Data, String, Bool).self) {
+            for try await (container, der, user, suspended, rate, burst, userRate, userBurst, quota, subscriptions)
+                in rows.decode((String, Data, String, Bool, Double?, Double?, Double?, Double?, Int64?, Int32?).self) {
                 return ServerKey(
-                    keyID: id.lowercased(), container: container, publicKey: try ServerPublicKey(der: der), userRecordName: user, containerSuspended: suspended)
+                    keyID: id.lowercased(), container: container, publicKey: try ServerPublicKey(der: der), userRecordName: user, containerSuspended: suspended,
+                    containerLimits: ContainerLimitsRow.limits(rate, burst, userRate, userBurst, quota, subscriptions))
             }
             return nil
         }

@@ -95,6 +95,32 @@ public enum Admin {
         }
     }
 
+    /// Changes a container's own limits (each by its text: a number, or `default`); returns them all.
+    public static func setContainerLimits(
+        _ container: String, _ changes: [(ContainerLimits.Setting, String)], _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> ContainerLimits {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            let containers = ContainerStore(store: store)
+            guard var limits = try await containers.limits(of: container, logger: logger) else { throw ConfigurationProblem("no container '\(container)'") }
+            for (setting, text) in changes { try limits.set(setting, text) }
+            guard try await containers.setLimits(of: container, limits, logger: logger) else { throw ConfigurationProblem("no container '\(container)'") }
+            return limits
+        }
+    }
+
+    /// One container's usage and own limits; nil when there is no such container.
+    public static func containerDetails(
+        _ container: String, _ configuration: StratusConfiguration, logger: Logger
+    ) async throws -> (ContainerUsage, ContainerLimits)? {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            let containers = ContainerStore(store: store)
+            guard let usage = try await containers.usage(of: container, limit: 1, logger: logger).first,
+                  let limits = try await containers.limits(of: container, logger: logger)
+            else { return nil }
+            return (usage, limits)
+        }
+    }
+
     /// The containers (or one) with what each holds.
     public static func containerUsage(
         _ container: String?, after: String?, limit: Int, _ configuration: StratusConfiguration, logger: Logger

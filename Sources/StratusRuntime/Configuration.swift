@@ -168,6 +168,15 @@ public struct StratusConfiguration: Sendable {
             throw ConfigurationProblem("STRATUS_AUTH_CACHE_MS must be 0 (no cache) to 60000 milliseconds, got \(authCacheMilliseconds)")
         }
         api.authCacheTTL = .milliseconds(authCacheMilliseconds)
+        api.containerMetrics = try int("STRATUS_METRICS_CONTAINERS", api.containerMetrics)
+        guard (0...10_000).contains(api.containerMetrics) else {
+            throw ConfigurationProblem("STRATUS_METRICS_CONTAINERS must be 0 (none) to 10000, got \(api.containerMetrics)")
+        }
+        let containerMetricsSeconds = try int("STRATUS_METRICS_CONTAINERS_SECONDS", Int(api.containerMetricsInterval.components.seconds))
+        guard (1...86_400).contains(containerMetricsSeconds) else {
+            throw ConfigurationProblem("STRATUS_METRICS_CONTAINERS_SECONDS must be 1 to 86400, got \(containerMetricsSeconds)")
+        }
+        api.containerMetricsInterval = .seconds(containerMetricsSeconds)
         api.syncReadAheadPages = try int("STRATUS_SYNC_READ_AHEAD_PAGES", api.syncReadAheadPages)
         guard (0...10_000).contains(api.syncReadAheadPages) else {
             throw ConfigurationProblem("STRATUS_SYNC_READ_AHEAD_PAGES must be 0 (none) to 10000, got \(api.syncReadAheadPages)")

@@ -79,7 +79,7 @@ public enum StratusProcess {
         }
         let kafka = configuration.kafka
         let tasks = taskOwner(configuration, logger: logger)
-        let dependencies = APIDependencies(
+        var dependencies = APIDependencies(
             store: store,
             readiness: [
                 ReadinessCheck(name: "database") { try await store.ping(logger: logger) },
@@ -91,6 +91,11 @@ public enum StratusProcess {
             maintenance: Maintenance.launcher(store: store, broker: Maintenance.Broker(
                 kafka: kafka, topic: configuration.relay.topic, consumerGroupSuffix: configuration.worker.consumerGroupSuffix), owner: tasks),
             tasks: tasks, email: emailSender(configuration.emailDelivery, allowInsecureLoopback: configuration.webhookAllowInsecureLoopback, logger: logger))
+        if configuration.api.containerMetrics > 0 {
+            let metrics = ContainerMetrics(limit: configuration.api.containerMetrics)
+            dependencies.containerMetrics = metrics
+            services.append(ContainerUsageRefresh(metrics: metrics, store: store, interval: configuration.api.containerMetricsInterval, logger: logger))
+        }
         let app = buildApplication(dependencies, configuration: configuration.api, services: services, logger: logger)
         try await app.runService()
     }
@@ -161,6 +166,21 @@ public enum StratusProcess {
             logger.critical("stopped", metadata: ["error": "\(error)"])
             FileHandle.standardError.write(Data("\(label): \(error)\n".utf8))
             exit(1)
+        }
+    }
+}
+
+/// Reads the containers' usage for `/metrics` every `interval` (`ContainerMetrics.refresh`), so a
+/// scrape never counts anything; a failed read is logged and tried again at the next interval.
+struct ContainerUsageRefresh: Service {
+    let metrics: ContainerMetrics
+    let store: PostgresStore
+    let interval: Duration
+    let logger: Logger
+
+    func run() async throws {
+        try await repeatPass(every: interval, what: "reading the containers' usage for /metrics", logger: logger) {
+            try await metrics.refresh(store: store, logger: logger)
         }
     }
 }

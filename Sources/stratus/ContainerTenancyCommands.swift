@@ -35,6 +35,31 @@ extension ContainerCommand {
         }
     }
 
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: """
+            Show one container: its state, what it holds (its usage) and its own limits, one `name: value` a line. \
+            A limit of `default` is the process's setting (STRATUS_RATE_*, STRATUS_USER_QUOTA_BYTES); 0 is none.
+            """)
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-container")
+            guard let details = try await Admin.containerDetails(container, configuration, logger: logger) else {
+                throw ValidationError("no container '\(container)'")
+            }
+            let (usage, limits) = details
+            let state = usage.suspendedAt.map { "suspended since \(ISO8601Time.text(Int64($0.timeIntervalSince1970)))" } ?? "serving"
+            let lines: [(String, String)] = [
+                ("container", usage.container), ("state", state), ("created", ISO8601Time.text(Int64(usage.createdAt.timeIntervalSince1970))),
+                ("users", "\(usage.users)"), ("zones", "\(usage.zones)"), ("records", "\(usage.records)"), ("record-bytes", "\(usage.recordBytes)"),
+                ("assets", "\(usage.assets)"), ("asset-bytes", "\(usage.assetBytes)"), ("subscriptions", "\(usage.subscriptions)"),
+            ] + ContainerLimits.Setting.allCases.map { ($0.rawValue, limits.text(of: $0)) }
+            for (name, value) in lines { print("\(name): \(value)") }
+        }
+    }
+
     struct Suspend: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: """
             Suspend a container: every request for it is refused (ACCESS_DENIED) on every API process until it is resumed. \
@@ -65,6 +90,40 @@ extension ContainerCommand {
             try await Admin.setContainerSuspended(container, false, configuration, logger: logger)
             print("\(container): serving")
             try await options.audit(.containerResume, container: container, details: [], configuration, logger)
+        }
+    }
+}
+
+/// The options of `stratus container set` that change a container's own limits.
+struct ContainerLimitOptions: ParsableArguments {
+    @Option(help: "Requests per second to the container from all its callers, shared by every API process (0: none; default: STRATUS_RATE_CONTAINER_*).")
+    var requestRate: String?
+    @Option(help: "The most requests the container may receive at once after a quiet spell (default: one second's worth).")
+    var requestBurst: String?
+    @Option(help: "Requests per second from each user of the container, shared by every API process (0: none; default: STRATUS_RATE_USER_*).")
+    var userRequestRate: String?
+    @Option(help: "The most requests a user may send at once after a quiet spell (default: one second's worth).")
+    var userRequestBurst: String?
+    @Option(help: "Bytes of records and assets each user may keep per environment (0: none; default: STRATUS_USER_QUOTA_BYTES).")
+    var userQuotaBytes: String?
+    @Option(help: "Subscriptions each user may keep per database (0: none; default: 1000).")
+    var maxSubscriptionsPerUser: String?
+
+    /// The limits given, by name, with their text.
+    var changes: [(ContainerLimits.Setting, String)] {
+        [(.requestRate, requestRate), (.requestBurst, requestBurst), (.userRequestRate, userRequestRate), (.userRequestBurst, userRequestBurst),
+         (.userQuotaBytes, userQuotaBytes), (.maxSubscriptionsPerUser, maxSubscriptionsPerUser)]
+            .compactMap { setting, text in text.map { (setting, $0) } }
+    }
+
+    func validate() throws {
+        var limits = ContainerLimits()
+        for (setting, text) in changes {
+            do throws(StratusError) {
+                try limits.set(setting, text)
+            } catch {
+                throw ValidationError(error.reason)
+            }
         }
     }
 }

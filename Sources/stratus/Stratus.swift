@@ -128,7 +128,7 @@ struct Reindex: AsyncParsableCommand {
 
 struct ContainerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.",
-        subcommands: [Create.self, Set.self, List.self, Suspend.self, Resume.self, Auth.self, Invite.self, Invitations.self])
+        subcommands: [Create.self, Set.self, List.self, Show.self, Suspend.self, Resume.self, Auth.self, Invite.self, Invitations.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container (if new) and a new API token for it; prints the token once.")
@@ -172,12 +172,14 @@ struct ContainerCommand: AsyncParsableCommand {
         var usersDiscoverableByDefault: Bool?
         @Option(help: "Who may sign up by email: open (anyone), invite-only (the addresses invited), or off (nobody; the default).")
         var signUp: String?
+        @OptionGroup var limits: ContainerLimitOptions
 
         func validate() throws {
-            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil else {
-                throw ValidationError("give --anonymous-public-reads, --users-discoverable-by-default or --sign-up")
+            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil || !limits.changes.isEmpty else {
+                throw ValidationError("give --anonymous-public-reads, --users-discoverable-by-default, --sign-up or a limit (--request-rate, …)")
             }
             if let signUp, SignUpMode(rawValue: signUp) == nil { throw ValidationError("--sign-up is open, invite-only or off") }
+            try limits.validate()
         }
 
         func run() async throws {
@@ -198,6 +200,11 @@ struct ContainerCommand: AsyncParsableCommand {
             if let anonymousPublicReads { details.append(("anonymousPublicReads", "\(anonymousPublicReads)")) }
             if let usersDiscoverableByDefault { details.append(("usersDiscoverableByDefault", "\(usersDiscoverableByDefault)")) }
             if let signUp { details.append(("signUp", signUp)) }
+            if !limits.changes.isEmpty {
+                let set = try await Admin.setContainerLimits(container, limits.changes, configuration, logger: logger)
+                for setting in ContainerLimits.Setting.allCases { print("\(container): \(setting.rawValue) \(set.text(of: setting))") }
+                for (setting, _) in limits.changes { details.append((setting.rawValue, set.text(of: setting))) }
+            }
             try await options.audit(.containerSettings, container: container, details: details, configuration, logger)
         }
     }

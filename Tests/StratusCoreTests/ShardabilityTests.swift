@@ -14,7 +14,8 @@ final class ShardabilityTests: XCTestCase {
         /// Distributed by the owning database: a statement names one of these key columns (the
         /// first is the distribution column; a zone key embeds its owner).
         case owned([String])
-        /// A container's configuration, small and read everywhere: replicated to every node.
+        /// A container's configuration, small and read everywhere: replicated to every node; and its
+        /// shared request counters, kept on the container's home node.
         case container
         /// Who a user is (sign-in, sessions, linked identities): the directory that also says on
         /// which node a user's databases live, as in the CloudKit paper.
@@ -44,7 +45,7 @@ final class ShardabilityTests: XCTestCase {
         "containers": .container, "api_tokens": .container, "schema_environments": .container, "schema_record_types": .container,
         "schema_fields": .container, "schema_roles": .container, "schema_role_members": .container, "query_index.field_indexes": .container,
         "query_index.generations": .container, "webhooks": .container, "apns_credentials": .container, "trusted_issuers": .container,
-        "sign_up_invitations": .container, "server_keys": .container,
+        "sign_up_invitations": .container, "server_keys": .container, "request_buckets": .container,
         // Who a user is and where they live.
         "users": .directory, "sessions": .directory, "linked_accounts": .directory, "email_tokens": .directory,
         "used_nonces": .directory, "user_deletions": .directory,
@@ -72,7 +73,7 @@ final class ShardabilityTests: XCTestCase {
             .joined(separator: "\n")
         let name = #"([a-z_]+(?:\.[a-z_]+)?)"#
         var tables: [String: Set<String>] = [:]
-        let create = try NSRegularExpression(pattern: #"CREATE TABLE (?:IF NOT EXISTS )?"# + name + #"\s*(PARTITION OF|\()"#, options: [.caseInsensitive])
+        let create = try NSRegularExpression(pattern: #"CREATE (?:UNLOGGED )?TABLE (?:IF NOT EXISTS )?"# + name + #"\s*(PARTITION OF|\()"#, options: [.caseInsensitive])
         for match in create.matches(in: sql, range: NSRange(sql.startIndex..., in: sql)) {
             let table = String(sql[Range(match.range(at: 1), in: sql)!])
             guard String(sql[Range(match.range(at: 2), in: sql)!]).uppercased() != "PARTITION OF" else { continue }
@@ -268,6 +269,7 @@ final class ShardabilityTests: XCTestCase {
         try """
             CREATE TABLE things (owner text NOT NULL, name text, PRIMARY KEY (owner, name));
             CREATE TABLE IF NOT EXISTS q.rows (owner text); -- CREATE TABLE commented (x int)
+            CREATE UNLOGGED TABLE counters (owner text);
             ALTER TABLE things ADD COLUMN size bigint;
             CREATE TABLE old (id int);
             CREATE TABLE copy (LIKE things INCLUDING DEFAULTS, PRIMARY KEY (owner));
@@ -275,7 +277,7 @@ final class ShardabilityTests: XCTestCase {
             DROP TABLE old;
             """.write(to: directory.appendingPathComponent("0001_x.sql"), atomically: true, encoding: .utf8)
         let tables = try Self.tables(inMigrations: directory)
-        XCTAssertEqual(Set(tables.keys), ["things", "q.rows", "copy"])
+        XCTAssertEqual(Set(tables.keys), ["things", "q.rows", "counters", "copy"])
         XCTAssertEqual(tables["things"], ["owner", "name", "size"])
         XCTAssertEqual(tables["copy"], ["owner", "name"], "the columns of the table it copies when it copies them")
     }

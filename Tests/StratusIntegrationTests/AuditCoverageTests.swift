@@ -338,6 +338,11 @@ final class AuditCoverageTests: XCTestCase {
             try await post("/console/schema/roles", role, .roleAssign, subject: "_alice")
             try await post("/console/schema/roles", role.merging(["remove": "true"]) { $1 }, .roleRemove, subject: "_alice")
 
+            // Tenancy: the container's limits, a suspension and a resumption.
+            try await post("/console/tenancy/limits", ["container": container, "user-quota-bytes": "1000000"], .containerSettings)
+            try await post("/console/tenancy/suspend", ["container": container, "reason": "an audit"], .containerSuspend)
+            try await post("/console/tenancy/resume", ["container": container], .containerResume)
+
             // The audit page lists them, newest first, filtered.
             let page = try await browser.request("/console/audit?action=key.create")
             XCTAssertEqual(page.status, 200, page.html)

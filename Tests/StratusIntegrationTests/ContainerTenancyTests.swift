@@ -30,12 +30,6 @@ final class ContainerTenancyTests: XCTestCase {
                 container: Self.container, login: "bob@example.com", password: "a password", logger: TestSupport.logger)
             // One token-signing key for both processes, as a deployment has.
             let secretKey = SecretKey.generate()
-            @Sendable func api() -> some ApplicationProtocol {
-                var configuration = APIConfiguration(secretKey: secretKey)
-                configuration.port = 0
-                configuration.authCacheTTL = .seconds(60)
-                return buildApplication(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration, services: [], logger: TestSupport.logger)
-            }
             let query = AuthTests.path("records/query") + "?ckAPIToken=\(apiToken)"
             let queryBody = try AuthTests.json(["query": ["recordType": "Note"]])
             @Sendable func read(_ client: any TestClientProtocol) async throws -> (Int, Body) {
@@ -60,53 +54,71 @@ final class ContainerTenancyTests: XCTestCase {
                     client, "/auth/1/\(Self.container)/signin?ckSignInRequest=\(pageRequest)",
                     body: try AuthTests.json(["login": "bob@example.com", "password": "a password"]))
             }
-            try await TestSupport.withStore(url: url) { other in
-                try await api().test(.live) { first in
-                    try await api().test(.live) { second in
-                        try await TestSupport.eventually(timeout: .seconds(30), "both API processes to listen for access changes") {
-                            try await AccessCacheTests.listeningConnections(other, terminate: false) >= 2
-                        }
-                        for client in [first, second] {
-                            let (status, answer) = try await read(client)
-                            XCTAssertEqual(status, 200, "served (and cached) before the suspension: \(answer)")
-                        }
+            try await Self.withTwoCachingAPIs(store: store, url: url, secretKey: secretKey) { other, first, second in
+                for client in [first, second] {
+                    let (status, answer) = try await read(client)
+                    XCTAssertEqual(status, 200, "served (and cached) before the suspension: \(answer)")
+                }
 
-                        // Suspended by another process (as `stratus container suspend` does).
-                        let suspending = try await ContainerStore(store: other).setSuspended(container: Self.container, true, logger: TestSupport.logger)
-                        XCTAssertTrue(suspending)
-                        let suspended = ContinuousClock.now
-                        for (name, client) in [("first", first), ("second", second)] {
-                            try await TestSupport.eventually(timeout: .seconds(1), "the \(name) API process to refuse the suspended container") {
-                                try await read(client).0 != 200
-                            }
-                        }
-                        XCTAssertLessThan(ContinuousClock.now - suspended, .seconds(1))
-                        for client in [first, second] {
-                            let answers = [("API token", try await read(client)), ("server-to-server key", try await signed(client)),
-                                           ("sign-in", try await signIn(client)), ("the hosted page's sign-in", try await pageSignIn(client))]
-                            for (what, (status, answer)) in answers {
-                                XCTAssertEqual(status, 403, "\(what): \(answer)")
-                                XCTAssertEqual(answer["serverErrorCode"] as? String, "ACCESS_DENIED", what)
-                                XCTAssertTrue((answer["reason"] as? String ?? "").contains("suspended"), "\(what): \(answer)")
-                            }
-                        }
-                        let unknown = try await ContainerStore(store: other).setSuspended(container: "iCloud.no.such", true, logger: TestSupport.logger)
-                        XCTAssertFalse(unknown, "no such container")
-
-                        let resuming = try await ContainerStore(store: other).setSuspended(container: Self.container, false, logger: TestSupport.logger)
-                        XCTAssertTrue(resuming)
-                        for (name, client) in [("first", first), ("second", second)] {
-                            try await TestSupport.eventually(timeout: .seconds(1), "the \(name) API process to serve the resumed container") {
-                                try await read(client).0 == 200
-                            }
-                            let (signedStatus, signedAnswer) = try await signed(client)
-                            XCTAssertEqual(signedStatus, 200, "\(signedAnswer)")
-                            let (signInStatus, signInAnswer) = try await signIn(client)
-                            XCTAssertEqual(signInStatus, 200, "\(signInAnswer)")
-                            let (pageStatus, pageAnswer) = try await pageSignIn(client)
-                            XCTAssertEqual(pageStatus, 200, "\(pageAnswer)")
-                        }
+                // Suspended by another process (as `stratus container suspend` does).
+                let suspending = try await ContainerStore(store: other).setSuspended(container: Self.container, true, logger: TestSupport.logger)
+                XCTAssertTrue(suspending)
+                let suspended = ContinuousClock.now
+                for (name, client) in [("first", first), ("second", second)] {
+                    try await TestSupport.eventually(timeout: .seconds(1), "the \(name) API process to refuse the suspended container") {
+                        try await read(client).0 != 200
                     }
+                }
+                XCTAssertLessThan(ContinuousClock.now - suspended, .seconds(1))
+                for client in [first, second] {
+                    let answers = [("API token", try await read(client)), ("server-to-server key", try await signed(client)),
+                                   ("sign-in", try await signIn(client)), ("the hosted page's sign-in", try await pageSignIn(client))]
+                    for (what, (status, answer)) in answers {
+                        XCTAssertEqual(status, 403, "\(what): \(answer)")
+                        XCTAssertEqual(answer["serverErrorCode"] as? String, "ACCESS_DENIED", what)
+                        XCTAssertTrue((answer["reason"] as? String ?? "").contains("suspended"), "\(what): \(answer)")
+                    }
+                }
+                let unknown = try await ContainerStore(store: other).setSuspended(container: "iCloud.no.such", true, logger: TestSupport.logger)
+                XCTAssertFalse(unknown, "no such container")
+
+                let resuming = try await ContainerStore(store: other).setSuspended(container: Self.container, false, logger: TestSupport.logger)
+                XCTAssertTrue(resuming)
+                for (name, client) in [("first", first), ("second", second)] {
+                    try await TestSupport.eventually(timeout: .seconds(1), "the \(name) API process to serve the resumed container") {
+                        try await read(client).0 == 200
+                    }
+                    let (signedStatus, signedAnswer) = try await signed(client)
+                    XCTAssertEqual(signedStatus, 200, "\(signedAnswer)")
+                    let (signInStatus, signInAnswer) = try await signIn(client)
+                    XCTAssertEqual(signInStatus, 200, "\(signInAnswer)")
+                    let (pageStatus, pageAnswer) = try await pageSignIn(client)
+                    XCTAssertEqual(pageStatus, 200, "\(pageAnswer)")
+                }
+            }
+        }
+    }
+
+    /// Two API processes over one database, each caching access answers for 60 s and listening for
+    /// changes (waited for): only a change's notification can end a cached answer within the second.
+    /// `body` gets a store of the test's own and a client of each process.
+    static func withTwoCachingAPIs(
+        store: PostgresStore, url: String, secretKey: SecretKey,
+        _ body: @Sendable (PostgresStore, any TestClientProtocol, any TestClientProtocol) async throws -> Void
+    ) async throws {
+        @Sendable func api() -> some ApplicationProtocol {
+            var configuration = APIConfiguration(secretKey: secretKey)
+            configuration.port = 0
+            configuration.authCacheTTL = .seconds(60)
+            return buildApplication(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration, services: [], logger: TestSupport.logger)
+        }
+        try await TestSupport.withStore(url: url) { other in
+            try await api().test(.live) { first in
+                try await api().test(.live) { second in
+                    try await TestSupport.eventually(timeout: .seconds(30), "both API processes to listen for access changes") {
+                        try await AccessCacheTests.listeningConnections(other, terminate: false) >= 2
+                    }
+                    try await body(other, first, second)
                 }
             }
         }

@@ -154,7 +154,9 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
             throw UploadMeter.tooLarge(settings.maxBytes)
         }
         let expected = try Self.contentDigest(request.headers[.init("Content-Digest")!])
-        let quota = limits.userQuotaBytes
+        // The upload URL stands for the caller who asked for it: the container's own quota is read here.
+        let own = try await authenticator.containers.limits(of: grant.database.container, logger: context.logger)
+        let quota = (own ?? ContainerLimits()).userQuota(default: limits.userQuotaBytes)
         // A multipart body's length is more than its file's: its quota is checked when the file is stored.
         if quota > 0, boundary == nil, let declared = request.headers[.contentLength].flatMap({ Int64($0) }) {
             // A declared length past what the user has left is refused before any byte is stored.
@@ -184,7 +186,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
             }
             let value = AssetValue(receipt: receipt, size: size, fileChecksum: AssetValue.fileChecksum(digest))
             try await assets.finishUpload(
-                grant.assetID, size: size, fileChecksum: value.fileChecksum, usageOwner: grant.usageOwner, quota: limits.userQuotaBytes,
+                grant.assetID, size: size, fileChecksum: value.fileChecksum, usageOwner: grant.usageOwner, quota: quota,
                 logger: context.logger)
             return json(JSONValue.object(["singleFile": value.json]))
         } catch {

@@ -196,9 +196,12 @@ struct ConsoleDataPages<Context: StratusRequestContext>: Sendable {
         guard try await ContainerStore(store: data.store).exists(container: container, logger: context.logger) else {
             throw StratusError(.notFound, "No container '\(container)'")
         }
-        return ConsolePage.render("container", title: container, session: session, crumbs: [("Containers", "/console")], [
-            "container": container, "containerQuery": ConsolePage.escape(container), "environments": Environment.allCases.map { ["name": $0.rawValue] },
-        ])
+        var values = try await ConsoleTenancy(routes: routes).values(container, logger: context.logger)
+        values["container"] = container
+        values["containerQuery"] = ConsolePage.escape(container)
+        values["environments"] = Environment.allCases.map { ["name": $0.rawValue] }
+        if let notice = ConsoleTenancy<Context>.notice(Self.items(request)["done"]) { values["notice"] = notice }
+        return ConsolePage.render("container", title: container, session: session, crumbs: [("Containers", "/console")], values)
     }
 
     func zones(_ request: Request, _ context: Context) async throws -> Response {

@@ -54,6 +54,7 @@ struct ConsoleRoutes<Context: StratusRequestContext>: Sendable {
         ConsoleErrorsPage<Context>(routes: self).register(on: router)
         ConsoleSchemaPage<Context>(routes: self).register(on: router)
         ConsoleAuditPage<Context>(routes: self).register(on: router)
+        ConsoleTenancy<Context>(routes: self).register(on: router)
     }
 
     /// Appends a form's action to the audit log, as done by the session's operator from the

@@ -110,6 +110,33 @@ enum ConsoleTemplates {
         {{> head}}
         <p><a href="/console/access?container={{containerQuery}}" id="access-link">Access</a>: API tokens, server-to-server keys, users</p>
         <p><a href="/console/schema?container={{containerQuery}}" id="schema-link">Schema</a>: record types, fields, index flags, security roles; deploy to production</p>
+        <h2>Tenancy</h2>
+        {{#suspendedAt}}<p>State: <strong id="container-state">suspended</strong> since {{suspendedAt}}: every request is refused (ACCESS_DENIED).</p>
+        <form method="post" action="/console/tenancy/resume">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <button type="submit" id="resume-container">Resume</button>
+        </form>{{/suspendedAt}}
+        {{^suspendedAt}}<p>State: <strong id="container-state">serving</strong></p>
+        <form method="post" action="/console/tenancy/suspend">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <label for="suspend-reason">Why (kept in the audit log)</label>
+        <input id="suspend-reason" name="reason" maxlength="255">
+        <button type="submit" id="suspend-container" class="secondary">Suspend</button>
+        </form>{{/suspendedAt}}
+        <div class="table"><table id="usage">
+        <thead><tr><th scope="col">Holds</th><th scope="col">Count</th></tr></thead>
+        <tbody>{{#usage}}<tr><td>{{name}}</td><td>{{value}}</td></tr>{{/usage}}</tbody>
+        </table></div>
+        <form method="post" action="/console/tenancy/limits">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <fieldset>
+        <legend>Limits (a number; 0: none; default: the process's setting)</legend>
+        {{#limits}}<label for="limit-{{name}}">{{name}}</label>
+        <input id="limit-{{name}}" name="{{name}}" value="{{value}}" maxlength="32" class="mono">
+        {{/limits}}
+        <p><button type="submit" id="change-limits">Change limits</button></p>
+        </fieldset>
+        </form>
         <form method="get" action="/console/zones">
         <input type="hidden" name="container" value="{{container}}">
         <fieldset>

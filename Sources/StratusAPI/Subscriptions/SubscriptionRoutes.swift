@@ -32,16 +32,16 @@ struct SubscriptionRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     /// Subscriptions belong to a user: every call needs one (a server key acts for its own user).
-    private func open(_ request: Request, _ context: Context) async throws -> (DatabaseID, String, Data) {
+    private func open(_ request: Request, _ context: Context) async throws -> (DatabaseID, String, Data, ContainerLimits) {
         let opened = try await DatabaseCall.open(request, context: context, authenticator: authenticator, limits: limits, access: .write)
         guard let subscriber = opened.caller.userRecordName else {
             throw StratusError(.authenticationRequired, "Sign in to use subscriptions", redirectURL: authenticator.redirectURL(for: opened.caller))
         }
-        return (opened.database, subscriber, opened.body)
+        return (opened.database, subscriber, opened.body, opened.caller.limits)
     }
 
     func modify(_ request: Request, _ context: Context) async throws -> Response {
-        let (database, subscriber, body) = try await open(request, context)
+        let (database, subscriber, body, containerLimits) = try await open(request, context)
         let parsed = try RequestBody.decode(ModifyRequest.self, from: body)
         guard !parsed.operations.isEmpty else { throw StratusError(.badRequest, "operations must not be empty") }
         guard parsed.operations.count <= limits.maxOperations else {
@@ -82,7 +82,7 @@ struct SubscriptionRoutes<Context: StratusRequestContext>: Sendable {
         }
         let valid = checked.compactMap { try? $0.get() }
         let outcomes = valid.isEmpty ? [] : try await subscriptions.modify(
-            valid, in: database, subscriber: subscriber, maxPerSubscriber: self.limits.maxSubscriptionsPerUser, logger: context.logger)
+            valid, in: database, subscriber: subscriber, maxPerSubscriber: containerLimits.subscriptionsPerUser(default: self.limits.maxSubscriptionsPerUser), logger: context.logger)
         var stored = outcomes.makeIterator()
         let results: [JSONValue] = checked.enumerated().map { index, check in
             let outcome: Result<SubscriptionStore.Outcome, StratusError>
@@ -100,13 +100,13 @@ struct SubscriptionRoutes<Context: StratusRequestContext>: Sendable {
     }
 
     func list(_ request: Request, _ context: Context) async throws -> Response {
-        let (database, subscriber, _) = try await open(request, context)
+        let (database, subscriber, _, _) = try await open(request, context)
         let found = try await subscriptions.list(in: database, subscriber: subscriber, logger: context.logger)
         return json(JSONValue.object(["subscriptions": .array(found.map(\.json))]))
     }
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
-        let (database, subscriber, body) = try await open(request, context)
+        let (database, subscriber, body, _) = try await open(request, context)
         let parsed = try RequestBody.decode(LookupRequest.self, from: body)
         guard parsed.subscriptions.count <= limits.maxOperations else {
             throw StratusError(.limitExceeded, "At most \(limits.maxOperations) subscriptions may be looked up per request")

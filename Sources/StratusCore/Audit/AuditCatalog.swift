@@ -26,6 +26,7 @@ public enum AuditCatalog {
         "container create": .audited([.containerCreate]),
         "container set": .audited([.containerSettings]),
         "container list": .changesNothing("lists containers and what each holds"),
+        "container show": .changesNothing("shows a container's usage and limits"),
         "container suspend": .audited([.containerSuspend]),
         "container resume": .audited([.containerResume]),
         "container auth add": .audited([.issuerTrust]),
@@ -86,5 +87,8 @@ public enum AuditCatalog {
         "/console/schema/deploy": .audited([.schemaDeploy]),
         "/console/schema/reset": .audited([.schemaReset]),
         "/console/schema/roles": .audited([.roleAssign, .roleRemove]),
+        "/console/tenancy/suspend": .audited([.containerSuspend]),
+        "/console/tenancy/resume": .audited([.containerResume]),
+        "/console/tenancy/limits": .audited([.containerSettings]),
     ]
 }

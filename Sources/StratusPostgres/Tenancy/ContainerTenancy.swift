@@ -88,3 +88,77 @@ extension ContainerStore {
         }
     }
 }
+
+/// A container's own limits as its row of `containers` holds them (migration 0040).
+enum ContainerLimitsRow {
+    /// The columns, of `containers` as `c`, in the order `limits` takes them.
+    static let columns =
+        "c.request_rate, c.request_burst, c.user_request_rate, c.user_request_burst, c.user_quota_bytes, c.max_subscriptions_per_user"
+
+    /// The limits from the columns' values.
+    static func limits(
+        _ rate: Double?, _ burst: Double?, _ userRate: Double?, _ userBurst: Double?, _ quota: Int64?, _ subscriptions: Int32?
+    ) -> ContainerLimits {
+        ContainerLimits(
+            requestRate: rate, requestBurst: burst, userRequestRate: userRate, userRequestBurst: userBurst, userQuotaBytes: quota,
+            maxSubscriptionsPerUser: subscriptions.map(Int.init))
+    }
+}
+
+extension ContainerStore {
+    /// A container's own limits; nil when there is no such container.
+    public func limits(of container: String, logger: Logger) async throws -> ContainerLimits? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT \(unescaped: ContainerLimitsRow.columns) FROM containers AS c WHERE c.container = \(container)", logger: logger)
+            for try await (rate, burst, userRate, userBurst, quota, subscriptions)
+                in rows.decode((Double?, Double?, Double?, Double?, Int64?, Int32?).self) {
+                return ContainerLimitsRow.limits(rate, burst, userRate, userBurst, quota, subscriptions)
+            }
+            return nil
+        }
+    }
+
+    /// Replaces a container's own limits; returns false when there is no such container. Every API
+    /// process reads them with its next request (migration 0040's trigger notifies `stratus_access`).
+    @discardableResult
+    public func setLimits(of container: String, _ limits: ContainerLimits, logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                UPDATE containers SET request_rate = \(limits.requestRate), request_burst = \(limits.requestBurst),
+                    user_request_rate = \(limits.userRequestRate), user_request_burst = \(limits.userRequestBurst),
+                    user_quota_bytes = \(limits.userQuotaBytes), max_subscriptions_per_user = \(limits.maxSubscriptionsPerUser.map { Int32(clamping: $0) })
+                WHERE container = \(container) RETURNING 1
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+}
+
+/// The shared request buckets (`request_buckets`, migration 0040): a container's, and each of its
+/// users', shared by every API process, which lease tokens from them a slice at a time.
+public struct RequestBuckets: Sendable {
+    let store: PostgresStore
+
+    /// Creates the bucket store.
+    public init(store: PostgresStore) { self.store = store }
+
+    /// Takes up to `wanted` whole tokens from the bucket of `container` (and of `user` in it, when
+    /// given) that `perSecond` tokens flow into, holding at most `burst`: one statement. Returns how
+    /// many were granted and, when fewer than wanted, the seconds until `wanted` will be there.
+    public func lease(
+        container: String, user: String?, perSecond: Double, burst: Double, wanted: Int, logger: Logger
+    ) async throws -> (granted: Int, wait: Double) {
+        let statements = store.statements
+        return try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT granted, wait FROM lease_request_tokens(\(container), \(user ?? ""), \(perSecond), \(burst), \(Double(wanted)))
+                """, preparedIn: statements, logger: logger)
+            for try await (granted, wait) in rows.decode((Double, Double).self) {
+                return (Int(max(0, min(granted, Double(wanted)))), wait)
+            }
+            return (0, 1)
+        }
+    }
+}

@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// is logged (`what` names it) and tried again at the next interval. The collectors of stratus-gc run so.
 /// Graceful shutdown ends the loop wherever it waits — the service's end, not a failure (a service
 /// that throws makes the process exit 1).
-func repeatPass(every interval: Duration, what: String, logger: Logger, _ pass: @escaping @Sendable () async throws -> Void) async throws {
+public func repeatPass(every interval: Duration, what: String, logger: Logger, _ pass: @escaping @Sendable () async throws -> Void) async throws {
     try await cancelWhenGracefulShutdown {
         while !Task.isCancelled {
             do {

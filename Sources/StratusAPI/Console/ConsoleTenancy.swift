@@ -1,0 +1,81 @@
+import Foundation
+import Hummingbird
+import Logging
+import StratusCore
+import StratusPostgres
+
+/// A container as a tenant, on its page of the console: its state, what it holds, its own limits;
+/// forms suspend and resume it and change its limits, each appending the audit entry its CLI
+/// command appends (`container.suspend`, `container.resume`, `container.settings`).
+struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
+    let routes: ConsoleRoutes<Context>
+    var access: ConsoleAccessPage<Context> { ConsoleAccessPage(routes: routes) }
+    var containers: ContainerStore { ContainerStore(store: routes.data.store) }
+
+    /// The container's page, where each form returns to.
+    static func link(_ container: String) -> String { "/console/containers/\(ConsolePage.escape(container))?tenancy" }
+
+    func register(on router: Router<Context>) {
+        let back: @Sendable (String, ConsoleForm) -> String = { container, _ in Self.link(container) }
+        router.post("/console/tenancy/suspend") { request, context in await suspension(request, context, true, back: back) }
+        router.post("/console/tenancy/resume") { request, context in await suspension(request, context, false, back: back) }
+        router.post("/console/tenancy/limits") { request, context in
+            await routes.page(request, context) {
+                try await access.change(request, context, done: "limits-changed", action: .containerSettings, back: back) { container, form, logger in
+                    guard var limits = try await containers.limits(of: container, logger: logger) else {
+                        throw StratusError(.notFound, "No container '\(ClientText.excerpt(container))'")
+                    }
+                    var details: [(String, String)] = []
+                    for setting in ContainerLimits.Setting.allCases {
+                        guard let text = form[setting.rawValue], text != limits.text(of: setting) else { continue }
+                        try limits.set(setting, text)
+                        details.append((setting.rawValue, limits.text(of: setting)))
+                    }
+                    try await containers.setLimits(of: container, limits, logger: logger)
+                    return ("", details)
+                }
+            }
+        }
+    }
+
+    /// Suspends or resumes the form's container.
+    func suspension(_ request: Request, _ context: Context, _ suspended: Bool, back: @escaping @Sendable (String, ConsoleForm) -> String) async -> Response {
+        await routes.page(request, context) {
+            try await access.change(
+                request, context, done: suspended ? "suspended" : "resumed", action: suspended ? .containerSuspend : .containerResume, back: back
+            ) { container, form, logger in
+                guard try await containers.setSuspended(container: container, suspended, logger: logger) else {
+                    throw StratusError(.notFound, "No container '\(ClientText.excerpt(container))'")
+                }
+                return ("", suspended ? [("reason", String((form["reason"] ?? "").prefix(255)))] : [])
+            }
+        }
+    }
+
+    static func notice(_ done: String?) -> String? {
+        switch done {
+        case "suspended": "The container is suspended: every API process refuses its requests."
+        case "resumed": "The container serves again."
+        case "limits-changed": "The limits were changed: every API process applies them from its next request."
+        default: nil
+        }
+    }
+
+    /// The values the container's page shows of the container as a tenant.
+    func values(_ container: String, logger: Logger) async throws -> [String: Any] {
+        guard let usage = try await containers.usage(of: container, limit: 1, logger: logger).first,
+              let limits = try await containers.limits(of: container, logger: logger)
+        else { throw StratusError(.notFound, "No container '\(ClientText.excerpt(container))'") }
+        let time = ISO8601DateFormatter()
+        var values: [String: Any] = [
+            "usage": [
+                ["name": "users", "value": usage.users], ["name": "zones", "value": usage.zones], ["name": "records", "value": usage.records],
+                ["name": "record bytes", "value": usage.recordBytes], ["name": "assets", "value": usage.assets],
+                ["name": "asset bytes", "value": usage.assetBytes], ["name": "subscriptions", "value": usage.subscriptions],
+            ],
+            "limits": ContainerLimits.Setting.allCases.map { ["name": $0.rawValue, "value": limits.text(of: $0)] },
+        ]
+        if let suspended = usage.suspendedAt { values["suspendedAt"] = time.string(from: suspended) }
+        return values
+    }
+}
