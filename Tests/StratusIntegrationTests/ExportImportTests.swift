@@ -140,6 +140,35 @@ final class ExportImportTests: XCTestCase {
                 return answers == expected
             }
             XCTAssertEqual(answers, expected)
+
+            // Into another container of the same Stratus: user record names are unique across it,
+            // so each archived user is renamed; a container that does not exist is refused.
+            let unknown = try await StratusExecutable.run("stratus", ["import", archive, "--container", "iCloud.com.example.none"], settings: stack.settings)
+            XCTAssertNotEqual(unknown.status, 0, unknown.output)
+            XCTAssertTrue(unknown.output.contains("no container 'iCloud.com.example.none'"), unknown.output)
+            let copy = "iCloud.com.example.copy"
+            _ = try await ContainerStore(store: store).create(container: copy, label: "copy", logger: TestSupport.logger)
+            let mapped = try await StratusExecutable.run(
+                "stratus", ["import", archive, "--container", copy] + users.flatMap { ["--map-user", "\($0)=\($0)-copy"] }, settings: stack.settings)
+            XCTAssertEqual(mapped.status, 0, mapped.output)
+            func count(_ sql: String, _ container: String, _ owner: String? = nil) async throws -> Int64 {
+                var binds = PostgresBindings()
+                binds.append(container)
+                binds.append(owner ?? "")
+                return try await TestSupport.count(store, PostgresQuery(unsafeSQL: sql, binds: binds))
+            }
+            let records = "SELECT count(*) FROM records WHERE container = $1 AND ($2 = '' OR owner = $2)"
+            let original = try await count(records, SharingTests.container)
+            XCTAssertGreaterThan(original, 0)
+            let copied = try await count(records, copy)
+            XCTAssertEqual(copied, original)
+            let (renamedAlice, alice) = (try await count(records, copy, users[0] + "-copy"), try await count(records, SharingTests.container, users[0]))
+            XCTAssertEqual(renamedAlice, alice)
+            XCTAssertGreaterThan(alice, 0)
+            let participants = "SELECT count(*) FROM share_participants WHERE container = $1 AND user_record_name = $2 AND acceptance_status = 'ACCEPTED'"
+            let (accepted, acceptedBefore) = (try await count(participants, copy, users[1] + "-copy"), try await count(participants, SharingTests.container, users[1]))
+            XCTAssertEqual(accepted, acceptedBefore, "the renamed bob owns his share and accepted the renamed alice's again")
+            XCTAssertEqual(accepted, 2)
         }
     }
 
