@@ -148,6 +148,7 @@ let package = Package(
             name: "StratusAPI",
             dependencies: [
                 "StratusCore", "StratusPostgres", "StratusBlobStore", "StratusIdentity", "StratusPush",
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Mustache", package: "swift-mustache"),

@@ -754,6 +754,18 @@ auth_path("account/delete", "post", "deleteAccount", "Delete the signed-in user'
           "in again. The answer comes once the user is signed out everywhere (`step` past `sign-out`); the rest runs in "
           "stratus-gc.",
           obj({"userRecordName": STRING, "step": STRING}), (400, 401, 403, 500, 503))
+auth_path("account/export", "post", "exportAccount", "Download the signed-in user's data as an export archive",
+          "Streams a tar archive of the signed-in user's data while it is made: their private database's zones and "
+          "records (CloudKit's record dictionaries, one a line), the asset bytes those hold, the public records they "
+          "created, their subscriptions, the container's schema and their directory entry, with a manifest of SHA-256 "
+          "checksums as the last file (docs/operations.md, \"Exporting and importing\"). The web auth token must come "
+          "from a sign-in of the last `STRATUS_ACCOUNT_DELETION_SIGNIN_SECONDS` (600), as for account/delete: otherwise "
+          "AUTHENTICATION_FAILED, sign in again. A failure once the stream has begun ends it without the manifest: "
+          "`stratus import` refuses such an archive.",
+          obj({}), (400, 401, 403, 500, 503))
+PATHS["/auth/1/{container}/account/export"]["post"]["responses"]["200"] = {
+    "description": "The archive (tar), streamed.", "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"}},
+    "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}
 
 SIGN_IN_REQUEST = {"ckAPIToken": []}
 REQUESTED = obj({"requested": BOOL, "message": STRING})

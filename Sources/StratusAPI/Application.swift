@@ -79,7 +79,8 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     IdentityRoutes<APIRequestContext>(
         identities: IdentityStore(store: dependencies.store), sessions: sessions, containers: containers, authenticator: authenticator,
         issuerKeys: IssuerKeys(settings: configuration.keySets), tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: signInLimiter,
-        deletions: UserDeletionStore(store: dependencies.store), deletionSignIn: configuration.accountDeletionSignIn
+        deletions: UserDeletionStore(store: dependencies.store), deletionSignIn: configuration.accountDeletionSignIn,
+        exports: ArchiveExport(store: dependencies.store, blobs: dependencies.blobs)
     ).register(on: router)
     EmailRoutes<APIRequestContext>(
         store: EmailSignUpStore(store: dependencies.store), containers: containers, authenticator: authenticator, signInLimiter: signInLimiter,

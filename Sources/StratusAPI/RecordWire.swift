@@ -134,20 +134,20 @@ enum RecordWire {
     }
 
     /// A stored record as CloudKit's record dictionary, trimmed to `desiredKeys` when given.
-    /// Asset fields get a signed `downloadURL` from `links`; a share record its sharing keys and,
+    /// Asset fields get a signed `downloadURL` from `links` (none without: an export's lines); a share record its sharing keys and,
     /// given `shareURL` (short GUID → URL), its `url`; each reference field names the record's
     /// zone. The one owner of a record's wire form: every faster rendering (`write(stored:…)`'s
     /// copy, the SQL of `SyncStore`'s pages and migration 0031's `wire_head`) must say what this
     /// says, which `RecordWireAgreementTests` checks for every field type and optional member.
     static func dictionary(
-        _ record: Record, zone: ZoneID, desiredKeys: [String]?, numbersAsStrings: Bool, links: AssetLinks, shareURL: ((String) -> String)? = nil
+        _ record: Record, zone: ZoneID, desiredKeys: [String]?, numbersAsStrings: Bool, links: AssetLinks?, shareURL: ((String) -> String)? = nil
     ) -> JSONValue {
         var fields: [String: JSONValue] = [:]
         let wanted = desiredKeys.map(Set.init)
         let zoneID = zone.json
         for (name, value) in record.fields where wanted?.contains(name) ?? true {
             let encoded = FieldCoding.encode(value, numbersAsStrings: numbersAsStrings, zone: zoneID)
-            fields[name] = value.type.base == .asset ? links.decorate(encoded) : encoded
+            fields[name] = value.type.base == .asset ? links?.decorate(encoded) ?? encoded : encoded
         }
         var members: [String: JSONValue] = [
             "recordName": .string(record.recordName),

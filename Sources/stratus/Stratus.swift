@@ -11,7 +11,8 @@ struct Stratus: AsyncParsableCommand {
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
         subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self,
-                      SessionCommand.self, WebhookCommand.self, APNsCommand.self, SchemaCommand.self, OperatorCommand.self, AuditCommand.self]
+                      SessionCommand.self, WebhookCommand.self, APNsCommand.self, SchemaCommand.self, OperatorCommand.self, AuditCommand.self,
+                      ExportCommand.self, ImportCommand.self]
     )
 }
 

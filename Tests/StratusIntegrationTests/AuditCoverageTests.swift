@@ -158,6 +158,12 @@ final class AuditCoverageTests: XCTestCase {
             try await run("republish", ["--from", "1"], .eventsRepublish)
             try await run("reindex", [], .indexReindex)
             try await run("replay", ["stratus-gc"], .workerReplay, subject: "stratus-gc")
+            let archive = NSTemporaryDirectory() + "stratus-audit-\(UUID().uuidString).tar"
+            defer { try? FileManager.default.removeItem(atPath: archive) }
+            try await run("export", [container, "--output", archive], .archiveExport, container: container)
+            let copy = container + ".copy"
+            _ = try await ContainerStore(store: store).create(container: copy, label: "copy", logger: TestSupport.logger)
+            try await run("import", [archive, "--container", copy, "--map-user", "\(carol)=\(carol)-copy"], .archiveImport, container: copy, subject: archive)
             try await run("user delete", [container, "--user", carol], .userDelete, container: container, subject: carol)
 
             let audited = Set(AuditCatalog.cliCommands.filter { !$0.value.actions.isEmpty }.keys)

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import StratusCore
 import StratusIdentity
 import StratusPostgres
@@ -15,6 +16,8 @@ import StratusPostgres
 ///   `POST …/signout/everywhere`: a signed-in user's sessions.
 /// - `POST /auth/1/{container}/account/delete`: a user who signed in recently deletes their account
 ///   (docs/operations.md, "Deleting a user"): signed out at once, the rest by stratus-gc.
+/// - `POST /auth/1/{container}/account/export`: a user who signed in recently downloads their data
+///   as an export archive, streamed as it is made (docs/operations.md, "Exporting and importing").
 struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
     let identities: IdentityStore
     let sessions: SessionStore
@@ -26,8 +29,9 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
     /// Failed sign-ins per account and per client address, shared with the password sign-in.
     let signInLimiter: SignInLimiter
     let deletions: UserDeletionStore
-    /// How recent a sign-in must be for its user to delete their account, in seconds.
+    /// How recent a sign-in must be for its user to delete or export their account, in seconds.
     let deletionSignIn: Int64
+    let exports: ArchiveExport
 
     /// The largest request body these routes read.
     static var maxBodyBytes: Int { 16 * 1024 }
@@ -40,6 +44,7 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
         router.post("/auth/1/:container/signout") { request, context in try await signOut(request, context) }
         router.post("/auth/1/:container/signout/everywhere") { request, context in try await signOutEverywhere(request, context) }
         router.post("/auth/1/:container/account/delete") { request, context in try await deleteAccount(request, context) }
+        router.post("/auth/1/:container/account/export") { request, context in try await exportAccount(request, context) }
     }
 
     struct IDTokenRequest: Decodable {
@@ -204,6 +209,15 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
     /// job is recorded and its sign-out step run before the answer, so every token of theirs is
     /// refused from then on; stratus-gc's `UserDeletionRunner` runs the rest.
     func deleteAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await recentlySignedInCaller(request, context)
+        _ = try await deletions.start(container: caller.container, user: caller.user, requestedBy: "self", logger: context.logger)
+        let progress = try await deletions.signOut(container: caller.container, user: caller.user, logger: context.logger)
+        context.logger.info("account deletion requested", metadata: ["user": "\(caller.user)"])
+        return try json(DeletionResponse(userRecordName: caller.user, step: progress.step.rawValue))
+    }
+
+    /// The caller, whose session must have signed in within `deletionSignIn` seconds.
+    func recentlySignedInCaller(_ request: Request, _ context: Context) async throws -> (container: String, user: String) {
         let caller = try await signedInCaller(request, context)
         var createdAt: Int64?
         if let sessionID = caller.sessionID,
@@ -212,9 +226,34 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
             createdAt = session.createdAt
         }
         try UserDeletion.checkRecentSignIn(sessionCreatedAt: createdAt, now: Int64(Date().timeIntervalSince1970), window: deletionSignIn)
-        _ = try await deletions.start(container: caller.container, user: caller.user, requestedBy: "self", logger: context.logger)
-        let progress = try await deletions.signOut(container: caller.container, user: caller.user, logger: context.logger)
-        context.logger.info("account deletion requested", metadata: ["user": "\(caller.user)"])
-        return try json(DeletionResponse(userRecordName: caller.user, step: progress.step.rawValue))
+        return (caller.container, caller.user)
+    }
+
+    /// The signed-in user's own export (their private database, the public records they created,
+    /// their subscriptions), as a tar archive streamed while it is made; their sign-in must be
+    /// recent, as for deleting the account. A failure once the answer has begun ends the stream
+    /// without the manifest, so the archive is refused by an import.
+    func exportAccount(_ request: Request, _ context: Context) async throws -> Response {
+        let caller = try await recentlySignedInCaller(request, context)
+        let exports = exports
+        let logger = context.logger
+        let createdAt = Int64(Date().timeIntervalSince1970 * 1000)
+        context.logger.info("account export requested", metadata: ["user": "\(caller.user)"])
+        var headers = HTTPFields()
+        headers[.contentType] = "application/x-tar"
+        headers[.contentDisposition] = "attachment; filename=\"export.tar\""
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            var output = ResponseOutput(writer: writer)
+            _ = try await exports.run(container: caller.container, user: caller.user, createdAt: createdAt, logger: logger, to: &output)
+            writer = output.writer
+            try await writer.finish(nil)
+        })
+    }
+
+    /// A response body as an archive's output.
+    struct ResponseOutput: ArchiveOutput {
+        var writer: any ResponseBodyWriter
+
+        mutating func write(_ bytes: [UInt8]) async throws { try await writer.write(ByteBuffer(bytes: bytes)) }
     }
 }

@@ -58,6 +58,8 @@ public enum AuditCatalog {
         "session revoke-all": .audited([.sessionRevokeAll]),
         "audit list": .changesNothing("reads the audit log"),
         "audit verify": .changesNothing("reads the audit log"),
+        "export": .audited([.archiveExport]),
+        "import": .audited([.archiveImport]),
     ]
 
     /// The console's POST routes. A GET changes nothing; a form that only checks (the first post

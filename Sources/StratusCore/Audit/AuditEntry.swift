@@ -45,6 +45,8 @@ public enum AuditAction: String, Sendable, CaseIterable, Codable {
     case userDelete = "user.delete"
     case signUpInvite = "sign-up.invite"
     case signUpUninvite = "sign-up.uninvite"
+    case archiveExport = "archive.export"
+    case archiveImport = "archive.import"
 }
 
 /// Where an administrative action came from: the admin CLI or the web console.
