@@ -61,6 +61,7 @@ public struct ArchiveStore: Sendable {
     /// `records` of each is left empty for the caller to name.
     public func zones(container: String, user: String?, after: ZonePosition, limit: Int, logger: Logger) async throws -> [ArchiveZone] {
         try await store.withConnection { connection in
+            // Crosses owners: a container's export walks every database of it (each node's, when sharded).
             let rows = try await connection.query("""
                 SELECT environment, scope, owner, zone_name, ttl FROM (
                     SELECT environment, scope, owner, zone_name, default_time_to_live AS ttl FROM zones
@@ -114,6 +115,7 @@ public struct ArchiveStore: Sendable {
     ) async throws -> [ArchiveSubscription] {
         let start = after.key
         let found: [(ArchiveSubscription, [String])] = try await store.withConnection { connection in
+            // Crosses owners: a container's export walks every database of it (each node's, when sharded).
             let rows = try await connection.query("""
                 SELECT environment, scope, owner, subscriber, subscription_id, definition::text FROM subscriptions
                 WHERE container = \(container) AND (\(user)::text IS NULL OR subscriber = \(user))
