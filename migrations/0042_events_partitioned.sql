@@ -5,9 +5,9 @@
 --
 -- On a database with data, the existing table becomes the first partition as it is (its rows are
 -- not copied; attaching it reads it once to check its range), covering every id drawn so far; a
--- partition for the next million ids, and a default partition for any id no range partition holds
--- yet, follow. stratus-gc then creates the partitions ahead as the log grows
--- (`STRATUS_EVENT_PARTITION_EVENTS`).
+-- default partition holds any id no range partition does. stratus-gc's first retention pass (at
+-- its start, and `stratus events prune`) creates the partitions ahead, of the configured size
+-- (`STRATUS_EVENT_PARTITION_EVENTS`), and keeps creating them as the log grows.
 --
 -- A zone's sequences stay unique in each partition (a unique index per partition: PostgreSQL
 -- allows a unique index of a partitioned table only on columns that include the partition key).
@@ -62,7 +62,6 @@ BEGIN
                     (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM events_id_seq)) + 1
     INTO bound;
     EXECUTE format('ALTER TABLE events ATTACH PARTITION events_0 FOR VALUES FROM (MINVALUE) TO (%s)', bound);
-    PERFORM event_log_partition(bound, bound + 1000000);
 END
 $$;
 

@@ -174,6 +174,10 @@ public struct BenchSuite: Sendable {
         if settings.runs("rebuild") {
             record(try await rebuild(store))
         }
+        if settings.runs("storage") {
+            try await settle(client)
+            record(try await churn(client, store: store))
+        }
         if settings.runs("scale") {
             try await scale(client, record: record)
         }

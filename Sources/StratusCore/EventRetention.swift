@@ -92,8 +92,11 @@ public enum EventRetention {
         public var truncateDefault = false
         /// Partitions created, lowest first.
         public var create: [NewPartition] = []
-        /// Every event below this id is gone after the pass (nil: the pass removes nothing).
+        /// Every event below this id is gone after the pass (nil: the pass drops nothing).
         public var prunedBelow: Int64?
+        /// Whether the pass removes any event (a partition it drops or empties held one): until one
+        /// does, the log still holds its beginning.
+        public var removesEvents = false
 
         public init(drop: [String] = [], truncateDefault: Bool = false, create: [NewPartition] = [], prunedBelow: Int64? = nil) {
             self.drop = drop
@@ -108,7 +111,7 @@ public enum EventRetention {
     /// is older than the window; the first that may not be dropped stops the walk, so what is kept
     /// is always a contiguous tail of the log. The default partition is emptied when all of its
     /// events lie below that tail. Partitions are then created after the highest one (and after any
-    /// id the default partition holds above it) until `ahead` partitions lie past the next id.
+    /// id drawn already) until `ahead` partitions lie past the next id.
     public static func plan(_ reading: Reading, settings: Settings) -> Plan {
         var plan = Plan()
         let cutoff = reading.now - max(0, settings.windowMilliseconds)
@@ -119,13 +122,17 @@ public enum EventRetention {
             guard let upper = partition.upper, upper <= reading.nextID, upper <= passed, old(partition) else { break }
             plan.drop.append(partition.name)
             plan.prunedBelow = upper
+            if partition.newestID != nil { plan.removesEvents = true }
         }
         let fallback = reading.partitions.first(where: \.isDefault)
         if let fallback, let newest = fallback.newestID, let below = plan.prunedBelow, newest < below, old(fallback) {
             plan.truncateDefault = true
+            plan.removesEvents = true
         }
         let size = max(1, settings.partitionEvents)
-        var start = ranges.compactMap(\.upper).max() ?? reading.nextID
+        // Past the highest partition, past any id the default partition caught, and past every id
+        // drawn (under the log's lock each is committed, or gone, so none can still arrive).
+        var start = max(ranges.compactMap(\.upper).max() ?? reading.nextID, reading.nextID)
         if let newest = fallback?.newestID, !plan.truncateDefault { start = max(start, newest + 1) }
         let target = reading.nextID + size * Int64(max(1, settings.ahead))
         while start < target {

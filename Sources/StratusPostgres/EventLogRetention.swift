@@ -32,7 +32,9 @@ public struct EventLogRetention: Sendable {
             for partition in plan.create {
                 try await connection.query("SELECT event_log_partition(\(partition.lower), \(partition.upper))", logger: logger)
             }
-            if let below = plan.prunedBelow {
+            // The log still holds its beginning until a pass removes an event (dropping the empty
+            // partitions of a new database removes none).
+            if let below = plan.prunedBelow, plan.removesEvents {
                 try await connection.query("""
                     UPDATE event_log_retention SET pruned_below = \(below), pruned_at = now() WHERE pruned_below < \(below)
                     """, logger: logger)

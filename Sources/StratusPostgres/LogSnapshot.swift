@@ -72,7 +72,7 @@ public struct LogSnapshot: Sendable {
     public func zones() async throws -> [Zone] {
         let rows = try await connection.query("""
             SELECT z.zone_key, z.container, z.environment, z.scope, z.owner, z.zone_name, z.incarnation, z.change_counter, z.deleted,
-                   coalesce((SELECT max(e.id) FROM events e WHERE e.zone_key = z.zone_key AND e.type = \(ZoneCreated.eventType.rawValue)), 0)
+                   coalesce((SELECT max(e.id) FROM events e WHERE e.zone_key = z.zone_key AND e.type = \(EventType.zoneCreated.rawValue)), 0)
             FROM zones z WHERE z.zone_name <> \(ZoneID.defaultZoneName) ORDER BY z.zone_key
             """, logger: logger)
         var zones: [Zone] = []
@@ -102,7 +102,7 @@ public struct LogSnapshot: Sendable {
         var cursor = cursor
         while true {
             if cursor.zone == nil {
-                guard let zone = try await zone(after: nil) else { return (nil, "", [], cursor) }
+                guard let zone = try await self.zone(after: nil) else { return (nil, "", [], cursor) }
                 cursor.zone = zone
                 cursor.lastName = nil
             }

@@ -21,6 +21,7 @@ final class EventRetentionTests: XCTestCase {
         var plan = EventRetention.plan(.init(partitions: partitions, frontier: 150, nextID: 351, now: now), settings: settings)
         XCTAssertEqual(plan.drop, ["events_0"])
         XCTAssertEqual(plan.prunedBelow, 100)
+        XCTAssertTrue(plan.removesEvents)
         // The frontier exactly at a partition's end: that partition goes too.
         plan = EventRetention.plan(.init(partitions: partitions, frontier: 200, nextID: 351, now: now), settings: settings)
         XCTAssertEqual(plan.drop, ["events_0", "events_100"])
@@ -52,7 +53,13 @@ final class EventRetentionTests: XCTestCase {
         let plan = EventRetention.plan(
             .init(partitions: partitions, frontier: nil, nextID: 50, now: now), settings: .init(windowMilliseconds: 0, partitionEvents: 100, ahead: 1))
         XCTAssertEqual(plan.drop, [])
+        XCTAssertFalse(plan.removesEvents)
         XCTAssertEqual(plan.create, [], "ids up to 50 + 100 are already covered")
+        // Closed and empty (a new database's first partitions): dropped, and no event was removed.
+        let empty = EventRetention.plan(
+            .init(partitions: partitions, frontier: nil, nextID: 250, now: now), settings: .init(windowMilliseconds: 0, partitionEvents: 100, ahead: 1))
+        XCTAssertEqual(empty.drop, ["events_1", "events_100"])
+        XCTAssertFalse(empty.removesEvents)
     }
 
     /// Partitions are created after the highest until `ahead` of them lie past the next id.
