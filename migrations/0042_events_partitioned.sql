@@ -4,8 +4,8 @@
 -- columns and their meaning, its id sequence and its indexes.
 --
 -- On a database with data, the existing table becomes the first partition as it is (its rows are
--- not copied; attaching it reads it once to check its range), covering every id drawn so far; a
--- default partition holds any id no range partition does. stratus-gc's first retention pass (at
+-- not copied; attaching it reads it once to check its range), covering every id drawn so far (an
+-- empty one is dropped instead); a default partition holds any id no range partition does. stratus-gc's first retention pass (at
 -- its start, and `stratus events prune`) creates the partitions ahead, of the configured size
 -- (`STRATUS_EVENT_PARTITION_EVENTS`), and keeps creating them as the log grows.
 --
@@ -22,18 +22,9 @@ ALTER INDEX events_publish_errors RENAME TO events_publish_errors_0;
 ALTER INDEX events_zone_sequence RENAME TO events_zone_sequence_0;
 ALTER SEQUENCE events_id_seq OWNED BY NONE;
 
-CREATE TABLE events (
-    id              bigint NOT NULL DEFAULT nextval('events_id_seq'),
-    zone_key        text NOT NULL,
-    zone_sequence   bigint,
-    type            text NOT NULL,
-    schema_version  integer NOT NULL,
-    payload         jsonb NOT NULL,
-    causation       jsonb NOT NULL,
-    created_at      timestamptz NOT NULL DEFAULT now(),
-    publish_error   text,
-    PRIMARY KEY (id)
-) PARTITION BY RANGE (id);
+-- The same columns, with their defaults (the id from the same sequence) and NOT NULLs.
+CREATE TABLE events (LIKE events_0 INCLUDING DEFAULTS) PARTITION BY RANGE (id);
+ALTER TABLE events ADD PRIMARY KEY (id);
 ALTER SEQUENCE events_id_seq OWNED BY events.id;
 CREATE INDEX events_zone_id ON events (zone_key, id);
 CREATE INDEX events_publish_errors ON events (id) WHERE publish_error IS NOT NULL;
@@ -61,7 +52,12 @@ BEGIN
     SELECT greatest(coalesce((SELECT max(id) FROM events_0), 0),
                     (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM events_id_seq)) + 1
     INTO bound;
-    EXECUTE format('ALTER TABLE events ATTACH PARTITION events_0 FOR VALUES FROM (MINVALUE) TO (%s)', bound);
+    IF EXISTS (SELECT 1 FROM events_0) THEN
+        EXECUTE format('ALTER TABLE events ATTACH PARTITION events_0 FOR VALUES FROM (MINVALUE) TO (%s)', bound);
+    ELSE
+        -- A new database: no rows to keep, and no empty partition for every lookup to visit.
+        DROP TABLE events_0;
+    END IF;
 END
 $$;
 
