@@ -14,12 +14,14 @@ public struct EventLogRetention: Sendable {
 
     /// Runs one pass: `workers` are the workers whose checkpoints must have passed an event before
     /// it goes. The log is locked (`ACCESS EXCLUSIVE`) for the pass's reads and drops: writers wait
-    /// that long (a few milliseconds; the pool's `lock_timeout` bounds the wait for the lock, and a
-    /// pass that does not get it fails and runs again later). Returns what it did.
+    /// that long (a few milliseconds). While the pass waits for the lock, writers queue behind it, so
+    /// it waits at most `lockWait`; a pass that does not get the lock fails and runs again later.
+    /// Returns what it did.
     @discardableResult
     public func pass(settings: EventRetention.Settings, workers: [String], logger: Logger) async throws -> EventRetention.Plan {
         let plan = try await store.readCommitted(logger: logger) { transaction in
             let connection = transaction.connection
+            try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(Self.lockWaitMilliseconds)"), logger: logger)
             try await connection.query("LOCK TABLE events IN ACCESS EXCLUSIVE MODE", logger: logger)
             let reading = try await Self.read(workers: workers, on: connection, logger: logger)
             let plan = EventRetention.plan(reading, settings: settings)
@@ -49,6 +51,10 @@ public struct EventLogRetention: Sendable {
         }
         return plan
     }
+
+    /// The longest a pass, or a snapshot's export (`LogSnapshot`), waits for the log's lock while
+    /// writers queue behind it: 2 s.
+    static let lockWaitMilliseconds = 2_000
 
     /// Every event below this id has been removed by retention (0: none has).
     public func prunedBelow(logger: Logger) async throws -> Int64 {

@@ -27,6 +27,9 @@ public struct LogSnapshot: Sendable {
                 let position = try await store.withConnection { exporter -> Int64 in
                     try await exporter.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
                     do {
+                        // Writers queue behind a lock being waited for: wait briefly.
+                        try await exporter.query(
+                            PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(EventLogRetention.lockWaitMilliseconds)"), logger: logger)
                         try await exporter.query("LOCK TABLE events IN SHARE MODE", logger: logger)
                         let rows = try await exporter.query("""
                             SELECT pg_export_snapshot(), (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM events_id_seq)
