@@ -26,7 +26,7 @@ final class EventRetentionTests: XCTestCase {
 
     /// Every worker's checkpoint of every zone at the zone's counter but `except`'s, which stays at `sequence`.
     static func checkpoints(_ store: PostgresStore, except: (worker: String, zone: ZoneKey, sequence: Int64)? = nil) async throws {
-        try await store.withConnection { connection in
+        _ = try await store.withConnection { connection in
             try await connection.query("""
                 INSERT INTO worker_checkpoints (worker, zone_key, last_sequence, last_event_id)
                 SELECT w.worker, z.zone_key,
