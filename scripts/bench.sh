@@ -27,6 +27,9 @@
 #                          a migrations/ folder beside them is migrated instead of this tree's
 #   STRATUS_LOG_LEVEL      of every process (default: warning for the API, whose request logs cost
 #                          CPU, and info, a deployment's default, for the workers)
+#   STRATUS_BENCH_CHURN_RECORDS  records storage.churn writes and updates ten times (default
+#                          100,000; e.g. 5000 for a quick run); run it with --only storage. The
+#                          stack's log partitions (STRATUS_EVENT_PARTITION_EVENTS) span that many ids
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -136,7 +139,11 @@ STRATUS_HTTP_HOST=127.0.0.1
 STRATUS_HTTP_PORT="$http_port"
 API_LOG_LEVEL="${STRATUS_LOG_LEVEL:-warning}"
 WORKER_LOG_LEVEL="${STRATUS_LOG_LEVEL:-info}"
-export STRATUS_DATABASE_URL STRATUS_KAFKA_BROKERS STRATUS_DATA_DIR STRATUS_MIGRATIONS_DIR STRATUS_HTTP_HOST STRATUS_HTTP_PORT
+# The event log's partitions span one round of storage.churn (STRATUS_BENCH_CHURN_RECORDS records,
+# 100,000 by default; at least 1,000 ids), so its retention passes have whole partitions to drop.
+churn_records="${STRATUS_BENCH_CHURN_RECORDS:-100000}"
+STRATUS_EVENT_PARTITION_EVENTS="${STRATUS_EVENT_PARTITION_EVENTS:-$((churn_records < 1000 ? 1000 : churn_records))}"
+export STRATUS_DATABASE_URL STRATUS_KAFKA_BROKERS STRATUS_DATA_DIR STRATUS_MIGRATIONS_DIR STRATUS_HTTP_HOST STRATUS_HTTP_PORT STRATUS_EVENT_PARTITION_EVENTS
 mkdir -p "$STRATUS_DATA_DIR"
 
 "$BIN/stratus" migrate >/dev/null

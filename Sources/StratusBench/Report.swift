@@ -56,15 +56,22 @@ public struct BenchSettings: Codable, Sendable {
     public var scaleLoadSeconds: Double = 1_800
     /// Longest the scale run waits for the indexer after each step.
     public var scaleIndexTimeout: Double = 1_800
+    /// Records storage.churn writes (group `storage`), each then updated `churnUpdates` times.
+    public var churnRecords: Int = 100_000
+    public var churnUpdates: Int = 10
+    /// The ids a partition of the log spans in storage.churn (nil: `churnRecords`, one round's events).
+    public var churnPartitionEvents: Int?
+    /// The retention window storage.churn prunes with, in seconds (0: every event all readers passed).
+    public var churnWindowSeconds: Double = 0
     /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag,
-    /// notify, share, asset, gc, rebuild, sdk, scale); nil: all but scale.
+    /// notify, share, asset, gc, rebuild, sdk, storage, scale); nil: all but storage and scale.
     public var groups: [String]?
 
     /// The full run's defaults.
     public init() {}
 
     /// Whether `group` runs: the scale run only when named.
-    func runs(_ group: String) -> Bool { groups?.contains(group) ?? (group != "scale") }
+    func runs(_ group: String) -> Bool { groups?.contains(group) ?? (group != "scale" && group != "storage") }
 }
 
 /// One scenario's measurements.

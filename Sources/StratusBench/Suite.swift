@@ -177,6 +177,10 @@ public struct BenchSuite: Sendable {
         if settings.runs("sdk") {
             for result in try await sdk(measured: results) { record(result) }
         }
+        if settings.runs("storage") {
+            try await settle(client)
+            record(try await churn(client, store: store))
+        }
         if settings.runs("scale") {
             try await scale(client, record: record)
         }

@@ -21,8 +21,11 @@ public struct KafkaAdmin: Sendable {
         self.logger = logger
     }
 
-    /// Creates a topic unless it exists.
-    public func createTopic(_ name: String, partitions: Int, replicationFactor: Int = 1, timeout: Duration) async throws {
+    /// Creates a topic unless it exists, with the topic settings in `settings` (e.g. `retention.ms`);
+    /// an existing topic keeps its own.
+    public func createTopic(
+        _ name: String, partitions: Int, replicationFactor: Int = 1, settings: [String: String] = [:], timeout: Duration
+    ) async throws {
         let configuration = configuration
         try await Blocking.run(on: DispatchQueueBox.shared) {
             try withClient(configuration, RD_KAFKA_PRODUCER) { pointer in
@@ -33,6 +36,10 @@ public struct KafkaAdmin: Sendable {
                     throw KafkaError(code: -1, message: "invalid topic \(name): \(CText.string(errorText))", isFatal: false, isRetriable: false)
                 }
                 defer { rd_kafka_NewTopic_destroy(topic) }
+                for (key, value) in settings.sorted(by: { $0.key < $1.key }) {
+                    let error = rd_kafka_NewTopic_set_config(topic, key, value)
+                    guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: "topic setting \(key)") }
+                }
                 let queue = rd_kafka_queue_new(pointer)
                 defer { rd_kafka_queue_destroy(queue) }
                 var topics: [OpaquePointer?] = [topic]

@@ -35,6 +35,17 @@ public enum CheckpointStore {
         return 0
     }
 
+    /// Sets a worker's positions to a snapshot's (`LogSnapshot`): each zone at its change counter,
+    /// with the snapshot's position as the last event id, after `reset`.
+    public static func seed(worker: String, zones: [(zoneKey: ZoneKey, sequence: Int64)], eventID: Int64, in transaction: Transaction) async throws {
+        let started = zones.filter { $0.sequence > 0 }
+        guard !started.isEmpty else { return }
+        try await transaction.connection.query("""
+            INSERT INTO worker_checkpoints (worker, zone_key, last_sequence, last_event_id)
+            SELECT \(worker), z.zone_key, z.sequence, \(eventID) FROM unnest(\(started.map(\.zoneKey.rawValue))::text[], \(started.map(\.sequence))::int8[]) AS z(zone_key, sequence)
+            """, logger: transaction.logger)
+    }
+
     /// Forgets all of a worker's positions (the first step of a replay).
     public static func reset(worker: String, in transaction: Transaction) async throws {
         // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).

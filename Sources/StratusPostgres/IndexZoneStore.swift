@@ -33,6 +33,19 @@ public enum IndexZoneStore {
             """, logger: transaction.logger)
     }
 
+    /// Fills the directory with a snapshot's live zones (`LogSnapshot`), after `reset`.
+    public static func seed(_ zones: [LogSnapshot.Zone], in transaction: Transaction) async throws {
+        let live = zones.filter { !$0.deleted }
+        guard !live.isEmpty else { return }
+        try await transaction.connection.query("""
+            INSERT INTO index_zones (zone_key, container, environment, scope, owner, zone_name, incarnation, last_event_id)
+            SELECT * FROM unnest(\(live.map(\.zoneKey.rawValue))::text[], \(live.map(\.database.container))::text[],
+                                 \(live.map(\.database.environment.rawValue))::text[], \(live.map(\.database.scope.rawValue))::text[],
+                                 \(live.map(\.database.owner))::text[], \(live.map(\.zoneName))::text[], \(live.map(\.incarnation))::uuid[],
+                                 \(live.map(\.createdEventID))::int8[])
+            """, logger: transaction.logger)
+    }
+
     /// Empties the directory (replay).
     public static func reset(in transaction: Transaction) async throws {
         // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).

@@ -359,6 +359,30 @@ public struct QueryIndexGenerations: Sendable {
         }
     }
 
+    /// Writes every record a snapshot of the tables holds into a generation being built, each at the
+    /// snapshot's position as its version: an event of the log's tail (above the position) replaces
+    /// it, and no event the snapshot already reflects does. One transaction per page of `pageSize`
+    /// records. Returns how many records it wrote.
+    public func load(_ snapshot: LogSnapshot, into generation: Int, pageSize: Int, logger: Logger) async throws -> Int {
+        var cursor = LogSnapshot.RecordCursor()
+        var count = 0
+        while true {
+            try Task.checkCancellation()
+            let page = try await snapshot.records(from: cursor, limit: pageSize)
+            guard let database = page.database, !page.records.isEmpty else { return count }
+            cursor = page.next
+            let zoneID = ZoneID(zoneName: page.zoneName, ownerRecordName: database.owner)
+            let rows = page.records.map { record in
+                (saved: RecordSaved.Indexed(RecordSaved(database: database, zoneID: zoneID, zoneIncarnation: nil, record: record, before: nil)),
+                 version: snapshot.position)
+            }
+            try await store.readCommitted(logger: logger) { transaction in
+                try await QueryIndexStore.apply(indexed: rows, generations: [generation], in: transaction)
+            }
+            count += rows.count
+        }
+    }
+
     /// The worker whose dead letters a rebuild's poison events join.
     static let worker = "stratus-indexer"
 

@@ -540,12 +540,25 @@ public struct SyncStore: Sendable {
         }
     }
 
-    /// Snapshot mode: the zone's record events after `version`, in order, from the event log.
+    /// Snapshot mode: the zone's record events after `version`, in order, from the event log. A
+    /// token whose next event retention has removed from the log (docs/event-pipeline.md,
+    /// "Retention") is expired: the history after it is no longer whole.
     private static func history(
         zone: ZoneID, database: DatabaseID, incarnation: UUID, since version: Int64, counter: Int64, limit: Int, types: [String]?,
         in transaction: Transaction
     ) async throws -> ZoneChanges {
         let key = ZoneKey(database: database, zoneName: zone.zoneName).rawValue
+        if version < counter {
+            let next = try await transaction.connection.query("""
+                SELECT EXISTS (SELECT 1 FROM events WHERE zone_key = \(key) AND zone_sequence = \(version + 1))
+                """, logger: transaction.logger)
+            for try await present in next.decode(Bool.self) where !present {
+                if version == 0 {
+                    throw StratusError(.badRequest, "The event log no longer holds this zone's first changes (retention); sync without snapshot")
+                }
+                throw StratusError(.changeTokenExpired, "The event log no longer holds the changes after this sync token; discard the local copy and sync from the start")
+            }
+        }
         let rows = try await transaction.connection.query("""
             SELECT zone_sequence, type, payload::text FROM events
             WHERE zone_key = \(key) AND zone_sequence > \(version) AND zone_sequence <= \(counter)

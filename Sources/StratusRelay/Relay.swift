@@ -12,6 +12,9 @@ public struct RelayConfiguration: Sendable {
     public var topic: String = "stratus.zone-events"
     /// Partitions the relay creates the topic with.
     public var partitions: Int = 8
+    /// How long the broker keeps a message of the topic the relay creates (its `retention.ms`), the
+    /// event log's retention window; nil leaves the broker's default.
+    public var retention: Duration?
     /// Events read and sent per round.
     public var batchSize: Int = 500
     /// How long to wait for a notification before looking for events anyway.
@@ -188,7 +191,8 @@ public final class Relay: Service, Sendable {
     /// every `verifyInterval`), a database restored to before they were saved, or a new topic.
     func verifyTopic() async throws {
         let admin = KafkaAdmin(configuration: kafka, logger: logger)
-        try await admin.createTopic(configuration.topic, partitions: configuration.partitions, timeout: .seconds(10))
+        let settings = configuration.retention.map { ["retention.ms": String(Int64(($0 / .milliseconds(1)).rounded()))] } ?? [:]
+        try await admin.createTopic(configuration.topic, partitions: configuration.partitions, settings: settings, timeout: .seconds(10))
         let current = try await admin.watermarks(topic: configuration.topic, timeout: .seconds(10)).mapValues(\.high)
         let relayStore = RelayStore(store: store)
         let last = try await relayStore.watermarks(topic: configuration.topic, logger: logger)

@@ -24,6 +24,13 @@ public enum Admin {
         }
     }
 
+    /// One retention pass of the event log now, as stratus-gc runs them (`EventLogPruner`).
+    public static func pruneEvents(_ configuration: StratusConfiguration, logger: Logger) async throws -> EventRetention.Plan {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await EventLogPruner(store: store, configuration: configuration.eventRetention, logger: logger).pruneOnce()
+        }
+    }
+
     /// Rebuilds a worker from the event log, recorded as a maintenance run (refused while a run of
     /// the same kind runs, e.g. one the console started); returns the number of events read.
     public static func replay(

@@ -85,13 +85,18 @@ public struct StratusConfiguration: Sendable {
     /// `STRATUS_GC_EXPIRE_RATE` (10,000 records per second; 0: no limit) and
     /// `STRATUS_GC_EXPIRE_CONCURRENCY` (2 zones at once).
     public var expiry = ExpiryConfiguration()
+    /// How long the event log keeps events and how stratus-gc prunes it:
+    /// `STRATUS_EVENT_RETENTION_SECONDS` (the window, 7 days; the topic the relay creates keeps
+    /// messages as long), `STRATUS_EVENT_PARTITION_EVENTS` (event ids a partition of the log spans,
+    /// 1,000,000) and `STRATUS_EVENT_RETENTION_INTERVAL_SECONDS` (how often stratus-gc prunes, 300).
+    public var eventRetention = EventRetentionConfiguration()
 
     /// The settings above that the workers' own services read (`WorkerDefinition.services`).
     public var workerSettings: WorkerSettings {
         WorkerSettings(
             tombstoneRetention: tombstoneRetention, blobStore: blobStore, assetGrace: assetGrace,
             assetCollectionInterval: assetCollectionInterval, expiry: expiry, delivery: delivery,
-            webhookAllowInsecureLoopback: webhookAllowInsecureLoopback)
+            webhookAllowInsecureLoopback: webhookAllowInsecureLoopback, eventRetention: eventRetention)
     }
 
     /// What kind of deployment a process belongs to; decides whether a missing secret key may be
@@ -253,6 +258,7 @@ public struct StratusConfiguration: Sendable {
             configuration.expiry.ratePerSecond = rate
         }
         try readConsole(environment, into: &configuration.api, deployment: deployment, int: int)
+        try readEventRetention(environment, into: &configuration, int: int)
         switch environment["STRATUS_WEBHOOK_ALLOW_LOOPBACK"] ?? "false" {
         case "true", "1": configuration.webhookAllowInsecureLoopback = true
         case "false", "0": configuration.webhookAllowInsecureLoopback = false
@@ -350,6 +356,30 @@ public struct StratusConfiguration: Sendable {
 
     /// The rate limits, sign-in limits and storage quota (`STRATUS_RATE_*`, `STRATUS_SIGNIN_*`,
     /// `STRATUS_USER_QUOTA_BYTES`).
+    /// The event log's retention (`eventRetention`), and the topic's matching retention.
+    static func readEventRetention(_ environment: [String: String], into configuration: inout StratusConfiguration, int: (String, Int) throws -> Int) throws {
+        var retention = configuration.eventRetention
+        let window = try int("STRATUS_EVENT_RETENTION_SECONDS", Int(retention.settings.windowMilliseconds / 1000))
+        guard (0...EventRetention.maxWindowSeconds).contains(Int64(window)) else {
+            throw ConfigurationProblem("STRATUS_EVENT_RETENTION_SECONDS must be 0 to \(EventRetention.maxWindowSeconds) seconds, got \(window)")
+        }
+        retention.settings.windowMilliseconds = Int64(window) * 1000
+        let partition = try int("STRATUS_EVENT_PARTITION_EVENTS", Int(retention.settings.partitionEvents))
+        guard EventRetention.partitionEventsRange.contains(Int64(partition)) else {
+            throw ConfigurationProblem(
+                "STRATUS_EVENT_PARTITION_EVENTS must be \(EventRetention.partitionEventsRange.lowerBound) to \(EventRetention.partitionEventsRange.upperBound) event ids, got \(partition)")
+        }
+        retention.settings.partitionEvents = Int64(partition)
+        let interval = try int("STRATUS_EVENT_RETENTION_INTERVAL_SECONDS", Int(retention.interval.components.seconds))
+        guard (1...86_400).contains(interval) else {
+            throw ConfigurationProblem("STRATUS_EVENT_RETENTION_INTERVAL_SECONDS must be 1 to 86400 seconds, got \(interval)")
+        }
+        retention.interval = .seconds(interval)
+        configuration.eventRetention = retention
+        // The broker keeps a message no longer than the log keeps its event (at least a minute).
+        configuration.relay.retention = .seconds(max(60, window))
+    }
+
     static func readLimits(_ environment: [String: String], into api: inout APIConfiguration, int: (String, Int) throws -> Int) throws {
         func number(_ name: String) throws -> Double? {
             guard let text = environment[name] else { return nil }

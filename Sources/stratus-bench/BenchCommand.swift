@@ -56,7 +56,11 @@ struct BenchCommand: AsyncParsableCommand {
     var idleSeconds: Double = 30
     @Option(help: "A process of the stack whose CPU the report shows (idle and under load), as NAME=PID; repeatable. Its children count as part of it.")
     var process: [String] = []
-    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild, sdk, scale.")
+    @Option(help: "Records storage.churn writes and updates (default: $STRATUS_BENCH_CHURN_RECORDS, else 100,000).")
+    var churnRecords: Int?
+    @Option(help: "Times storage.churn updates each record.")
+    var churnUpdates = 10
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild, sdk, storage (run only when named), scale.")
     var only: String?
     @Flag(help: "The scale run instead of the suite (with --only: besides those groups): --scale-records over --scale-zones, measured at a hundredth, a tenth and all of them.")
     var scale = false
@@ -103,6 +107,18 @@ struct BenchCommand: AsyncParsableCommand {
         settings.lagAfterIdleSamples = lagAfterIdleSamples
         settings.idleSeconds = idleSeconds
         settings.reuseRun = reuseRun
+        let environment = ProcessInfo.processInfo.environment
+        let churn = try churnRecords ?? environment["STRATUS_BENCH_CHURN_RECORDS"].map { text in
+            guard let value = Int(text) else { throw ValidationError("STRATUS_BENCH_CHURN_RECORDS must be a whole number, got '\(text.prefix(40))'") }
+            return value
+        } ?? settings.churnRecords
+        guard (1...10_000_000).contains(churn), (0...100).contains(churnUpdates) else {
+            throw ValidationError("storage.churn writes 1 to 10,000,000 records, updated 0 to 100 times")
+        }
+        settings.churnRecords = churn
+        settings.churnUpdates = churnUpdates
+        // The stack's partition size, when scripts/bench.sh set it, is the one storage.churn's passes create too.
+        settings.churnPartitionEvents = environment["STRATUS_EVENT_PARTITION_EVENTS"].flatMap { Int($0) }
         settings.groups = only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         if scale {
             guard (1...10_000).contains(scaleZones), (scaleZones...10_000_000).contains(scaleRecords) else {

@@ -10,7 +10,7 @@ struct Stratus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stratus",
         abstract: "Administer a Stratus deployment.",
-        subcommands: [Migrate.self, RelayCommand.self, Republish.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self,
+        subcommands: [Migrate.self, RelayCommand.self, Republish.self, EventsCommand.self, Replay.self, Reindex.self, ContainerCommand.self, KeyCommand.self, UserCommand.self,
                       SessionCommand.self, WebhookCommand.self, APNsCommand.self, SchemaCommand.self, OperatorCommand.self, AuditCommand.self,
                       ExportCommand.self, ImportCommand.self]
     )
@@ -87,6 +87,26 @@ struct Republish: AsyncParsableCommand {
         let count = try await Admin.republish(from: from, configuration, logger: logger)
         print("marked \(count) events for publishing from id \(from)")
         try await options.audit(.eventsRepublish, details: [("from", "\(from)"), ("events", "\(count)")], configuration, logger)
+    }
+}
+
+struct EventsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "events", abstract: "The event log's retention (STRATUS_EVENT_RETENTION_SECONDS).", subcommands: [Prune.self])
+
+    struct Prune: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run one retention pass now: drop the log's partitions every worker and the relay have passed and the window no longer holds, and create the ones ahead.")
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-events")
+            let plan = try await Admin.pruneEvents(configuration, logger: logger)
+            let below = plan.prunedBelow.map { "every event below id \($0) is gone" } ?? "nothing was old enough and passed by every reader"
+            print("dropped \(plan.drop.count) partitions\(plan.truncateDefault ? " and emptied the default one" : ""), created \(plan.create.count); \(below)")
+            try await options.audit(
+                .eventsPrune, details: [("dropped", "\(plan.drop.count)"), ("prunedBelow", plan.prunedBelow.map(String.init) ?? "none")], configuration, logger)
+        }
     }
 }
 

@@ -50,7 +50,7 @@ final class ShardabilityTests: XCTestCase {
         "users": .directory, "sessions": .directory, "linked_accounts": .directory, "email_tokens": .directory,
         "used_nonces": .directory, "user_deletions": .directory,
         // Each node's own.
-        "events": .node, "unpublished_events": .node, "notification_deliveries": .node, "relay_topics": .node, "worker_dead_letters": .node,
+        "events": .node, "event_log_retention": .node, "unpublished_events": .node, "notification_deliveries": .node, "relay_topics": .node, "worker_dead_letters": .node,
         "maintenance_runs": .node, "operators": .node, "operator_sessions": .node, "audit_log": .node, "audit_head": .node,
     ]
 
@@ -99,6 +99,11 @@ final class ShardabilityTests: XCTestCase {
         let added = try NSRegularExpression(pattern: #"ALTER TABLE (?:IF EXISTS )?"# + name + #"\s+ADD COLUMN (?:IF NOT EXISTS )?([a-z_]+)"#, options: [.caseInsensitive])
         for match in added.matches(in: sql, range: NSRange(sql.startIndex..., in: sql)) {
             tables[String(sql[Range(match.range(at: 1), in: sql)!]), default: []].insert(String(sql[Range(match.range(at: 2), in: sql)!]))
+        }
+        // A table attached as a partition follows its parent, as one made `PARTITION OF` it does.
+        let attached = try NSRegularExpression(pattern: #"ATTACH PARTITION "# + name, options: [.caseInsensitive])
+        for match in attached.matches(in: sql, range: NSRange(sql.startIndex..., in: sql)) {
+            tables[String(sql[Range(match.range(at: 1), in: sql)!])] = nil
         }
         let dropped = try NSRegularExpression(pattern: #"DROP TABLE (?:IF EXISTS )?"# + name, options: [.caseInsensitive])
         for match in dropped.matches(in: sql, range: NSRange(sql.startIndex..., in: sql)) {
@@ -274,6 +279,8 @@ final class ShardabilityTests: XCTestCase {
             CREATE TABLE old (id int);
             CREATE TABLE copy (LIKE things INCLUDING DEFAULTS, PRIMARY KEY (owner));
             CREATE TABLE copy_a PARTITION OF copy FOR VALUES IN ('a');
+            CREATE TABLE copy_b (LIKE copy);
+            ALTER TABLE copy ATTACH PARTITION copy_b DEFAULT;
             DROP TABLE old;
             """.write(to: directory.appendingPathComponent("0001_x.sql"), atomically: true, encoding: .utf8)
         let tables = try Self.tables(inMigrations: directory)

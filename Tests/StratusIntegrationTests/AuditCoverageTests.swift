@@ -156,6 +156,7 @@ final class AuditCoverageTests: XCTestCase {
             try await run("schema assign-role", [container, "Editor", "_carol", "--remove"], .roleRemove, container: container, subject: "_carol")
             try await run("operator create", ["auditor@example.com", "--password-file", password], .operatorCreate, subject: "auditor@example.com")
             try await run("republish", ["--from", "1"], .eventsRepublish)
+            try await run("events prune", [], .eventsPrune)
             try await run("reindex", [], .indexReindex)
             try await run("replay", ["stratus-gc"], .workerReplay, subject: "stratus-gc")
             let archive = NSTemporaryDirectory() + "stratus-audit-\(UUID().uuidString).tar"

@@ -186,6 +186,31 @@ final class BenchTests: XCTestCase {
 
     /// The scale run, tiny: 2,000 records over 4 zones, measured after 500 (the probe zone's
     /// share) and after 2,000.
+    /// storage.churn, scaled down: records updated twice in partitions of a thousand ids; the log
+    /// ends holding no more than its open partitions, and the index rebuilt from a snapshot plus
+    /// the tail equals the one replayed from the whole log.
+    func testStorageChurnEndsWithABoundedLogAndTheSameIndex() async throws {
+        var settings = BenchSettings()
+        settings.groups = ["storage"]
+        settings.churnRecords = 1_000
+        settings.churnUpdates = 2
+        settings.concurrency = 2
+        settings.indexTimeout = 120
+        try await runSuite(settings) { report, store in
+            XCTAssertEqual(report.scenarios.map(\.name), ["storage.churn"])
+            let churn = try XCTUnwrap(report.scenario("storage.churn"))
+            XCTAssertEqual(churn.errors, 0, "\(churn.failures)")
+            XCTAssertEqual(churn.figures["indexEqualsReplay"], 1)
+            XCTAssertEqual(churn.figures["indexRows"], 1_000)
+            XCTAssertGreaterThanOrEqual(churn.figures["eventsBefore"] ?? 0, 3_000)
+            XCTAssertLessThan(churn.figures["eventsAfter"] ?? .infinity, 1_100, "only the open partition's events are left")
+            XCTAssertLessThan(churn.figures["logBytesAfter"] ?? .infinity, churn.figures["logBytesBefore"] ?? 0)
+            XCTAssertGreaterThan(churn.figures["bytesPerLiveRecord"] ?? 0, 0)
+            let pruned = try await EventLogRetention(store: store).prunedBelow(logger: TestSupport.logger)
+            XCTAssertGreaterThan(pruned, 0)
+        }
+    }
+
     func testScaleRunMeasuresEachStep() async throws {
         var settings = BenchSettings()
         settings.groups = ["scale"]

@@ -21,6 +21,7 @@ public enum AuditCatalog {
         "migrate": .audited([.databaseMigrate]),
         "relay": .changesNothing("runs the relay, which publishes what the log holds, until stopped"),
         "republish": .audited([.eventsRepublish]),
+        "events prune": .audited([.eventsPrune]),
         "replay": .audited([.workerReplay]),
         "reindex": .audited([.indexReindex]),
         "container create": .audited([.containerCreate]),

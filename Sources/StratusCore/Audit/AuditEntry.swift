@@ -7,6 +7,7 @@ import Foundation
 public enum AuditAction: String, Sendable, CaseIterable, Codable {
     case databaseMigrate = "database.migrate"
     case eventsRepublish = "events.republish"
+    case eventsPrune = "events.prune"
     case workerReplay = "worker.replay"
     case indexReindex = "index.reindex"
     case containerCreate = "container.create"

@@ -19,6 +19,7 @@ extension WorkerDefinition {
                     interval: context.settings.assetCollectionInterval, logger: context.logger),
                 ExpiredRecordCollector(store: context.store, configuration: context.settings.expiry, logger: context.logger),
                 UserDeletionRunner(store: context.store, blobs: context.settings.blobStore.makeStore(), logger: context.logger),
+                EventLogPruner(store: context.store, configuration: context.settings.eventRetention, logger: context.logger),
             ]
         })
 }

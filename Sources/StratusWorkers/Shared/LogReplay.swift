@@ -3,8 +3,9 @@ import Logging
 import StratusCore
 import StratusPostgres
 
-/// Reads the whole PostgreSQL event log in id order, page by page, reporting progress: the common
-/// part of every rebuild.
+/// Reads the PostgreSQL event log in id order from a position (the beginning, or a snapshot's
+/// position after the log was pruned), page by page, reporting progress: the common part of every
+/// rebuild.
 enum LogReplay {
     /// Reads the log and applies it page by page. The next page is read, and made ready by
     /// `prepare` (the CPU's part: decoding), while the database applies the pages before it, so the
@@ -14,7 +15,8 @@ enum LogReplay {
     /// before it and holds back the ones after it. Progress is reported in the log's order: after a
     /// page, once every page before it is applied too.
     static func run<Page: Sendable>(
-        store: PostgresStore, pageSize: Int, concurrency: Int = 1, logger: Logger, progress: @Sendable (Rebuild.Progress) -> Void,
+        store: PostgresStore, after position: Int64 = 0, pageSize: Int, concurrency: Int = 1, logger: Logger,
+        progress: @Sendable (Rebuild.Progress) -> Void,
         prepare: @escaping @Sendable ([EventEnvelope]) -> Page, runsAlone: @escaping @Sendable (Page) -> Bool = { _ in false },
         apply: @escaping @Sendable (Page) async throws -> Void
     ) async throws -> Int {
@@ -43,7 +45,7 @@ enum LogReplay {
                     progress(Rebuild.Progress(events: count, target: target, position: page.last, eventsPerSecond: Double(count) / seconds))
                 }
             }
-            var next = try await read(after: 0)
+            var next = try await read(after: position)
             while let current = next {
                 try Task.checkCancellation()
                 async let following = read(after: current.last)
@@ -75,9 +77,9 @@ enum LogReplay {
 
     /// Reads the log and applies it page by page, in order, the events as read.
     static func run(
-        store: PostgresStore, pageSize: Int, logger: Logger, progress: @Sendable (Rebuild.Progress) -> Void,
+        store: PostgresStore, after position: Int64 = 0, pageSize: Int, logger: Logger, progress: @Sendable (Rebuild.Progress) -> Void,
         apply: @escaping @Sendable ([EventEnvelope]) async throws -> Void
     ) async throws -> Int {
-        try await run(store: store, pageSize: pageSize, logger: logger, progress: progress, prepare: { $0 }, apply: apply)
+        try await run(store: store, after: position, pageSize: pageSize, logger: logger, progress: progress, prepare: { $0 }, apply: apply)
     }
 }

@@ -4,11 +4,40 @@ import StratusCore
 import StratusKafka
 import StratusPostgres
 
-/// Rebuilds a worker's projection from the beginning of the PostgreSQL event log (which, unlike a
-/// broker, never loses the beginning), then points the worker's consumer group at the topic's end
-/// as it was before the rebuild started, so the running worker resumes without a gap.
+/// Where a rebuild starts.
+public enum RebuildStart: Sendable, Equatable {
+    /// From a snapshot once retention has pruned the log, else from the log's beginning.
+    case automatic
+    /// From the log's first event (refused once the log was pruned).
+    case log
+    /// From a snapshot of the current tables at a log position, then the log's tail after it.
+    case snapshot
+
+    /// Whether the rebuild starts from a snapshot; refuses `.log` on a pruned log.
+    func usesSnapshot(store: PostgresStore, logger: Logger) async throws -> Bool {
+        if self == .snapshot { return true }
+        let prunedBelow = try await EventLogRetention(store: store).prunedBelow(logger: logger)
+        if self == .log, prunedBelow > 0 {
+            throw StratusError(.badRequest, "the event log was pruned below event \(prunedBelow): a rebuild must start from a snapshot")
+        }
+        return prunedBelow > 0
+    }
+}
+
+/// Rebuilds a worker's projection from the PostgreSQL event log, then points the worker's consumer
+/// group at the topic's end as it was before the rebuild started, so the running worker resumes
+/// without a gap. While the log holds its beginning the rebuild reads all of it; once retention
+/// pruned it, a projection that can be seeded from the current tables (`seed`) starts from a
+/// snapshot of them at a log position (`LogSnapshot`) and reads the tail after it, and one that
+/// cannot is refused.
 public struct Rebuild: Sendable {
+    /// Writes a projection's state as a snapshot of the current tables holds it, in the transaction
+    /// that has just reset the projection.
+    public typealias Seed = @Sendable (LogSnapshot, [LogSnapshot.Zone], Transaction) async throws -> Void
+
     let applier: Applier
+    let seed: Seed?
+    let start: RebuildStart
     let store: PostgresStore
     let kafka: KafkaClientConfiguration?
     let topic: String
@@ -27,8 +56,13 @@ public struct Rebuild: Sendable {
     }
 
     /// Creates a rebuild of a projection; without Kafka configuration the consumer group is left alone.
-    public init(projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration?, topic: String, consumerGroupSuffix: String? = nil) {
+    public init(
+        projection: any Projection, store: PostgresStore, kafka: KafkaClientConfiguration?, topic: String, consumerGroupSuffix: String? = nil,
+        start: RebuildStart = .automatic, seed: Seed? = nil
+    ) {
         self.applier = Applier(projection: projection, store: store)
+        self.seed = seed
+        self.start = start
         var worker = WorkerConfiguration()
         worker.consumerGroupSuffix = consumerGroupSuffix
         self.consumerGroup = worker.consumerGroup(for: projection.name)
@@ -48,8 +82,8 @@ public struct Rebuild: Sendable {
             let watermarks = try await admin.watermarks(topic: topic, timeout: .seconds(10))
             ends = watermarks.map { KafkaTopicPartitionOffset(topic: topic, partition: $0.key, offset: $0.value.high) }
         }
-        try await applier.reset(logger: logger)
-        let count = try await LogReplay.run(store: store, pageSize: pageSize, logger: logger, progress: progress) { page in
+        let position = try await begin(logger: logger)
+        let count = try await LogReplay.run(store: store, after: position, pageSize: pageSize, logger: logger, progress: progress) { page in
             do {
                 _ = try await applier.apply(batch: page, logger: logger)
             } catch where PostgresStore.isPermanent(error) {
@@ -69,5 +103,30 @@ public struct Rebuild: Sendable {
             }
         }
         return count
+    }
+
+    /// Resets the projection and its checkpoints; from a snapshot, writes the snapshot's state and
+    /// positions in the same transaction. Returns the log position the replay goes on after.
+    func begin(logger: Logger) async throws -> Int64 {
+        guard try await start.usesSnapshot(store: store, logger: logger) else {
+            try await applier.reset(logger: logger)
+            return 0
+        }
+        guard let seed else {
+            throw StratusError(.badRequest, "the event log was pruned: \(applier.projection.name) cannot be rebuilt from its tail alone")
+        }
+        let applier = applier, store = store
+        return try await LogSnapshot.with(store: store, logger: logger) { snapshot in
+            let zones = try await snapshot.zones()
+            try await store.serializable(logger: logger) { transaction in
+                let projection = applier.projection
+                try await projection.reset(in: transaction, logger: logger)
+                try await CheckpointStore.reset(worker: projection.name, in: transaction)
+                try await seed(snapshot, zones, transaction)
+                try await CheckpointStore.seed(
+                    worker: projection.name, zones: zones.map { ($0.zoneKey, $0.changeCounter) }, eventID: snapshot.position, in: transaction)
+            }
+            return snapshot.position
+        }
     }
 }

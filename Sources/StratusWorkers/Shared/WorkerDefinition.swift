@@ -76,10 +76,13 @@ public struct WorkerSettings: Sendable {
     /// be called over plain http on a loopback host.
     public var delivery: DeliveryConfiguration
     public var webhookAllowInsecureLoopback: Bool
+    /// stratus-gc: how long the event log keeps events (`EventLogPruner`).
+    public var eventRetention: EventRetentionConfiguration
 
     public init(
         tombstoneRetention: Duration, blobStore: BlobStoreConfiguration, assetGrace: Duration, assetCollectionInterval: Duration,
-        expiry: ExpiryConfiguration, delivery: DeliveryConfiguration, webhookAllowInsecureLoopback: Bool
+        expiry: ExpiryConfiguration, delivery: DeliveryConfiguration, webhookAllowInsecureLoopback: Bool,
+        eventRetention: EventRetentionConfiguration = EventRetentionConfiguration()
     ) {
         self.tombstoneRetention = tombstoneRetention
         self.blobStore = blobStore
@@ -88,6 +91,7 @@ public struct WorkerSettings: Sendable {
         self.expiry = expiry
         self.delivery = delivery
         self.webhookAllowInsecureLoopback = webhookAllowInsecureLoopback
+        self.eventRetention = eventRetention
     }
 }
 
