@@ -13,15 +13,20 @@ public struct EventLogRetention: Sendable {
     public init(store: PostgresStore) { self.store = store }
 
     /// Runs one pass: `workers` are the workers whose checkpoints must have passed an event before
-    /// it goes. The log is locked (`ACCESS EXCLUSIVE`) for the pass's reads and drops: writers wait
-    /// that long (a few milliseconds). While the pass waits for the lock, writers queue behind it, so
-    /// it waits at most `lockWait`; a pass that does not get the lock fails and runs again later.
-    /// Returns what it did.
+    /// it goes. It reads the log and its readers first without a lock: most passes find nothing to
+    /// drop or create, and end there, never stopping a writer. When there is, the log is locked
+    /// (`ACCESS EXCLUSIVE`) while the pass reads again and drops: writers wait that long. While the
+    /// pass waits for the lock, writers queue behind it, so it waits at most `passLockWait`; a pass
+    /// that does not get the lock fails and runs again later. Returns what it did.
     @discardableResult
     public func pass(settings: EventRetention.Settings, workers: [String], logger: Logger) async throws -> EventRetention.Plan {
+        let unlocked = try await store.readCommitted(logger: logger) { transaction in
+            EventRetention.plan(try await Self.read(workers: workers, on: transaction.connection, logger: logger), settings: settings)
+        }
+        guard !unlocked.drop.isEmpty || unlocked.truncateDefault || !unlocked.create.isEmpty else { return unlocked }
         let plan = try await store.readCommitted(logger: logger) { transaction in
             let connection = transaction.connection
-            try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(Self.lockWaitMilliseconds)"), logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: "SET LOCAL lock_timeout = \(Self.passLockWaitMilliseconds)"), logger: logger)
             try await connection.query("LOCK TABLE events IN ACCESS EXCLUSIVE MODE", logger: logger)
             let reading = try await Self.read(workers: workers, on: connection, logger: logger)
             let plan = EventRetention.plan(reading, settings: settings)
@@ -52,9 +57,13 @@ public struct EventLogRetention: Sendable {
         return plan
     }
 
-    /// The longest a pass, or a snapshot's export (`LogSnapshot`), waits for the log's lock while
-    /// writers queue behind it: 2 s.
+    /// The longest a snapshot's export (`LogSnapshot`) waits for the log's lock while writers queue
+    /// behind it: 2 s.
     static let lockWaitMilliseconds = 2_000
+
+    /// The longest a pass waits for the log's lock while writers queue behind it: 250 ms (it runs
+    /// again at its next interval when it does not get it).
+    static let passLockWaitMilliseconds = 250
 
     /// Every event below this id has been removed by retention (0: none has).
     public func prunedBelow(logger: Logger) async throws -> Int64 {
