@@ -172,12 +172,15 @@ struct ContainerCommand: AsyncParsableCommand {
         var usersDiscoverableByDefault: Bool?
         @Option(help: "Who may sign up by email: open (anyone), invite-only (the addresses invited), or off (nobody; the default).")
         var signUp: String?
+        @Option(help: "A web origin (scheme://host[:port]) whose pages may call the container from a browser (CORS); repeat for several; '*' alone: any origin (the default).")
+        var allowedOrigin: [String] = []
 
         func validate() throws {
-            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil else {
-                throw ValidationError("give --anonymous-public-reads, --users-discoverable-by-default or --sign-up")
+            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil || !allowedOrigin.isEmpty else {
+                throw ValidationError("give --anonymous-public-reads, --users-discoverable-by-default, --sign-up or --allowed-origin")
             }
             if let signUp, SignUpMode(rawValue: signUp) == nil { throw ValidationError("--sign-up is open, invite-only or off") }
+            do { _ = try AllowedOrigins.validated(allowedOrigin) } catch { throw ValidationError(error.reason) }
         }
 
         func run() async throws {
@@ -194,10 +197,16 @@ struct ContainerCommand: AsyncParsableCommand {
                 try await Admin.setSignUp(container, mode, configuration, logger: logger)
                 print("\(container): sign-up \(mode.rawValue)")
             }
+            if !allowedOrigin.isEmpty {
+                let origins = try AllowedOrigins.validated(allowedOrigin)
+                try await Admin.setAllowedOrigins(container, origins, configuration, logger: logger)
+                print("\(container): browsers may call it from \(origins?.joined(separator: ", ") ?? "any origin")")
+            }
             var details: [(String, String)] = []
             if let anonymousPublicReads { details.append(("anonymousPublicReads", "\(anonymousPublicReads)")) }
             if let usersDiscoverableByDefault { details.append(("usersDiscoverableByDefault", "\(usersDiscoverableByDefault)")) }
             if let signUp { details.append(("signUp", signUp)) }
+            if !allowedOrigin.isEmpty { details.append(("allowedOrigins", allowedOrigin.joined(separator: ","))) }
             try await options.audit(.containerSettings, container: container, details: details, configuration, logger)
         }
     }
@@ -253,20 +262,30 @@ extension ContainerCommand {
             var jwksURL: String
             @Option(help: "A client id tokens must be issued to ('aud'), e.g. the app's bundle id; repeat for several.")
             var audience: [String] = []
+            @Option(help: "The client id the hosted sign-in page signs in with (one of the audiences, e.g. a Services ID): the page then offers a button for the issuer.")
+            var webClientID: String?
+            @Option(help: "The issuer's authorization endpoint, when its discovery document (ISSUER/.well-known/openid-configuration) does not give it.")
+            var authorizationURL: String?
+            @Option(help: "The redirect URL registered at the issuer, when it is not PUBLIC_URL/auth/1/CONTAINER/signin/provider/callback.")
+            var redirectURL: String?
 
             func run() async throws {
                 let (configuration, logger) = try options.resolve(label: "stratus-container")
-                try await Admin.trustIssuer(
-                    container: container, TrustedIssuer(issuer: issuer, keySetURL: jwksURL, audiences: audience), configuration, logger: logger)
-                print("\(container): trusts \(issuer)")
-                try await options.audit(
-                    .issuerTrust, container: container, subject: issuer,
-                    details: [("jwksURL", jwksURL), ("audiences", audience.joined(separator: ","))], configuration, logger)
+                let trusted = TrustedIssuer(
+                    issuer: issuer, keySetURL: jwksURL, audiences: audience, webClientID: webClientID, authorizationURL: authorizationURL, redirectURL: redirectURL)
+                try await Admin.trustIssuer(container: container, trusted, configuration, logger: logger)
+                print("\(container): trusts \(issuer)\(webClientID.map { "; the hosted page signs in with client id \($0)" } ?? "")")
+                var details = [("jwksURL", jwksURL), ("audiences", audience.joined(separator: ","))]
+                for (name, value) in [("webClientID", webClientID), ("authorizationURL", authorizationURL), ("redirectURL", redirectURL)] {
+                    if let value { details.append((name, value)) }
+                }
+                try await options.audit(.issuerTrust, container: container, subject: issuer, details: details, configuration, logger)
             }
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List the issuers a container trusts (issuer, JWKS URL, audiences).")
+            static let configuration = CommandConfiguration(
+                abstract: "List the issuers a container trusts (issuer, JWKS URL, audiences, the hosted page's web client id, authorization URL, redirect URL; '-' for none).")
             @OptionGroup var options: CommonOptions
             @Argument(help: "The container identifier.")
             var container: String
@@ -274,7 +293,8 @@ extension ContainerCommand {
             func run() async throws {
                 let (configuration, logger) = try options.resolve(label: "stratus-container")
                 for issuer in try await Admin.trustedIssuers(container: container, configuration, logger: logger) {
-                    print("\(issuer.issuer)\t\(issuer.keySetURL)\t\(issuer.audiences.joined(separator: ","))")
+                    let web = [issuer.webClientID, issuer.authorizationURL, issuer.redirectURL].map { $0 ?? "-" }.joined(separator: "\t")
+                    print("\(issuer.issuer)\t\(issuer.keySetURL)\t\(issuer.audiences.joined(separator: ","))\t\(web)")
                 }
             }
         }
