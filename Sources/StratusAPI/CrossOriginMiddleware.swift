@@ -16,13 +16,13 @@ import Synchronization
 struct CrossOriginMiddleware<Context: StratusRequestContext>: RouterMiddleware {
     let origins: ContainerOrigins
 
-    enum Scope: Equatable {
+    enum Rule: Equatable {
         case container(String)
         case anyOrigin
     }
 
     /// Which rule a path falls under; nil: no CORS (the console, operations endpoints).
-    static func scope(of path: String) -> Scope? {
+    static func rule(of path: String) -> Rule? {
         let parts = path.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: true)
         guard parts.count >= 2, parts[1] == "1" else { return nil }
         switch parts[0] {
@@ -35,10 +35,10 @@ struct CrossOriginMiddleware<Context: StratusRequestContext>: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let origin = request.headers[.origin], let scope = Self.scope(of: request.uri.path) else { return try await next(request, context) }
+        guard let origin = request.headers[.origin], let rule = Self.rule(of: request.uri.path) else { return try await next(request, context) }
         let allowed: Bool
         do {
-            switch scope {
+            switch rule {
             case .anyOrigin: allowed = SignInPageRequest.origin(origin) != nil
             case .container(let container): allowed = try await origins.allows(origin, container: container, logger: context.logger)
             }
