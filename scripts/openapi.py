@@ -820,6 +820,51 @@ PATHS["/auth/1/{container}/signin/page"] = {"get": {
     },
 }}
 
+PATHS["/auth/1/{container}/signin/provider"] = {"get": {
+    "operationId": "signInPageProvider", "tags": ["auth"], EXT: True,
+    "summary": "The hosted sign-in page's button for a trusted issuer",
+    "description": "Sends the user's window to the issuer's authorization endpoint (configured with `stratus container auth "
+                   "add --authorization-url`, or from the issuer's discovery document) with an OpenID Connect ID-token request: "
+                   "`response_type=id_token`, `response_mode=form_post`, the issuer's web client id (`--web-client-id`), the "
+                   "redirect URL (`PUBLIC_URL/auth/1/{container}/signin/provider/callback` unless `--redirect-url`), a `state` "
+                   "signed for the waiting sign-in request and a fresh `nonce`. AUTHENTICATION_FAILED without a valid "
+                   "`ckSignInRequest`; NOT_FOUND for an issuer the container does not trust; BAD_REQUEST for one without a web "
+                   "client id.",
+    "parameters": [{"$ref": "#/components/parameters/container"},
+                   {"name": "ckSignInRequest", "in": "query", "required": True, "schema": {"type": "string", "maxLength": 2048},
+                    "description": "The signed sign-in request of the hosted page (redirectURL's `request`)."},
+                   {"name": "issuer", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1, "maxLength": 2048},
+                    "description": "The issuer, as `stratus container auth list` names it."}],
+    "security": [{}],
+    "responses": {
+        "302": {"description": "To the issuer's authorization endpoint.",
+                "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"},
+                            "Location": {"description": "The authorization request.", "schema": STRING}}},
+        **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 403, 404, 500, 503)},
+    },
+}}
+PATHS["/auth/1/{container}/signin/provider/callback"] = {"post": {
+    "operationId": "signInPageProviderCallback", "tags": ["auth"], EXT: True,
+    "summary": "Where a trusted issuer posts its answer to the hosted page's sign-in",
+    "description": "The issuer's form answer (`response_mode=form_post`). The `state` must be one this server issued for the "
+                   "container, not expired (ten minutes, at most the sign-in request's hour); the `id_token` is checked as "
+                   "signin/idtoken checks one, with the state's nonce and the issuer's web client id as the only audience, and "
+                   "its nonce is used once, so a replayed answer is refused. The user linked to the account signs in, or is "
+                   "created. The answer is a page that posts `{ckWebAuthToken}` to the window that opened the sign-in page, "
+                   "at the origin of the sign-in request, and closes. A refused answer stores nothing and counts against the "
+                   "client's address in the sign-in limiter.",
+    "parameters": [{"$ref": "#/components/parameters/container"}],
+    "requestBody": {"required": True, "content": {"application/x-www-form-urlencoded": {"schema": obj({}, {
+        "id_token": STRING, "state": STRING, "error": STRING,
+        "user": {"type": "string", "description": "Sign in with Apple: JSON with the user's name, at the first sign-in only."}})}}},
+    "security": [{}],
+    "responses": {
+        "200": {"description": "The page that hands the web auth token to the app.", "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"}},
+                "content": {"text/html": {"schema": STRING}}},
+        **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 403, 429, 500, 503)},
+    },
+}}
+
 
 def operations_path(path, operation_id, summary, description, content):
     PATHS[path] = {"get": {

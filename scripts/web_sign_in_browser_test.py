@@ -4,14 +4,18 @@ through chromium-driver (WebDriver), as scripts/console_browser_test.py drives t
 
 Run by WebSignInBrowserTests against a live stratus-api the test started. This script serves the
 app's page and, under the same origin, passes /database/ and /auth/ through to stratus-api (as a
-deployment's reverse proxy would: stratus-api sends no CORS headers). The page calls users/caller,
-is answered 421 with redirectURL, opens it in a window on a click, and waits for the window to post
-the web auth token back; then it calls users/caller with the token. Settings from the environment:
+deployment's reverse proxy would). The page calls users/caller, is answered 421 with redirectURL,
+opens it in a window on a click, and waits for the window to post the web auth token back; then it
+calls users/caller with the token. Then it signs in again through the trusted issuer's button,
+calling stratus-api directly on its own port this time (another origin: CORS): the hosted page
+sends the window to the test's OpenID provider, which posts a signed ID token back to Stratus's
+callback, whose page hands the token to the app. Settings from the environment:
 
   WEB_API_URL        stratus-api, e.g. http://127.0.0.1:PORT
   WEB_APP_PORT       the port this script serves the app on (stratus-api's STRATUS_PUBLIC_URL)
   WEB_CONTAINER / WEB_API_TOKEN   the container and its API token
   WEB_LOGIN / WEB_PASSWORD / WEB_USER   a user's credentials and user record name
+  WEB_PROVIDER_LABEL the label of the trusted issuer's button on the hosted page
 
 Prints each step; exits 0 when every check held, 1 (with the reason) otherwise. SIGTERM ends the
 browser and its driver before exiting.
@@ -38,19 +42,22 @@ API_TOKEN = os.environ["WEB_API_TOKEN"]
 LOGIN = os.environ["WEB_LOGIN"]
 PASSWORD = os.environ["WEB_PASSWORD"]
 USER = os.environ["WEB_USER"]
+PROVIDER_LABEL = os.environ["WEB_PROVIDER_LABEL"]
 APP = f"http://127.0.0.1:{PORT}"
 STARTED = time.monotonic()
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>A web app</title></head><body>
 <button id="signin" disabled>Sign in</button>
+<button id="direct">Sign in, calling the API on its own origin</button>
 <p id="state">starting</p>
 <p id="user"></p>
 <script>
 const settings = SETTINGS;
 let redirectURL = null;
+let direct = false;
 async function caller(token) {
-  let url = '/database/1/' + encodeURIComponent(settings.container) + '/development/private/users/caller?ckAPIToken=' + encodeURIComponent(settings.apiToken);
+  let url = (direct ? settings.api : '') + '/database/1/' + encodeURIComponent(settings.container) + '/development/private/users/caller?ckAPIToken=' + encodeURIComponent(settings.apiToken);
   if (token) { url += '&ckWebAuthToken=' + encodeURIComponent(token); }
   const response = await fetch(url);
   return [response.status, await response.json()];
@@ -67,8 +74,29 @@ caller(null).then(([status, body]) => {
   document.getElementById('signin').disabled = !redirectURL;
 });
 document.getElementById('signin').addEventListener('click', () => window.open(redirectURL, 'stratus-sign-in', 'width=480,height=640'));
+document.getElementById('direct').addEventListener('click', async () => {
+  direct = true;
+  document.getElementById('user').textContent = '';
+  try {
+    const [status, body] = await caller(null);
+    document.getElementById('state').textContent = 'direct ' + status + ' ' + (body.redirectURL || 'without redirectURL');
+    if (body.redirectURL) { window.open(body.redirectURL, 'stratus-sign-in', 'width=480,height=640'); }
+  } catch (error) {
+    document.getElementById('state').textContent = 'direct call failed: ' + error;
+  }
+});
 </script></body></html>
 """
+
+
+class KeepRedirects(urllib.request.HTTPRedirectHandler):
+    """Hands a redirect to the browser, as a reverse proxy does, instead of following it."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: PLR0913 - the base class's signature
+        return None
+
+
+NO_REDIRECTS = urllib.request.build_opener(KeepRedirects)
 
 
 class Failure(Exception):
@@ -96,7 +124,7 @@ class AppAndProxy(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 - http.server's name
         if self.path == "/app":
-            body = PAGE.replace("SETTINGS", json.dumps({"container": CONTAINER, "apiToken": API_TOKEN}).replace("<", "\\u003c")).encode()
+            body = PAGE.replace("SETTINGS", json.dumps({"container": CONTAINER, "apiToken": API_TOKEN, "api": API}).replace("<", "\\u003c")).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
@@ -118,12 +146,12 @@ class AppAndProxy(http.server.BaseHTTPRequestHandler):
         headers["Host"] = f"127.0.0.1:{PORT}"
         request = urllib.request.Request(API + self.path, data=body, method=self.command, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with NO_REDIRECTS.open(request, timeout=30) as response:
                 status, answer, reply_headers = response.status, response.read(), response.headers
         except urllib.error.HTTPError as error:
             status, answer, reply_headers = error.code, error.read(), error.headers
         self.send_response(status)
-        for name in ("Content-Type", "Content-Security-Policy", "Cache-Control", "Referrer-Policy"):
+        for name in ("Content-Type", "Content-Security-Policy", "Cache-Control", "Referrer-Policy", "Location"):
             if reply_headers.get(name):
                 self.send_header(name, reply_headers[name])
         self.send_header("Content-Length", str(len(answer)))
@@ -171,6 +199,27 @@ def run(driver):
     user = driver.find_element(By.ID, "user").text
     step(f"the app's call with the token it was handed: {user!r}")
     check(user == USER, f"users/caller with the handed token names {USER}, not {user!r}")
+
+    # Again through the trusted issuer, calling stratus-api on its own origin (CORS).
+    driver.find_element(By.ID, "direct").click()
+    wait.until(lambda d: len(d.window_handles) == 2 or d.find_element(By.ID, "state").text.startswith("direct call failed"))
+    state = driver.find_element(By.ID, "state").text
+    step(f"the app's direct call: {state[:200]}")
+    check(state.startswith(f"direct 421 {APP}/auth/1/{CONTAINER}/signin/page?request="), f"a cross-origin call reads the 421 and its redirectURL: {state}")
+    driver.switch_to.window(next(handle for handle in driver.window_handles if handle != app_window))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "a.provider"))
+    button = driver.find_element(By.CSS_SELECTOR, "a.provider")
+    step(f"the provider's button: {button.text!r}")
+    check(button.text == PROVIDER_LABEL, f"the button says {PROVIDER_LABEL!r}, not {button.text!r}")
+    button.click()
+    wait.until(lambda d: len(d.window_handles) == 1)
+    step("the sign-in window closed after the provider's answer")
+    driver.switch_to.window(app_window)
+    wait.until(lambda d: d.find_element(By.ID, "user").text != "")
+    provider_user = driver.find_element(By.ID, "user").text
+    step(f"the app's direct call with the token the provider sign-in handed: {provider_user!r}")
+    check(provider_user.startswith("_") and provider_user != USER, f"users/caller names the provider account's new user, not {provider_user!r}")
+    print(f"[web sign-in browser test] provider user {provider_user}", flush=True)
 
 
 def main():

@@ -60,9 +60,11 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     if configuration.console.enabled { router.add(middleware: RecentErrorsMiddleware(recent: recentErrors)) }
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware())
+    let containers = ContainerStore(store: dependencies.store)
+    // Outside the error middleware, so errors carry the CORS headers too.
+    router.add(middleware: CrossOriginMiddleware(origins: ContainerOrigins(containers: containers)))
     router.add(middleware: CloudKitErrorMiddleware())
     OperationsRoutes<APIRequestContext>(dependencies: dependencies).register(on: router)
-    let containers = ContainerStore(store: dependencies.store)
     let authenticator = Authenticator(
         containers: containers, serverKeys: ServerKeyStore(store: dependencies.store), secretKey: configuration.secretKey,
         signInURL: configuration.signInURL, publicURL: configuration.publicURL, limiter: RequestLimiter(
@@ -76,9 +78,14 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
         users: UserStore(store: dependencies.store), sessions: sessions, containers: containers, authenticator: authenticator,
         limits: configuration.limits, tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: signInLimiter
     ).register(on: router)
+    let issuerKeys = IssuerKeys(settings: configuration.keySets)
+    ProviderSignInRoutes<APIRequestContext>(
+        identities: IdentityStore(store: dependencies.store), containers: containers, authenticator: authenticator, issuerKeys: issuerKeys,
+        signInLimiter: signInLimiter, tokenLifetime: configuration.webAuthTokenLifetime, publicURL: configuration.publicURL
+    ).register(on: router)
     IdentityRoutes<APIRequestContext>(
         identities: IdentityStore(store: dependencies.store), sessions: sessions, containers: containers, authenticator: authenticator,
-        issuerKeys: IssuerKeys(settings: configuration.keySets), tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: signInLimiter,
+        issuerKeys: issuerKeys, tokenLifetime: configuration.webAuthTokenLifetime, signInLimiter: signInLimiter,
         deletions: UserDeletionStore(store: dependencies.store), deletionSignIn: configuration.accountDeletionSignIn,
         exports: ArchiveExport(store: dependencies.store, blobs: dependencies.blobs)
     ).register(on: router)

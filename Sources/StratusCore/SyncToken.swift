@@ -21,10 +21,13 @@ public enum TokenKind: String, Sendable, CaseIterable {
     /// A hosted sign-in page's request (`redirectURL`): which container, for which web origin,
     /// until when; it stands for the app on that page instead of the API token.
     case signInRequest = "sign-in-request"
+    /// The `state` of the hosted sign-in page's authorization request to an issuer: the waiting
+    /// sign-in request's container and origin, the issuer, the nonce the ID token must carry.
+    case providerState = "provider-state"
 
     /// Whether tokens of this kind travel in URLs (query items): those keep the URL-safe text
     /// format 2; the others are written in format 3, standard base64 of bytes.
-    var travelsInURL: Bool { self == .webAuth || self == .assetUpload || self == .assetDownload || self == .signInRequest }
+    var travelsInURL: Bool { self == .webAuth || self == .assetUpload || self == .assetDownload || self == .signInRequest || self == .providerState }
 
     /// The JSON members a token of the first format (one key for every kind, no version) may carry,
     /// for the kinds still accepted in that format; nil for the kinds that are not. A token of that
@@ -34,7 +37,7 @@ public enum TokenKind: String, Sendable, CaseIterable {
         switch self {
         case .zoneSync: (["z", "i", "v"], ["u", "b"])
         case .databaseSync: (["d", "z"], [])
-        case .webAuth, .continuationMarker, .notificationSync, .assetUpload, .assetDownload, .signInRequest: nil
+        case .webAuth, .continuationMarker, .notificationSync, .assetUpload, .assetDownload, .signInRequest, .providerState: nil
         }
     }
 }

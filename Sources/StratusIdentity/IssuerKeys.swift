@@ -43,6 +43,8 @@ public final class IssuerKeys: Sendable {
 
     private let settings: KeySetSettings
     private let entries = Mutex<[String: Entry]>([:])
+    /// Authorization endpoints from discovery documents, by issuer.
+    private let endpoints = Mutex<[String: (fetchedAt: Int64, endpoint: String)]>([:])
     private let logger: Logger
 
     /// Creates an empty cache.
@@ -89,17 +91,39 @@ public final class IssuerKeys: Sendable {
 
     /// Fetches and reads a key set.
     func fetch(_ text: String) async throws -> KeySet {
+        try KeySet.parse(try await download(text, what: "key set", place: "JWKS URL", maxBytes: KeySet.maxBytes))
+    }
+
+    /// The authorization endpoint of an issuer: the configured one, or the one its discovery
+    /// document names (fetched as a key set is, and kept as long).
+    public func authorizationEndpoint(of issuer: TrustedIssuer) async throws -> String {
+        if let configured = issuer.authorizationURL { return configured }
+        let now = Int64(Date().timeIntervalSince1970)
+        let keep = settings.refresh.maxAge
+        if let kept = endpoints.withLock({ $0[issuer.issuer] }), now - kept.fetchedAt < keep { return kept.endpoint }
+        let document = try await download(
+            ProviderSignIn.discoveryURL(of: issuer.issuer), what: "discovery document", place: "discovery URL", maxBytes: KeySet.maxBytes)
+        let endpoint = try ProviderSignIn.authorizationEndpoint(discovery: document, issuer: issuer.issuer)
+        endpoints.withLock { endpoints in
+            if endpoints[issuer.issuer] == nil, endpoints.count >= Self.capacity { endpoints.removeAll() }
+            endpoints[issuer.issuer] = (now, endpoint)
+        }
+        return endpoint
+    }
+
+    /// Fetches a document of an issuer's (bounded, no redirects, checked addresses).
+    func download(_ text: String, what: String, place: String, maxBytes: Int) async throws -> [UInt8] {
         guard let url = URL(string: text), let host = url.host, !host.isEmpty else {
-            throw StratusError(.authenticationFailed, "the issuer's JWKS URL is not an absolute URL")
+            throw StratusError(.authenticationFailed, "the issuer's \(place) is not an absolute URL")
         }
         let allowPrivate = settings.allowPrivateAddresses
         try AddressPolicy.checkScheme(url, allowPrivate: allowPrivate)
         let addresses = try await Self.resolve(host)
         guard let address = addresses.first else {
-            throw StratusError(.tryAgainLater, "the issuer's JWKS host could not be resolved")
+            throw StratusError(.tryAgainLater, "the issuer's \(place) host could not be resolved")
         }
         if !allowPrivate, !addresses.allSatisfy(AddressPolicy.isPublic) {
-            throw StratusError(.authenticationFailed, "the issuer's JWKS URL leads to a private or loopback address, which this server does not fetch from")
+            throw StratusError(.authenticationFailed, "the issuer's \(place) leads to a private or loopback address, which this server does not fetch from")
         }
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow, timeout: .init(connect: TimeAmount(settings.timeout), read: TimeAmount(settings.timeout)))
@@ -110,36 +134,36 @@ public final class IssuerKeys: Sendable {
         configuration.dnsOverride = [host: Self.text(address)]
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
         do {
-            let keys = try await Self.get(url: text, client: client, timeout: settings.timeout)
+            let body = try await Self.get(url: text, client: client, timeout: settings.timeout, what: what, maxBytes: maxBytes)
             try await client.shutdown()
-            return keys
+            return body
         } catch {
             try? await client.shutdown()
             throw error
         }
     }
 
-    private static func get(url: String, client: HTTPClient, timeout: Duration) async throws -> KeySet {
+    private static func get(url: String, client: HTTPClient, timeout: Duration, what: String, maxBytes: Int) async throws -> [UInt8] {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
         let response: HTTPClientResponse
         do {
             response = try await client.execute(request, timeout: TimeAmount(timeout))
         } catch {
-            throw StratusError(.tryAgainLater, "the issuer's key set could not be fetched; retry later")
+            throw StratusError(.tryAgainLater, "the issuer's \(what) could not be fetched; retry later")
         }
         guard response.status == .ok else {
-            throw StratusError(.tryAgainLater, "the issuer's key set answered HTTP \(response.status.code), not 200; retry later")
+            throw StratusError(.tryAgainLater, "the issuer's \(what) answered HTTP \(response.status.code), not 200; retry later")
         }
         let body: ByteBuffer
         do {
-            body = try await response.body.collect(upTo: KeySet.maxBytes)
+            body = try await response.body.collect(upTo: maxBytes)
         } catch is NIOTooManyBytesError {
-            throw StratusError(.authenticationFailed, "the issuer's key set is larger than \(KeySet.maxBytes) bytes")
+            throw StratusError(.authenticationFailed, "the issuer's \(what) is larger than \(maxBytes) bytes")
         } catch {
-            throw StratusError(.tryAgainLater, "the issuer's key set could not be read; retry later")
+            throw StratusError(.tryAgainLater, "the issuer's \(what) could not be read; retry later")
         }
-        return try KeySet.parse(Array(buffer: body))
+        return Array(buffer: body)
     }
 
     /// The addresses `host` resolves to (at most 16), resolved on NIO's thread pool.

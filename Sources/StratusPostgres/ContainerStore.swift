@@ -103,6 +103,28 @@ public struct ContainerStore: Sendable {
         }
     }
 
+    /// The web origins whose pages may call the container from a browser: `.some(nil)` for any
+    /// origin, nil when the container does not exist.
+    public func allowedOrigins(container: String, logger: Logger) async throws -> [String]?? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT allowed_origins FROM containers WHERE container = \(container)", logger: logger)
+            for try await origins in rows.decode([String]?.self) { return .some(origins) }
+            return nil
+        }
+    }
+
+    /// Sets the web origins whose pages may call the container (nil: any origin, `AllowedOrigins`
+    /// checks the list). Returns false when the container does not exist.
+    @discardableResult
+    public func setAllowedOrigins(container: String, origins: [String]?, logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            let rows = try await connection.query(
+                "UPDATE containers SET allowed_origins = \(origins) WHERE container = \(container) RETURNING 1", logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
     /// Whether the container exists.
     public func exists(container: String, logger: Logger) async throws -> Bool {
         try await store.withConnection { connection in

@@ -92,6 +92,15 @@ public enum Admin {
         }
     }
 
+    /// Sets the web origins whose pages may call a container from a browser (nil: any origin).
+    public static func setAllowedOrigins(_ container: String, _ origins: [String]?, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            guard try await ContainerStore(store: store).setAllowedOrigins(container: container, origins: origins, logger: logger) else {
+                throw ConfigurationProblem("no container '\(container)'")
+            }
+        }
+    }
+
     /// Suspends or resumes a container (every API process refuses its requests at once while it is
     /// suspended).
     public static func setContainerSuspended(_ container: String, _ suspended: Bool, _ configuration: StratusConfiguration, logger: Logger) async throws {

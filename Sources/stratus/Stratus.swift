@@ -194,12 +194,15 @@ struct ContainerCommand: AsyncParsableCommand {
         @Option(help: "Who may sign up by email: open (anyone), invite-only (the addresses invited), or off (nobody; the default).")
         var signUp: String?
         @OptionGroup var limits: ContainerLimitOptions
+        @Option(help: "A web origin (scheme://host[:port]) whose pages may call the container from a browser (CORS); repeat for several; '*' alone: any origin (the default).")
+        var allowedOrigin: [String] = []
 
         func validate() throws {
-            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil || !limits.changes.isEmpty else {
-                throw ValidationError("give --anonymous-public-reads, --users-discoverable-by-default, --sign-up or a limit (--request-rate, …)")
+            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil || !allowedOrigin.isEmpty || !limits.changes.isEmpty else {
+                throw ValidationError("give --anonymous-public-reads, --users-discoverable-by-default, --sign-up, --allowed-origin or a limit (--request-rate, …)")
             }
             if let signUp, SignUpMode(rawValue: signUp) == nil { throw ValidationError("--sign-up is open, invite-only or off") }
+            do { _ = try AllowedOrigins.validated(allowedOrigin) } catch { throw ValidationError(error.reason) }
             try limits.validate()
         }
 
@@ -217,6 +220,11 @@ struct ContainerCommand: AsyncParsableCommand {
                 try await Admin.setSignUp(container, mode, configuration, logger: logger)
                 print("\(container): sign-up \(mode.rawValue)")
             }
+            if !allowedOrigin.isEmpty {
+                let origins = try AllowedOrigins.validated(allowedOrigin)
+                try await Admin.setAllowedOrigins(container, origins, configuration, logger: logger)
+                print("\(container): browsers may call it from \(origins?.joined(separator: ", ") ?? "any origin")")
+            }
             var details: [(String, String)] = []
             if let anonymousPublicReads { details.append(("anonymousPublicReads", "\(anonymousPublicReads)")) }
             if let usersDiscoverableByDefault { details.append(("usersDiscoverableByDefault", "\(usersDiscoverableByDefault)")) }
@@ -226,6 +234,7 @@ struct ContainerCommand: AsyncParsableCommand {
                 for setting in ContainerLimits.Setting.allCases { print("\(container): \(setting.rawValue) \(set.text(of: setting))") }
                 for (setting, _) in limits.changes { details.append((setting.rawValue, set.text(of: setting))) }
             }
+            if !allowedOrigin.isEmpty { details.append(("allowedOrigins", allowedOrigin.joined(separator: ","))) }
             try await options.audit(.containerSettings, container: container, details: details, configuration, logger)
         }
     }
@@ -281,20 +290,30 @@ extension ContainerCommand {
             var jwksURL: String
             @Option(help: "A client id tokens must be issued to ('aud'), e.g. the app's bundle id; repeat for several.")
             var audience: [String] = []
+            @Option(help: "The client id the hosted sign-in page signs in with (one of the audiences, e.g. a Services ID): the page then offers a button for the issuer.")
+            var webClientID: String?
+            @Option(help: "The issuer's authorization endpoint, when its discovery document (ISSUER/.well-known/openid-configuration) does not give it.")
+            var authorizationURL: String?
+            @Option(help: "The redirect URL registered at the issuer, when it is not PUBLIC_URL/auth/1/CONTAINER/signin/provider/callback.")
+            var redirectURL: String?
 
             func run() async throws {
                 let (configuration, logger) = try options.resolve(label: "stratus-container")
-                try await Admin.trustIssuer(
-                    container: container, TrustedIssuer(issuer: issuer, keySetURL: jwksURL, audiences: audience), configuration, logger: logger)
-                print("\(container): trusts \(issuer)")
-                try await options.audit(
-                    .issuerTrust, container: container, subject: issuer,
-                    details: [("jwksURL", jwksURL), ("audiences", audience.joined(separator: ","))], configuration, logger)
+                let trusted = TrustedIssuer(
+                    issuer: issuer, keySetURL: jwksURL, audiences: audience, webClientID: webClientID, authorizationURL: authorizationURL, redirectURL: redirectURL)
+                try await Admin.trustIssuer(container: container, trusted, configuration, logger: logger)
+                print("\(container): trusts \(issuer)\(webClientID.map { "; the hosted page signs in with client id \($0)" } ?? "")")
+                var details = [("jwksURL", jwksURL), ("audiences", audience.joined(separator: ","))]
+                for (name, value) in [("webClientID", webClientID), ("authorizationURL", authorizationURL), ("redirectURL", redirectURL)] {
+                    if let value { details.append((name, value)) }
+                }
+                try await options.audit(.issuerTrust, container: container, subject: issuer, details: details, configuration, logger)
             }
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List the issuers a container trusts (issuer, JWKS URL, audiences).")
+            static let configuration = CommandConfiguration(
+                abstract: "List the issuers a container trusts (issuer, JWKS URL, audiences, the hosted page's web client id, authorization URL, redirect URL; '-' for none).")
             @OptionGroup var options: CommonOptions
             @Argument(help: "The container identifier.")
             var container: String
@@ -302,7 +321,8 @@ extension ContainerCommand {
             func run() async throws {
                 let (configuration, logger) = try options.resolve(label: "stratus-container")
                 for issuer in try await Admin.trustedIssuers(container: container, configuration, logger: logger) {
-                    print("\(issuer.issuer)\t\(issuer.keySetURL)\t\(issuer.audiences.joined(separator: ","))")
+                    let web = [issuer.webClientID, issuer.authorizationURL, issuer.redirectURL].map { $0 ?? "-" }.joined(separator: "\t")
+                    print("\(issuer.issuer)\t\(issuer.keySetURL)\t\(issuer.audiences.joined(separator: ","))\t\(web)")
                 }
             }
         }

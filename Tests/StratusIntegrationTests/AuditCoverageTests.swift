@@ -310,10 +310,11 @@ final class AuditCoverageTests: XCTestCase {
             try await post("/console/access/invitations/remove", ["container": container, "email": "erin@example.com"], status: 404, nil)
             let issuer = "https://issuer.example.com"
             try await post(
-                "/console/access/issuers/add", ["container": container, "issuer": issuer, "jwksURL": "https://issuer.example.com/keys", "audiences": "com.a, com.b"],
+                "/console/access/issuers/add", ["container": container, "issuer": issuer, "jwksURL": "https://issuer.example.com/keys", "audiences": "com.a, com.b", "webClientID": "com.b"],
                 .issuerTrust, subject: issuer)
             let trusted = try await IdentityStore(store: store).trustedIssuers(container: container, logger: TestSupport.logger)
             XCTAssertEqual(trusted.map(\.audiences), [["com.a", "com.b"]])
+            XCTAssertEqual(trusted.map(\.webClientID), ["com.b"], "the hosted page's web client id, from the form")
             try await post("/console/access/issuers/remove", ["container": container, "issuer": issuer], .issuerDistrust, subject: issuer)
             let sessions = SessionStore(store: store)
             let expiresAt = Int64(Date().timeIntervalSince1970) + 3600

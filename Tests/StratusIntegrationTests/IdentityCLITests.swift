@@ -18,13 +18,23 @@ final class IdentityCLITests: XCTestCase {
             let list = try await PushAdminCLITests.cli(["container", "auth", "list", Self.container], settings)
             XCTAssertEqual(list.status, 0, list.output)
             XCTAssertEqual(list.output.split(separator: "\n").filter { $0.contains("\t") },
-                           ["https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example"])
+                           ["https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example\t-\t-\t-"])
+            // The hosted sign-in page's settings: the web client id must be one of the audiences.
+            let web = add + ["--web-client-id", "web.example", "--authorization-url", "https://appleid.apple.com/auth/authorize"]
+            let webAdded = try await PushAdminCLITests.cli(web, settings)
+            XCTAssertEqual(webAdded.status, 0, webAdded.output)
+            let webList = try await PushAdminCLITests.cli(["container", "auth", "list", Self.container], settings)
+            XCTAssertEqual(webList.output.split(separator: "\n").filter { $0.contains("\t") }, [
+                "https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example\tweb.example\thttps://appleid.apple.com/auth/authorize\t-",
+            ])
 
             // Refused: no audience, a URL that is not one, a container that does not exist.
             for (arguments, complaint) in [
                 (Array(add.prefix(8)), "1 to 16 audiences"),
                 (["container", "auth", "add", Self.container, "--issuer", "i", "--jwks-url", "/keys", "--audience", "a"], "absolute https URL"),
                 (["container", "auth", "add", "iCloud.nowhere", "--issuer", "i", "--jwks-url", "https://a.example/k", "--audience", "a"], "no container"),
+                (add + ["--web-client-id", "com.other"], "one of the issuer's audiences"),
+                (["container", "set", Self.container, "--allowed-origin", "https://a.example/path"], "not a web origin"),
             ] {
                 let refused = try await PushAdminCLITests.cli(arguments, settings)
                 XCTAssertNotEqual(refused.status, 0, refused.output)
@@ -32,6 +42,17 @@ final class IdentityCLITests: XCTestCase {
             }
             let trusted = try await IdentityStore(store: store).trustedIssuers(container: Self.container, logger: TestSupport.logger)
             XCTAssertEqual(trusted.map(\.issuer), ["https://appleid.apple.com"])
+
+            // The origins whose pages may call the container (CORS): a list, then any again.
+            let origins = try await PushAdminCLITests.cli(
+                ["container", "set", Self.container, "--allowed-origin", "https://Notes.example.com", "--allowed-origin", "http://localhost:3000"], settings)
+            XCTAssertEqual(origins.status, 0, origins.output)
+            let listed = try await ContainerStore(store: store).allowedOrigins(container: Self.container, logger: TestSupport.logger)
+            XCTAssertEqual(listed, .some(["https://notes.example.com", "http://localhost:3000"]))
+            let any = try await PushAdminCLITests.cli(["container", "set", Self.container, "--allowed-origin", "*"], settings)
+            XCTAssertEqual(any.status, 0, any.output)
+            let anyOrigin = try await ContainerStore(store: store).allowedOrigins(container: Self.container, logger: TestSupport.logger)
+            XCTAssertEqual(anyOrigin, .some(nil))
 
             let removed = try await PushAdminCLITests.cli(["container", "auth", "remove", Self.container, "--issuer", "https://appleid.apple.com"], settings)
             XCTAssertEqual(removed.status, 0, removed.output)

@@ -71,11 +71,15 @@ struct ConsoleIdentityPage<Context: StratusRequestContext>: Sendable {
             await routes.page(request, context) {
                 try await access.change(request, context, done: "issuer-trusted", action: .issuerTrust, back: back) { container, form, logger in
                     let audiences = (form["audiences"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                    let optional = { (name: String) in form[name].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 } }
                     let issuer = TrustedIssuer(
                         issuer: try form.required("issuer", label: "The issuer"), keySetURL: try form.required("jwksURL", label: "The key set URL"),
-                        audiences: audiences)
+                        audiences: audiences, webClientID: optional("webClientID"), authorizationURL: optional("authorizationURL"),
+                        redirectURL: optional("redirectURL"))
                     try await identities.trust(container: container, issuer, logger: logger)
-                    return (issuer.issuer, [("jwksURL", issuer.keySetURL), ("audiences", audiences.joined(separator: ","))])
+                    var details = [("jwksURL", issuer.keySetURL), ("audiences", audiences.joined(separator: ","))]
+                    for name in ["webClientID", "authorizationURL", "redirectURL"] { if let value = optional(name) { details.append((name, value)) } }
+                    return (issuer.issuer, details)
                 }
             }
         }
@@ -133,7 +137,10 @@ struct ConsoleIdentityPage<Context: StratusRequestContext>: Sendable {
             "sendsEmail": routes.sendsEmail,
             "modes": SignUpMode.allCases.map { ["name": $0.rawValue, "selected": $0 == mode] as [String: Any] },
             "invitations": invitations.map { ["email": $0] },
-            "issuers": issuers.map { ["issuer": $0.issuer, "keySetURL": $0.keySetURL, "audiences": $0.audiences.joined(separator: ", ")] },
+            "issuers": issuers.map { issuer in
+                let web = issuer.webClientID.map { client in "client id \(client)" + (issuer.authorizationURL.map { url in ", \(url)" } ?? "") }
+                return ["issuer": issuer.issuer, "keySetURL": issuer.keySetURL, "audiences": issuer.audiences.joined(separator: ", "), "web": web ?? "from the app only"]
+            },
         ]
         if let notice { values["notice"] = notice }
         return ConsolePage.render("identity", title: "Sign-in to \(container)", session: session, crumbs: [

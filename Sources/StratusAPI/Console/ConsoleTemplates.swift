@@ -453,9 +453,9 @@ enum ConsoleTemplates {
         </form>
         <h2>Trusted issuers</h2>
         <div class="table"><table id="issuers">
-        <thead><tr><th scope="col">Issuer</th><th scope="col">Key set</th><th scope="col">Client ids</th><th scope="col">Action</th></tr></thead>
+        <thead><tr><th scope="col">Issuer</th><th scope="col">Key set</th><th scope="col">Client ids</th><th scope="col">Hosted page</th><th scope="col">Action</th></tr></thead>
         <tbody>
-        {{#issuers}}<tr><td class="mono">{{issuer}}</td><td class="mono">{{keySetURL}}</td><td>{{audiences}}</td><td><form class="inline" method="post" action="/console/access/issuers/remove"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="issuer" value="{{issuer}}"><button type="submit" class="secondary" aria-label="Stop trusting {{issuer}}">Remove</button></form></td></tr>{{/issuers}}
+        {{#issuers}}<tr><td class="mono">{{issuer}}</td><td class="mono">{{keySetURL}}</td><td>{{audiences}}</td><td>{{web}}</td><td><form class="inline" method="post" action="/console/access/issuers/remove"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}"><input type="hidden" name="issuer" value="{{issuer}}"><button type="submit" class="secondary" aria-label="Stop trusting {{issuer}}">Remove</button></form></td></tr>{{/issuers}}
         </tbody></table></div>
         <form method="post" action="/console/access/issuers/add">
         <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
@@ -465,6 +465,12 @@ enum ConsoleTemplates {
         <input id="jwks-url" name="jwksURL" required maxlength="2048" placeholder="https://appleid.apple.com/auth/keys">
         <label for="audiences">Client ids (audiences), separated by commas</label>
         <input id="audiences" name="audiences" required maxlength="2048">
+        <label for="web-client-id">Web client id: the hosted sign-in page signs in with it (one of the client ids; empty: from the app only)</label>
+        <input id="web-client-id" name="webClientID" maxlength="255">
+        <label for="authorization-url">Authorization URL (empty: from the issuer's discovery document)</label>
+        <input id="authorization-url" name="authorizationURL" maxlength="2048">
+        <label for="redirect-url">Redirect URL registered at the issuer (empty: the server's callback)</label>
+        <input id="redirect-url" name="redirectURL" maxlength="2048">
         <button type="submit" id="trust-issuer">Trust issuer</button>
         </form>
         {{> foot}}

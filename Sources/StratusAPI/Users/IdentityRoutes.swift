@@ -109,10 +109,19 @@ struct IdentityRoutes<Context: StratusRequestContext>: Sendable {
         guard let trusted = try await identities.trustedIssuer(container: container, issuer: token.claims.issuer, logger: logger) else {
             throw StratusError(.authenticationFailed, "idToken's issuer '\(ClientText.excerpt(token.claims.issuer))' is not trusted by this container")
         }
+        return try await Self.verifiedAccount(
+            token, trusted: trusted, nonce: input.nonce, givenName: input.givenName, familyName: input.familyName, issuerKeys: issuerKeys)
+    }
+
+    /// The account a token of a trusted issuer names, once its signature is the issuer's and its
+    /// claims meet `IDTokenRules` (the name the app was told filled in where the token has none).
+    static func verifiedAccount(
+        _ token: IDToken, trusted: TrustedIssuer, nonce: String?, givenName: String?, familyName: String?, issuerKeys: IssuerKeys
+    ) async throws -> IDTokenRules.Account {
         let key = try await issuerKeys.key(token.keyID, of: trusted)
         try token.verify(with: key)
-        let account = try IDTokenRules.check(token.claims, trusted: trusted, nonce: input.nonce, now: Int64(Date().timeIntervalSince1970))
-        return try account.naming(givenName: input.givenName, familyName: input.familyName)
+        let account = try IDTokenRules.check(token.claims, trusted: trusted, nonce: nonce, now: Int64(Date().timeIntervalSince1970))
+        return try account.naming(givenName: givenName, familyName: familyName)
     }
 
     // MARK: Sessions

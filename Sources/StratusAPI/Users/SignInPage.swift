@@ -34,7 +34,14 @@ struct SignInPage<Context: StratusRequestContext>: Sendable {
         var origin: String?
         var signUp: String
         var sendsEmail: Bool
-        var issuers: [String]
+        var issuers: [Provider]
+    }
+
+    /// A trusted issuer as the page shows it: a button when it has a web client id, else its name.
+    struct Provider: Encodable {
+        var issuer: String
+        var label: String
+        var signsIn: Bool
     }
 
     func page(_ request: Request, _ context: Context) async throws -> Response {
@@ -53,19 +60,10 @@ struct SignInPage<Context: StratusRequestContext>: Sendable {
             settings.problem = "Open this page from the app you sign in to."
         }
         settings.signUp = (try? await signUps.mode(container: container, logger: context.logger).rawValue) ?? SignUpMode.off.rawValue
-        settings.issuers = ((try? await identities.trustedIssuers(container: container, logger: context.logger)) ?? []).prefix(20).map(\.issuer)
-        let nonce = APIToken.generate().prefix(32)
-        let json = String(decoding: try JSONEncoder().encode(settings), as: UTF8.self)
-            .replacingOccurrences(of: "<", with: "\\u003c").replacingOccurrences(of: ">", with: "\\u003e").replacingOccurrences(of: "&", with: "\\u0026")
-        let html = SignInPageTemplate.html.replacingOccurrences(of: "{{settings}}", with: json).replacingOccurrences(of: "{{nonce}}", with: String(nonce))
-        var headers = HTTPFields()
-        headers[.contentType] = "text/html; charset=utf-8"
-        headers[.cacheControl] = "no-store"
-        headers[.init("Content-Security-Policy")!] =
-            "default-src 'none'; script-src 'nonce-\(nonce)'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
-        headers[.init("Referrer-Policy")!] = "no-referrer"
-        headers[.init("X-Content-Type-Options")!] = "nosniff"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: .init(string: html)))
+        settings.issuers = ((try? await identities.trustedIssuers(container: container, logger: context.logger)) ?? []).prefix(20).map { issuer in
+            Provider(issuer: issuer.issuer, label: ProviderSignIn.label(of: issuer.issuer), signsIn: issuer.webClientID != nil)
+        }
+        return try HostedPage.response(template: SignInPageTemplate.html, settings: settings)
     }
 }
 
@@ -78,7 +76,7 @@ enum SignInPageTemplate {
         <style>
         body{font-family:system-ui,sans-serif;max-width:26rem;margin:2rem auto;padding:0 1rem;color:#222}
         form{display:flex;flex-direction:column;gap:.5rem;margin:1rem 0;padding:1rem;border:1px solid #ddd;border-radius:.5rem}
-        input,button{font:inherit;padding:.4rem}.problem{color:#a00}.note{color:#555;font-size:.9em}[hidden]{display:none}
+        input,button{font:inherit;padding:.4rem}.problem{color:#a00}a.provider{display:block;margin:.5rem 0;padding:.5rem;border:1px solid #222;border-radius:.5rem;text-align:center;color:#222;text-decoration:none}.note{color:#555;font-size:.9em}[hidden]{display:none}
         </style></head><body>
         <h1>Sign in</h1>
         <p class="note">to <strong id="container"></strong><span id="for-origin" hidden> for <strong id="origin"></strong></span></p>
@@ -87,7 +85,7 @@ enum SignInPageTemplate {
         <input id="login" name="login" autocomplete="username" placeholder="Login or email address" required>
         <input id="password" name="password" type="password" autocomplete="current-password" placeholder="Password" required>
         <button id="signin-button" type="submit">Sign in</button></form>
-        <div id="providers" hidden><h2>With an account elsewhere</h2><p class="note">This container trusts <span id="issuer-list"></span>; sign in with them from the app.</p></div>
+        <div id="providers" hidden><h2>With an account elsewhere</h2><p id="provider-buttons"></p><p id="app-issuers" class="note" hidden>Sign in from the app with <span id="issuer-list"></span>.</p></div>
         <form id="signup" hidden><h2>Sign up</h2>
         <input id="signup-email" type="email" autocomplete="email" placeholder="Email address" required>
         <input id="signup-password" type="password" autocomplete="new-password" placeholder="Password (8 characters or more)" required>
@@ -145,7 +143,17 @@ enum SignInPageTemplate {
           if (fragment.get('reset')) { $('reset-token').value = fragment.get('reset'); $('newpassword').hidden = false; return; }
           if (!s.request) { status(s.problem); return; }
           $('signin').hidden = false;
-          if (s.issuers.length) { $('issuer-list').textContent = s.issuers.join(', '); $('providers').hidden = false; }
+          for (const issuer of s.issuers.filter((i) => i.signsIn)) {
+            const link = document.createElement('a');
+            link.className = 'provider';
+            link.textContent = issuer.label;
+            link.dataset.issuer = issuer.issuer;
+            link.href = base + '/signin/provider?ckSignInRequest=' + encodeURIComponent(s.request) + '&issuer=' + encodeURIComponent(issuer.issuer);
+            $('provider-buttons').appendChild(link);
+          }
+          const fromApp = s.issuers.filter((i) => !i.signsIn).map((i) => i.issuer);
+          if (fromApp.length) { $('issuer-list').textContent = fromApp.join(', '); $('app-issuers').hidden = false; }
+          if (s.issuers.length) { $('providers').hidden = false; }
           if (s.sendsEmail) {
             $('reset').hidden = false;
             if (s.signUp !== 'off') { $('signup').hidden = false; }

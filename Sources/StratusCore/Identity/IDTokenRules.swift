@@ -15,12 +15,24 @@ public struct TrustedIssuer: Sendable, Equatable {
     public var keySetURL: String
     /// The client ids a token must be issued to (one of them), e.g. an app's bundle id.
     public var audiences: [String]
+    /// The client id the hosted sign-in page signs in with at this issuer (one of `audiences`, e.g.
+    /// a Sign in with Apple Services ID); nil: the page names the issuer but offers no button.
+    public var webClientID: String?
+    /// The issuer's authorization endpoint; nil: the one its discovery document names.
+    public var authorizationURL: String?
+    /// The redirect URL registered at the issuer; nil: the callback under the server's public URL.
+    public var redirectURL: String?
 
     /// Creates an issuer.
-    public init(issuer: String, keySetURL: String, audiences: [String]) {
+    public init(
+        issuer: String, keySetURL: String, audiences: [String], webClientID: String? = nil, authorizationURL: String? = nil, redirectURL: String? = nil
+    ) {
         self.issuer = issuer
         self.keySetURL = keySetURL
         self.audiences = audiences
+        self.webClientID = webClientID
+        self.authorizationURL = authorizationURL
+        self.redirectURL = redirectURL
     }
 
     /// The issuer with its text checked: an issuer of 1 to 2,048 bytes, an absolute http(s) URL
@@ -34,19 +46,36 @@ public struct TrustedIssuer: Sendable, Equatable {
             }
             return trimmed
         }
-        let issuer = try clean(issuer, "the issuer", max: IDToken.maxIssuerBytes)
-        let url = try clean(keySetURL, "the JWKS URL", max: Self.maxURLBytes)
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http",
-              let host = components.host, !host.isEmpty, components.user == nil, components.password == nil
-        else {
-            throw StratusError(.badRequest, "the JWKS URL must be an absolute https URL without credentials")
+        func absoluteURL(_ text: String, _ place: String) throws(StratusError) -> String {
+            let url = try clean(text, place, max: Self.maxURLBytes)
+            guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http",
+                  let host = components.host, !host.isEmpty, components.user == nil, components.password == nil, components.fragment == nil
+            else {
+                throw StratusError(.badRequest, "\(place) must be an absolute https URL without credentials or fragment")
+            }
+            return url
         }
+        let issuer = try clean(issuer, "the issuer", max: IDToken.maxIssuerBytes)
+        let url = try absoluteURL(keySetURL, "the JWKS URL")
         guard !audiences.isEmpty, audiences.count <= Self.maxAudiences else {
             throw StratusError(.badRequest, "an issuer needs 1 to \(Self.maxAudiences) audiences (client ids)")
         }
         var cleaned: [String] = []
         for audience in audiences { cleaned.append(try clean(audience, "an audience", max: IDToken.maxClaimBytes)) }
-        return TrustedIssuer(issuer: issuer, keySetURL: url, audiences: cleaned)
+        var validated = TrustedIssuer(issuer: issuer, keySetURL: url, audiences: cleaned)
+        if let webClientID, !webClientID.isEmpty {
+            let client = try clean(webClientID, "the web client id", max: IDToken.maxClaimBytes)
+            guard cleaned.contains(client) else {
+                throw StratusError(.badRequest, "the web client id '\(ClientText.excerpt(client))' must be one of the issuer's audiences")
+            }
+            validated.webClientID = client
+        }
+        if let authorizationURL, !authorizationURL.isEmpty { validated.authorizationURL = try absoluteURL(authorizationURL, "the authorization URL") }
+        if let redirectURL, !redirectURL.isEmpty { validated.redirectURL = try absoluteURL(redirectURL, "the redirect URL") }
+        guard validated.webClientID != nil || (validated.authorizationURL == nil && validated.redirectURL == nil) else {
+            throw StratusError(.badRequest, "an authorization or redirect URL needs a web client id: the page signs in with that client id")
+        }
+        return validated
     }
 }
 

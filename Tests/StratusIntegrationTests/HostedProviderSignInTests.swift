@@ -1,0 +1,213 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StratusAPI
+import StratusCore
+import StratusPostgres
+import StratusPushTestSupport
+import StratusTesting
+import Synchronization
+import XCTest
+
+/// The hosted sign-in page's provider sign-in over HTTP against the real PostgreSQL, with a small
+/// OpenID provider of the test's own on a loopback port (its keys, its discovery document), and
+/// CORS for web apps on other origins.
+final class HostedProviderSignInTests: XCTestCase {
+    typealias Body = [String: Any]
+    static let container = IdentityTests.container
+    static let webClient = "web.example"
+
+    struct Answer {
+        var status: Int
+        var headers: HTTPFields
+        var text: String
+        var json: Body { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? Body) ?? [:] }
+    }
+
+    static func call(
+        _ client: any TestClientProtocol, _ uri: String, method: HTTPRequest.Method = .get, headers: HTTPFields = [:], body: String = ""
+    ) async throws -> Answer {
+        try await client.execute(uri: uri, method: method, headers: headers, body: ByteBuffer(string: body)) { response in
+            Answer(status: Int(response.status.code), headers: response.headers, text: String(buffer: response.body))
+        }
+    }
+
+    static func form(_ fields: [(String, String)]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return fields.map { "\($0)=\($1.addingPercentEncoding(withAllowedCharacters: allowed) ?? $1)" }.joined(separator: "&")
+    }
+
+    func testTheHostedPageSignsInThroughAnIssuerAndRefusesForeignAnswers() async throws {
+        let issuer = IdentityTests.TestIssuer()
+        let provider = Mutex<String>("")
+        try await WebhookReceiver.with(reply: { request in
+            if request.uri.hasPrefix("/.well-known/openid-configuration") {
+                let document = ["issuer": provider.withLock { $0 }, "authorization_endpoint": provider.withLock { $0 } + "/authorize"]
+                return .answer(status: 200, headers: [("Content-Type", "application/json")], body: String(decoding: try! JSONSerialization.data(withJSONObject: document), as: UTF8.self))
+            }
+            return .answer(status: 200, headers: [("Content-Type", "application/json")], body: issuer.keySet)
+        }) { keys in
+            provider.withLock { $0 = keys.url("") }
+            try await TestSupport.withMigratedStore { store, _ in
+                let apiToken = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
+                let identities = IdentityStore(store: store)
+                // One issuer with a configured authorization endpoint, one found by discovery, one
+                // the page only names.
+                try await identities.trust(container: Self.container, TrustedIssuer(
+                    issuer: IdentityTests.issuer, keySetURL: keys.url("/keys"), audiences: [IdentityTests.audience, Self.webClient],
+                    webClientID: Self.webClient, authorizationURL: "https://login.issuer.example/authorize?prompt=login"), logger: TestSupport.logger)
+                try await identities.trust(container: Self.container, TrustedIssuer(
+                    issuer: keys.url(""), keySetURL: keys.url("/keys"), audiences: [Self.webClient], webClientID: Self.webClient), logger: TestSupport.logger)
+                try await identities.trust(container: Self.container, TrustedIssuer(
+                    issuer: "https://app-only.example", keySetURL: keys.url("/keys"), audiences: ["x"]), logger: TestSupport.logger)
+                var configuration = APIConfiguration(secretKey: SecretKey.generate())
+                configuration.keySets.allowPrivateAddresses = true
+                configuration.publicURL = "https://cloud.example"
+                let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
+                try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
+                    func stored() async throws -> [Int64] {
+                        var counts: [Int64] = []
+                        for table in ["users", "linked_accounts", "sessions", "used_nonces"] {
+                            counts.append(try await TestSupport.count(store, "SELECT count(*)::bigint FROM \(unescaped: table)"))
+                        }
+                        return counts
+                    }
+                    func refused(_ answer: Answer, status: Int = 401, code: String = "AUTHENTICATION_FAILED", _ reason: String, _ what: String) {
+                        XCTAssertEqual(answer.status, status, "\(what): \(answer.text)")
+                        XCTAssertEqual(answer.json["serverErrorCode"] as? String, code, what)
+                        XCTAssertTrue((answer.json["reason"] as? String ?? "").contains(reason), "\(what): \(answer.text)")
+                    }
+                    // The app's call without a user: 421 with the hosted page's request.
+                    var origin = HTTPFields()
+                    origin[.origin] = "https://app.example"
+                    let needed = try await Self.call(
+                        client, AuthTests.path("users/caller", database: "private", container: Self.container) + "?ckAPIToken=\(apiToken)", headers: origin)
+                    XCTAssertEqual(needed.status, 421, needed.text)
+                    let redirect = try XCTUnwrap(URLComponents(string: needed.json["redirectURL"] as? String ?? ""))
+                    let request = try XCTUnwrap(redirect.queryItems?.first { $0.name == "request" }?.value)
+                    let page = try await Self.call(client, redirect.path + "?request=" + request.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+                    XCTAssertTrue(page.text.contains("\"signsIn\":true") && page.text.contains("\"signsIn\":false"), "the page lists buttons and names: \(page.text)")
+                    let base = "/auth/1/\(Self.container)/signin/provider"
+                    func start(_ issuerName: String) async throws -> (state: String, nonce: String, location: URLComponents) {
+                        let answer = try await Self.call(client, base + "?" + Self.form([("ckSignInRequest", request), ("issuer", issuerName)]))
+                        XCTAssertEqual(answer.status, 302, answer.text)
+                        let location = try XCTUnwrap(URLComponents(string: answer.headers[.location] ?? ""))
+                        let query = Dictionary((location.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+                        XCTAssertEqual(query["client_id"], Self.webClient)
+                        XCTAssertEqual(query["redirect_uri"], "https://cloud.example/auth/1/\(Self.container)/signin/provider/callback")
+                        XCTAssertEqual(query["response_type"], "id_token")
+                        XCTAssertEqual(query["response_mode"], "form_post")
+                        return (try XCTUnwrap(query["state"]), try XCTUnwrap(query["nonce"]), location)
+                    }
+                    let first = try await start(IdentityTests.issuer)
+                    XCTAssertEqual(first.location.host, "login.issuer.example", "the configured endpoint")
+                    XCTAssertTrue(first.location.queryItems?.contains(URLQueryItem(name: "prompt", value: "login")) == true)
+                    let discovered = try await start(keys.url(""))
+                    XCTAssertEqual(discovered.location.path, "/authorize", "the endpoint from the discovery document")
+                    XCTAssertEqual(discovered.location.port, keys.port)
+
+                    // Hostile starts: no request, an issuer the container does not trust, one without a web client id.
+                    refused(try await Self.call(client, base + "?issuer=x"), "Missing ckSignInRequest", "no request")
+                    refused(try await Self.call(client, base + "?" + Self.form([("ckSignInRequest", request), ("issuer", "https://evil.example")])),
+                            status: 404, code: "NOT_FOUND", "does not trust", "an untrusted issuer")
+                    refused(try await Self.call(client, base + "?" + Self.form([("ckSignInRequest", request), ("issuer", "https://app-only.example")])),
+                            status: 400, code: "BAD_REQUEST", "no web client id", "an issuer without a web client id")
+
+                    // Hostile answers: each refused, nothing stored.
+                    let callback = base + "/callback"
+                    let before = try await stored()
+                    func post(_ fields: [(String, String)]) async throws -> Answer {
+                        var headers = HTTPFields()
+                        headers[.contentType] = "application/x-www-form-urlencoded"
+                        return try await Self.call(client, callback, method: .post, headers: headers, body: Self.form(fields))
+                    }
+                    let good = issuer.token(["aud": Self.webClient, "nonce": first.nonce, "sub": "web-subject"])
+                    refused(try await post([("id_token", good)]), "no state", "an answer without a pending request")
+                    refused(try await post([("id_token", good), ("state", request)]), "did not issue", "a page request as the state")
+                    refused(try await post([("id_token", good), ("state", discovered.state)]), "not by the issuer this sign-in went to", "another sign-in's state")
+                    refused(try await post([("id_token", issuer.token(["aud": IdentityTests.audience, "nonce": first.nonce])), ("state", first.state)]),
+                            "not to a client id", "a token for another audience (the app's)")
+                    refused(try await post([("id_token", issuer.token(["aud": Self.webClient, "nonce": "another nonce"])), ("state", first.state)]),
+                            "nonce does not match", "a token with another nonce")
+                    refused(try await post([("error", "access_denied"), ("state", first.state)]), "access_denied", "the provider's refusal")
+                    let stillBefore = try await stored()
+                    XCTAssertEqual(stillBefore, before, "refused answers store nothing")
+
+                    // The good answer: a page that hands the token to the app's origin.
+                    let signedIn = try await post([("id_token", good), ("state", first.state)])
+                    XCTAssertEqual(signedIn.status, 200, signedIn.text)
+                    XCTAssertTrue(signedIn.text.contains("\"origin\":\"https:\\/\\/app.example\"") || signedIn.text.contains("\"origin\":\"https://app.example\""), signedIn.text)
+                    XCTAssertEqual(signedIn.headers[.cacheControl], "no-store")
+                    let webToken = try XCTUnwrap(signedIn.text.firstMatch(of: /"ckWebAuthToken":"([^"]+)"/).map { String($0.1) })
+                    let caller = try await Self.call(
+                        client, AuthTests.path("users/caller", database: "private", container: Self.container) + "?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)")
+                    XCTAssertEqual(caller.status, 200, caller.text)
+                    let sessions = try await TestSupport.count(store, "SELECT count(*)::bigint FROM sessions WHERE method = 'idtoken' AND issuer = \(IdentityTests.issuer)")
+                    XCTAssertEqual(sessions, 1)
+                    // The same answer again: its nonce is used.
+                    let after = try await stored()
+                    refused(try await post([("id_token", good), ("state", first.state)]), "nonce", "a replayed answer")
+                    let afterReplay = try await stored()
+                    XCTAssertEqual(afterReplay, after, "a replay stores nothing")
+                }
+            }
+        }
+    }
+
+    func testCrossOriginCallsAreAllowedPerContainer() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let containers = ContainerStore(store: store)
+            let openToken = try await containers.create(container: "iCloud.com.example.open", label: "open", logger: TestSupport.logger)
+            _ = try await containers.create(container: "iCloud.com.example.listed", label: "listed", logger: TestSupport.logger)
+            try await containers.setAllowedOrigins(
+                container: "iCloud.com.example.listed", origins: try AllowedOrigins.validated(["https://app.example"]), logger: TestSupport.logger)
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: APIConfiguration(secretKey: SecretKey.generate()))
+            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
+                func headers(_ origin: String?, preflight: Bool = false) -> HTTPFields {
+                    var fields = HTTPFields()
+                    if let origin { fields[.origin] = origin }
+                    if preflight {
+                        fields[.accessControlRequestMethod] = "POST"
+                        fields[.accessControlRequestHeaders] = "content-type"
+                    }
+                    return fields
+                }
+                let caller = { (container: String) in AuthTests.path("users/caller", database: "private", container: container) }
+                // Any origin, by default: the preflight, and the answer, an error included.
+                let preflight = try await Self.call(client, caller("iCloud.com.example.open") + "?ckAPIToken=\(openToken)", method: .options,
+                                                    headers: headers("https://anywhere.example", preflight: true))
+                XCTAssertEqual(preflight.status, 204, preflight.text)
+                XCTAssertEqual(preflight.headers[.accessControlAllowOrigin], "https://anywhere.example")
+                XCTAssertTrue(preflight.headers[.accessControlAllowMethods]?.contains("POST") == true)
+                XCTAssertTrue(preflight.headers[.accessControlAllowHeaders]?.contains("Content-Type") == true)
+                XCTAssertEqual(preflight.headers[.vary], "Origin")
+                let needed = try await Self.call(client, caller("iCloud.com.example.open") + "?ckAPIToken=\(openToken)", headers: headers("https://anywhere.example"))
+                XCTAssertEqual(needed.status, 421, "an error answer carries the headers, so the page can read redirectURL")
+                XCTAssertEqual(needed.headers[.accessControlAllowOrigin], "https://anywhere.example")
+                XCTAssertTrue(needed.headers[.accessControlExposeHeaders]?.contains("X-Request-ID") == true)
+                // A container that lists origins: those only.
+                let listed = try await Self.call(client, caller("iCloud.com.example.listed"), method: .options, headers: headers("https://app.example", preflight: true))
+                XCTAssertEqual(listed.status, 204)
+                XCTAssertEqual(listed.headers[.accessControlAllowOrigin], "https://app.example")
+                let other = try await Self.call(client, caller("iCloud.com.example.listed"), method: .options, headers: headers("https://evil.example", preflight: true))
+                XCTAssertEqual(other.status, 403, other.text)
+                XCTAssertEqual(other.json["serverErrorCode"] as? String, "ACCESS_DENIED")
+                XCTAssertTrue((other.json["reason"] as? String ?? "").contains("https://evil.example"), other.text)
+                XCTAssertNil(other.headers[.accessControlAllowOrigin])
+                let simple = try await Self.call(client, caller("iCloud.com.example.listed"), headers: headers("https://evil.example"))
+                XCTAssertNil(simple.headers[.accessControlAllowOrigin], "a simple request from another origin gets no CORS headers")
+                // An unknown container allows no origin; no Origin, the console: no CORS headers.
+                let unknown = try await Self.call(client, caller("iCloud.com.example.none"), method: .options, headers: headers("https://app.example", preflight: true))
+                XCTAssertEqual(unknown.status, 403, unknown.text)
+                let plain = try await Self.call(client, caller("iCloud.com.example.open") + "?ckAPIToken=\(openToken)")
+                XCTAssertNil(plain.headers[.accessControlAllowOrigin])
+                let console = try await Self.call(client, "/health", headers: headers("https://app.example"))
+                XCTAssertNil(console.headers[.accessControlAllowOrigin])
+                // Asset URLs carry their own grant: any origin.
+                let asset = try await Self.call(client, "/assets/1/upload/x", method: .options, headers: headers("https://app.example", preflight: true))
+                XCTAssertEqual(asset.status, 204)
+            }
+        }
+    }
+}
