@@ -60,6 +60,7 @@ final class WorkerDefinitionTests: XCTestCase {
             var configuration = try StratusConfiguration.fromEnvironment(["STRATUS_DATA_DIR": directory])
             configuration.tombstoneRetention = .seconds(7 * 86_400)
             configuration.expiry.batchSize = 17
+            configuration.eventRetention.interval = .seconds(123)
             let context = WorkerContext(store: store, settings: configuration.workerSettings, logger: TestSupport.logger)
             var kinds: [String: [String]] = [:]
             for definition in WorkerDefinition.all {
@@ -68,6 +69,7 @@ final class WorkerDefinitionTests: XCTestCase {
                 if definition.name == "stratus-gc" {
                     XCTAssertEqual((services.first as? TombstoneCollector)?.retention, .seconds(7 * 86_400), "stratus-gc reads its settings")
                     XCTAssertEqual(services.compactMap { $0 as? ExpiredRecordCollector }.first?.configuration.batchSize, 17)
+                    XCTAssertEqual(services.compactMap { $0 as? EventLogPruner }.first?.configuration.interval, .seconds(123))
                 }
                 // They run and stop as the worker's process runs and stops them (which also closes
                 // the dispatcher's HTTP clients).
@@ -81,7 +83,7 @@ final class WorkerDefinitionTests: XCTestCase {
             }
             XCTAssertEqual(kinds, [
                 "stratus-indexer": [], "stratus-shares": [], "stratus-subscriptions": ["DeliveryDispatcher"],
-                "stratus-gc": ["TombstoneCollector", "OrphanAssetCollector", "ExpiredRecordCollector", "UserDeletionRunner"],
+                "stratus-gc": ["TombstoneCollector", "OrphanAssetCollector", "ExpiredRecordCollector", "UserDeletionRunner", "EventLogPruner"],
             ])
             // The worker a definition runs consumes its projection in its group.
             let worker = StratusProcess.worker(.gc, store: store, configuration, logger: TestSupport.logger)
