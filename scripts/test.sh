@@ -23,6 +23,8 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$STRATUS_ROOT"
+# Every line this run logs says how far into the run it came (seconds), so a slow run shows where.
+log() { printf '[stratus] +%d s %s\n' "$SECONDS" "$*" >&2; }
 
 servers_only=0
 fuzz_only=0
@@ -44,7 +46,9 @@ fi
 # The test tiers (docs/testing.md): the targets that need no server, and the integration classes
 # that measure time or CPU or load the machine, which run one at a time after the parallel tier.
 unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests|StratusKitTests)\.'
-serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension)'
+# (WorkerIdleTests' PostgreSQL restart runs in the parallel tier: it waits more than it measures, and
+# its bound, ten seconds, holds under load.)
+serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests/(testAWait|testAnIdleWorkerPauses)|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension)'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
 # Those that judge how much load gets through run after the tests, beside the serial tests only; the rest in the background.
 read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"
@@ -231,10 +235,14 @@ record_status() {
         fi
     fi
 }
-# The names (Module.Class/test) of the test bundle's tests that match a tier's pattern, one a line.
+# The names (Module.Class/test) of the test bundle's tests that match a tier's pattern, one a line,
+# from the bundle's list (read once: listing costs the bundle about two seconds of CPU).
 bundle_tests() {
     [[ -n "${bundle:-}" ]] || return 0
-    "$bundle" --list-tests 2>/dev/null | grep -E "$1"
+    if [[ ! -s "$work/tests.txt" ]]; then
+        "$bundle" --list-tests 2>/dev/null >"$work/tests.txt" || return 0
+    fi
+    grep -E "$1" "$work/tests.txt"
 }
 # Waits for the build started beside the servers; prints its last lines, or its errors and end when
 # it failed.
@@ -328,8 +336,12 @@ else
             else
                 record_status "unit tests (no test bundle or no unit test in it)" 1
             fi
-            part "integration tests" swift test "${build_flags[@]}" --skip-build --parallel --num-workers "${STRATUS_TEST_WORKERS:-6}" \
-                --xunit-output "$work/integration.xml" --skip "$unit_tests" --skip "$serial_tests"
+            # One process a test, STRATUS_TEST_WORKERS at once, the known slowest first
+            # (scripts/parallel-tests.py); the run's own durations go to .build for the next.
+            part "integration tests" "$(deps_python)" "$STRATUS_ROOT/scripts/parallel-tests.py" "$bundle" --tests "$work/tests.txt" \
+                --workers "${STRATUS_TEST_WORKERS:-6}" --skip "$unit_tests" --skip "$serial_tests" \
+                --durations "$STRATUS_ROOT/scripts/test-durations.txt" --record "$STRATUS_ROOT/.build/test-durations.txt" \
+                --xunit "$work/integration.xml"
             slowest_tests "$work/integration.xml"
         fi
         finish_background
