@@ -78,12 +78,23 @@ final class QueryIndexScaleTests: XCTestCase {
                 // longer, on a loaded machine, than the store's statement limit allows.
                 try await connection.query("SET statement_timeout = 0", logger: TestSupport.logger)
                 if copies > 1 {
-                    try await connection.query("""
-                        INSERT INTO query_index.records
-                        SELECT (jsonb_populate_record(NULL::query_index.records,
-                            to_jsonb(indexed) || jsonb_build_object('record_name', indexed.record_name || '-copy' || copy))).*
+                    // Every column as indexed but the name, listed from the catalog (so a column
+                    // added later is copied too); a row rebuilt through JSON costs five times more.
+                    var columns: [String] = []
+                    for try await column in try await connection.query("""
+                        SELECT attname::text FROM pg_attribute
+                        WHERE attrelid = 'query_index.records'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+                        """, logger: TestSupport.logger).decode(String.self) {
+                        columns.append(column)
+                    }
+                    XCTAssertTrue(columns.contains("record_name"))
+                    let quoted = columns.map { "\"\($0)\"" }
+                    let values = columns.map { $0 == "record_name" ? "indexed.record_name || '-copy' || copy" : "indexed.\"\($0)\"" }
+                    try await connection.query(PostgresQuery(unsafeSQL: """
+                        INSERT INTO query_index.records (\(quoted.joined(separator: ", ")))
+                        SELECT \(values.joined(separator: ", "))
                         FROM query_index.records AS indexed, generate_series(1, \(copies - 1)) AS copy
-                        """, logger: TestSupport.logger)
+                        """), logger: TestSupport.logger)
                 }
                 _ = try await connection.query("ANALYZE query_index.records", logger: TestSupport.logger)
                 try await connection.query("RESET statement_timeout", logger: TestSupport.logger)
