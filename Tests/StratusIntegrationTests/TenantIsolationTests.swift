@@ -263,26 +263,51 @@ final class FailureLog: Sendable {
     var all: [String] { entries.withLock { $0 } }
 }
 
-/// Keeps cores busy on threads of its own (never the cooperative pool), as production load would.
+/// Keeps cores busy on threads of its own (never the cooperative pool), as production load would:
+/// each thread burns in slices of 50 ms while fewer tasks than cores are runnable besides the
+/// burners, and rests a slice while others keep the cores busy already (a test run in parallel
+/// with others needs no help to be contended, and burning then would only slow the others down).
 final class CPUBurner: Sendable {
     private let running = Atomic<Bool>(true)
+    /// The burner's threads burning at this moment.
+    private let burning = Atomic<Int>(0)
     private let threads: Int
 
     private init(threads: Int) { self.threads = threads }
 
     static func start(threads: Int) -> CPUBurner {
         let burner = CPUBurner(threads: threads)
+        let cores = ProcessInfo.processInfo.activeProcessorCount
         for _ in 0..<threads {
             let thread = Thread { [burner] in
                 var x: UInt64 = 1
                 while burner.running.load(ordering: .relaxed) {
-                    for _ in 0..<100_000 { x = x &* 6364136223846793005 &+ 1442695040888963407 }
+                    // Runnable tasks now (the reader counts itself), the burners that burn left out.
+                    let others = (runnableTasks() ?? 0) - 1 - burner.burning.load(ordering: .relaxed)
+                    guard others < cores else {
+                        Thread.sleep(forTimeInterval: 0.05)
+                        continue
+                    }
+                    burner.burning.add(1, ordering: .relaxed)
+                    let until = Date().addingTimeInterval(0.05)
+                    while Date() < until, burner.running.load(ordering: .relaxed) {
+                        for _ in 0..<100_000 { x = x &* 6364136223846793005 &+ 1442695040888963407 }
+                    }
+                    burner.burning.subtract(1, ordering: .relaxed)
                 }
                 if x == 0 { print("") }
             }
             thread.start()
         }
         return burner
+    }
+
+    /// The machine's runnable tasks at this moment (`/proc/loadavg`'s fourth field, before the slash).
+    private static func runnableTasks() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 3, let running = fields[3].split(separator: "/").first else { return nil }
+        return Int(running)
     }
 
     func stop() { running.store(false, ordering: .relaxed) }
