@@ -137,6 +137,15 @@ enum ConsoleTemplates {
         <p><button type="submit" id="change-limits">Change limits</button></p>
         </fieldset>
         </form>
+        <form method="post" action="/console/tenancy/origins">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <fieldset>
+        <legend>Allowed origins (CORS): the web pages that may call the API from a browser</legend>
+        <label for="allowed-origins">One origin a line (scheme://host[:port]), at most 32; * alone: any origin</label>
+        <textarea id="allowed-origins" name="allowed-origins" rows="4" maxlength="8192" class="mono">{{allowedOrigins}}</textarea>
+        <p><button type="submit" id="change-origins">Change origins</button></p>
+        </fieldset>
+        </form>
         <form method="get" action="/console/zones">
         <input type="hidden" name="container" value="{{container}}">
         <fieldset>
