@@ -480,6 +480,10 @@ enum ConsoleTemplates {
         <input id="authorization-url" name="authorizationURL" maxlength="2048">
         <label for="redirect-url">Redirect URL registered at the issuer (empty: the server's callback)</label>
         <input id="redirect-url" name="redirectURL" maxlength="2048">
+        <label for="token-url">Token URL: the page signs in with the authorization-code flow and PKCE, exchanging the code there (empty: the ID token comes back with the browser)</label>
+        <input id="token-url" name="tokenURL" maxlength="2048">
+        <label for="client-secret">Client secret sent to the token URL (empty: none; never shown again)</label>
+        <input id="client-secret" name="clientSecret" type="password" autocomplete="off" maxlength="1024">
         <button type="submit" id="trust-issuer">Trust issuer</button>
         </form>
         {{> foot}}
