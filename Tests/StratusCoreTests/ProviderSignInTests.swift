@@ -128,7 +128,7 @@ final class ProviderSignInTests: XCTestCase {
     /// and the token endpoint's answers are read as ID tokens or refusals.
     func testTheCodeFlowDerivesTheVerifierFromTheStateAndReadsTheTokenAnswer() throws {
         // RFC 7636, appendix B.
-        XCTAssertEqual(ProviderSignIn.codeChallenge(of: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuEUgjw-cM")
+        XCTAssertEqual(ProviderSignIn.codeChallenge(of: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
         let state = ProviderSignInState(request: Self.waiting, issuer: "https://issuer.example", nonce: "n1", now: Self.now, codeFlow: true)
         let verifier = state.codeVerifier(key: key)
         XCTAssertNotNil(verifier.wholeMatch(of: /[A-Za-z0-9_-]{43}/), "43 characters of base64url: \(verifier)")
