@@ -334,11 +334,32 @@ def run(driver):
     check("RECORD TYPE Note" in driver.find_element(By.ID, "ckdb-production").text, "the production .ckdb text lacks Note")
     shot(driver, "14-schema")
 
+    step("a container's allowed origins (CORS): the form, then the API's answer to a preflight")
+    driver.get(BASE + "/console")
+    origins = through(driver, wait_for(driver, (By.LINK_TEXT, CONTAINER)).click, (By.ID, "allowed-origins"))
+    check(origins.get_attribute("value").strip() == "*", f"a new container allows any origin: {origins.get_attribute('value')!r}")
+    origins.clear()
+    origins.send_keys("https://notes.example.com", Keys.ENTER, "HTTP://LOCALHOST:3000")
+    origins = through(driver, driver.find_element(By.ID, "change-origins").click, (By.ID, "allowed-origins"))
+    check("allowed origins were changed" in text_of(driver), f"the change was not confirmed: {text_of(driver)[:500]}")
+    listed = origins.get_attribute("value").split()
+    check(listed == ["https://notes.example.com", "http://localhost:3000"], f"the form shows the origins as kept: {listed}")
+    shot(driver, "17-origins")
+
+    def preflight(origin):
+        return http("OPTIONS", f"/database/1/{CONTAINER}/development/private/users/caller",
+                    headers={"Origin": origin, "Access-Control-Request-Method": "POST"})[0]
+    deadline = time.monotonic() + 20  # each API process keeps a container's origins 5 seconds
+    while preflight("https://elsewhere.example") != 403:
+        check(time.monotonic() < deadline, "a preflight from an unlisted origin is still allowed")
+        time.sleep(0.2)
+    check(preflight("https://notes.example.com") == 204, "a preflight from a listed origin is refused")
+
     step("the audit log: the deploy and the API token just made, filtered by action")
     driver.get(BASE + "/console")
     action = through(driver, wait_for(driver, (By.ID, "audit-link")).click, (By.ID, "audit-action"))
     entries = driver.find_element(By.ID, "audit").text
-    check("schema.deploy" in entries and "token.create" in entries and "console.signin" in entries,
+    check("schema.deploy" in entries and "token.create" in entries and "console.signin" in entries and "container.settings" in entries,
           f"the audit log lacks the console's actions: {entries[:500]}")
     Select(action).select_by_value("schema.deploy")
     through(driver, driver.find_element(By.ID, "search-audit").click, (By.ID, "audit"))

@@ -827,7 +827,10 @@ PATHS["/auth/1/{container}/signin/provider"] = {"get": {
                    "add --authorization-url`, or from the issuer's discovery document) with an OpenID Connect ID-token request: "
                    "`response_type=id_token`, `response_mode=form_post`, the issuer's web client id (`--web-client-id`), the "
                    "redirect URL (`PUBLIC_URL/auth/1/{container}/signin/provider/callback` unless `--redirect-url`), a `state` "
-                   "signed for the waiting sign-in request and a fresh `nonce`. AUTHENTICATION_FAILED without a valid "
+                   "signed for the waiting sign-in request and a fresh `nonce`. For an issuer with a token endpoint "
+                   "(`--token-url`), the authorization-code flow with PKCE instead: `response_type=code`, `code_challenge` "
+                   "(S256 of a verifier derived from the state, which never leaves the server but for the token endpoint) and "
+                   "`code_challenge_method=S256`; the code comes back in the callback's query. AUTHENTICATION_FAILED without a valid "
                    "`ckSignInRequest`; NOT_FOUND for an issuer the container does not trust; BAD_REQUEST for one without a web "
                    "client id.",
     "parameters": [{"$ref": "#/components/parameters/container"},
@@ -843,7 +846,26 @@ PATHS["/auth/1/{container}/signin/provider"] = {"get": {
         **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 403, 404, 500, 503)},
     },
 }}
-PATHS["/auth/1/{container}/signin/provider/callback"] = {"post": {
+PROVIDER_CALLBACK_GET = {
+    "operationId": "signInPageProviderCodeCallback", "tags": ["auth"], EXT: True,
+    "summary": "Where a trusted issuer sends the browser back with an authorization code",
+    "description": "The authorization-code flow's answer, in the query (OAuth's default response mode). The `state` is "
+                   "checked as for the posted answer; the code is exchanged at the issuer's token endpoint with the state's "
+                   "`code_verifier` (and the client secret, HTTP Basic, when one is set); the `id_token` the endpoint answers "
+                   "is checked as for the posted answer. A code the endpoint refuses (used before, issued for another "
+                   "sign-in's challenge) is AUTHENTICATION_FAILED; a refused answer stores nothing.",
+    "parameters": [{"$ref": "#/components/parameters/container"},
+                   {"name": "code", "in": "query", "schema": {"type": "string", "maxLength": 4096}, "description": "The authorization code."},
+                   {"name": "state", "in": "query", "schema": {"type": "string", "maxLength": 4096}, "description": "The state the request carried."},
+                   {"name": "error", "in": "query", "schema": STRING, "description": "The issuer's refusal, instead of a code."}],
+    "security": [{}],
+    "responses": {
+        "200": {"description": "The page that hands the web auth token to the app.", "headers": {"X-Request-ID": {"$ref": "#/components/headers/RequestID"}},
+                "content": {"text/html": {"schema": STRING}}},
+        **{str(status): {"$ref": f"#/components/responses/Error{status}"} for status in (400, 401, 403, 429, 500, 503)},
+    },
+}
+PATHS["/auth/1/{container}/signin/provider/callback"] = {"get": PROVIDER_CALLBACK_GET, "post": {
     "operationId": "signInPageProviderCallback", "tags": ["auth"], EXT: True,
     "summary": "Where a trusted issuer posts its answer to the hosted page's sign-in",
     "description": "The issuer's form answer (`response_mode=form_post`). The `state` must be one this server issued for the "
@@ -855,7 +877,7 @@ PATHS["/auth/1/{container}/signin/provider/callback"] = {"post": {
                    "client's address in the sign-in limiter.",
     "parameters": [{"$ref": "#/components/parameters/container"}],
     "requestBody": {"required": True, "content": {"application/x-www-form-urlencoded": {"schema": obj({}, {
-        "id_token": STRING, "state": STRING, "error": STRING,
+        "id_token": STRING, "code": STRING, "state": STRING, "error": STRING,
         "user": {"type": "string", "description": "Sign in with Apple: JSON with the user's name, at the first sign-in only."}})}}},
     "security": [{}],
     "responses": {

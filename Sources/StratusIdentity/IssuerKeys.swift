@@ -111,8 +111,32 @@ public final class IssuerKeys: Sendable {
         return endpoint
     }
 
+    /// Exchanges an authorization code at an issuer's token endpoint (posted as the exchange says,
+    /// bounded, no redirects, checked addresses as a key set's fetch) and answers the ID token it
+    /// gives; the request's secret and verifier are never logged nor put in an error.
+    public func exchange(_ exchange: ProviderTokenRequest, at tokenURL: String) async throws -> String {
+        var headers = [("Content-Type", "application/x-www-form-urlencoded")]
+        if let authorization = exchange.authorization { headers.append(("Authorization", authorization)) }
+        let (status, answer) = try await request(
+            tokenURL, headers: headers, body: Array(exchange.body.utf8), what: "token endpoint", place: "token URL",
+            maxBytes: ProviderTokenRequest.maxAnswerBytes)
+        return try ProviderTokenRequest.idToken(status: status, answer: answer)
+    }
+
     /// Fetches a document of an issuer's (bounded, no redirects, checked addresses).
     func download(_ text: String, what: String, place: String, maxBytes: Int) async throws -> [UInt8] {
+        let (status, body) = try await request(text, what: what, place: place, maxBytes: maxBytes)
+        guard status == 200 else {
+            throw StratusError(.tryAgainLater, "the issuer's \(what) answered HTTP \(status), not 200; retry later")
+        }
+        return body
+    }
+
+    /// One request to an issuer's endpoint (bounded, no redirects, checked addresses): a GET, or a
+    /// POST of `body`; its status and body.
+    func request(
+        _ text: String, headers: [(String, String)] = [], body: [UInt8]? = nil, what: String, place: String, maxBytes: Int
+    ) async throws -> (Int, [UInt8]) {
         guard let url = URL(string: text), let host = url.host, !host.isEmpty else {
             throw StratusError(.authenticationFailed, "the issuer's \(place) is not an absolute URL")
         }
@@ -134,36 +158,41 @@ public final class IssuerKeys: Sendable {
         configuration.dnsOverride = [host: Self.text(address)]
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
         do {
-            let body = try await Self.get(url: text, client: client, timeout: settings.timeout, what: what, maxBytes: maxBytes)
+            let answer = try await Self.send(
+                url: text, headers: headers, body: body, client: client, timeout: settings.timeout, what: what, maxBytes: maxBytes)
             try await client.shutdown()
-            return body
+            return answer
         } catch {
             try? await client.shutdown()
             throw error
         }
     }
 
-    private static func get(url: String, client: HTTPClient, timeout: Duration, what: String, maxBytes: Int) async throws -> [UInt8] {
+    private static func send(
+        url: String, headers: [(String, String)], body: [UInt8]?, client: HTTPClient, timeout: Duration, what: String, maxBytes: Int
+    ) async throws -> (Int, [UInt8]) {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
         let response: HTTPClientResponse
         do {
             response = try await client.execute(request, timeout: TimeAmount(timeout))
         } catch {
             throw StratusError(.tryAgainLater, "the issuer's \(what) could not be fetched; retry later")
         }
-        guard response.status == .ok else {
-            throw StratusError(.tryAgainLater, "the issuer's \(what) answered HTTP \(response.status.code), not 200; retry later")
-        }
-        let body: ByteBuffer
+        let answer: ByteBuffer
         do {
-            body = try await response.body.collect(upTo: maxBytes)
+            answer = try await response.body.collect(upTo: maxBytes)
         } catch is NIOTooManyBytesError {
             throw StratusError(.authenticationFailed, "the issuer's \(what) is larger than \(maxBytes) bytes")
         } catch {
             throw StratusError(.tryAgainLater, "the issuer's \(what) could not be read; retry later")
         }
-        return Array(buffer: body)
+        return (Int(response.status.code), Array(buffer: answer))
     }
 
     /// The addresses `host` resolves to (at most 16), resolved on NIO's thread pool.

@@ -42,6 +42,13 @@ public protocol EmailSending: Sendable {
 /// Why a delivery failed; its text never holds the message, its token or a password.
 public struct EmailDeliveryError: Error, CustomStringConvertible {
     public var description: String
+    /// Whether the relay answered (with a refusal), rather than the connection failing.
+    var answered = false
+
+    init(description: String, answered: Bool = false) {
+        self.description = description
+        self.answered = answered
+    }
 }
 
 /// Where and how to reach an SMTP relay (`STRATUS_SMTP_*`).
@@ -57,6 +64,12 @@ public struct SMTPSettings: Sendable, CustomStringConvertible {
     public var password: String?
     /// The whole exchange, from connecting to the relay's acceptance.
     public var timeout: Duration = .seconds(15)
+    /// The authorities whose certificates are trusted for the relay's, in place of the system's
+    /// (`STRATUS_SMTP_CA_FILE`: a relay with a private authority's certificate); nil: the system's.
+    public var trustedAuthorities: [NIOSSLCertificate]?
+
+    /// The longest CA file read.
+    public static let maxAuthorityFileBytes = 1 << 20
 
     public init(host: String, port: Int = 587, from: String) {
         self.host = host
@@ -65,7 +78,33 @@ public struct SMTPSettings: Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "SMTPSettings(host: \(host), port: \(port), from: \(from), startTLS: \(startTLS), username: \(username ?? "none"), password: \(password == nil ? "none" : "<redacted>"))"
+        let authorities = trustedAuthorities.map { "\($0.count) from a CA file" } ?? "the system's"
+        return "SMTPSettings(host: \(host), port: \(port), from: \(from), startTLS: \(startTLS), authorities: \(authorities), username: \(username ?? "none"), password: \(password == nil ? "none" : "<redacted>"))"
+    }
+
+    /// The certificates of a PEM file of authorities (at most 1 MiB, at least one certificate), or
+    /// an error that says what is wrong with the file.
+    public static func authorities(fromPEMFile path: String) throws -> [NIOSSLCertificate] {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        guard let size = attributes?[.size] as? Int, let bytes = FileManager.default.contents(atPath: path) else {
+            throw EmailDeliveryError(description: "cannot read the CA file '\(path)'")
+        }
+        guard size <= maxAuthorityFileBytes, bytes.count <= maxAuthorityFileBytes else {
+            throw EmailDeliveryError(description: "the CA file '\(path)' is larger than \(maxAuthorityFileBytes) bytes")
+        }
+        guard let certificates = try? NIOSSLCertificate.fromPEMBytes(Array(bytes)), !certificates.isEmpty else {
+            throw EmailDeliveryError(description: "the CA file '\(path)' holds no PEM certificate")
+        }
+        return certificates
+    }
+
+    /// The name TLS sends (SNI) and checks the relay's certificate for: the host when it is a DNS
+    /// name; nil for an IP address, which SNI does not carry (the certificate is then checked for
+    /// the address connected to).
+    public static func serverName(of host: String) -> String? {
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if (try? SocketAddress(ipAddress: bare, port: 0)) != nil { return nil }
+        return host
     }
 }
 
@@ -109,7 +148,8 @@ public struct SMTPSender: EmailSending {
             func expect(_ codes: Set<Int>, after what: String) async throws -> [String] {
                 let reply = try await lines.reply()
                 guard codes.contains(reply.code) else {
-                    throw EmailDeliveryError(description: "the SMTP relay answered \(what) with \(reply.code) \(reply.lines.last.map { String($0.prefix(200)) } ?? "")")
+                    throw EmailDeliveryError(
+                        description: "the SMTP relay answered \(what) with \(reply.code) \(reply.lines.last.map { String($0.prefix(200)) } ?? "")", answered: true)
                 }
                 return reply.lines
             }
@@ -122,13 +162,27 @@ public struct SMTPSender: EmailSending {
                 }
                 try await say("STARTTLS")
                 _ = try await expect([220], after: "STARTTLS")
-                let host = settings.host
+                var tls = TLSConfiguration.makeClientConfiguration()
+                if let authorities = settings.trustedAuthorities { tls.trustRoots = .certificates(authorities) }
+                let serverName = SMTPSettings.serverName(of: settings.host)
+                let configuration = tls
                 try await underlying.eventLoop.submit {
-                    let context = try NIOSSLContext(configuration: .makeClientConfiguration())
-                    try underlying.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: host), position: .first)
+                    let context = try NIOSSLContext(configuration: configuration)
+                    try underlying.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: serverName), position: .first)
                 }.get()
-                try await say("EHLO stratus")
-                extensions = try await expect([250], after: "EHLO over TLS")
+                do {
+                    try await say("EHLO stratus")
+                    extensions = try await expect([250], after: "EHLO over TLS")
+                } catch let error as EmailDeliveryError where error.answered {
+                    throw error
+                } catch {
+                    // A refused certificate ends the stream with TLS's error, or closes it.
+                    let name = serverName ?? "the address \(settings.host)"
+                    let trusted = settings.trustedAuthorities == nil ? "the system's (STRATUS_SMTP_CA_FILE names others)" : "STRATUS_SMTP_CA_FILE's"
+                    throw EmailDeliveryError(
+                        description: "the TLS handshake with the SMTP relay \(settings.host):\(settings.port) failed: its certificate must be issued for "
+                            + "\(name) by an authority this server trusts, \(trusted): \(error)")
+                }
             }
             if let username = settings.username, let password = settings.password {
                 guard settings.startTLS else { throw EmailDeliveryError(description: "SMTP credentials are sent only over STARTTLS") }

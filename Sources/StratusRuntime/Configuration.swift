@@ -309,6 +309,14 @@ public struct StratusConfiguration: Sendable {
             case "false", "0": smtp.startTLS = false
             case let text: throw ConfigurationProblem("STRATUS_SMTP_STARTTLS must be true or false, got '\(text)'")
             }
+            if let path = environment["STRATUS_SMTP_CA_FILE"], !path.isEmpty {
+                guard smtp.startTLS else { throw ConfigurationProblem("STRATUS_SMTP_CA_FILE needs STRATUS_SMTP_STARTTLS=true: it is the authority of the relay's TLS certificate") }
+                do {
+                    smtp.trustedAuthorities = try SMTPSettings.authorities(fromPEMFile: path)
+                } catch {
+                    throw ConfigurationProblem("STRATUS_SMTP_CA_FILE: \(error)")
+                }
+            }
             smtp.username = environment["STRATUS_SMTP_USERNAME"].flatMap { $0.isEmpty ? nil : $0 }
             smtp.password = environment["STRATUS_SMTP_PASSWORD"].flatMap { $0.isEmpty ? nil : $0 }
             guard (smtp.username == nil) == (smtp.password == nil) else {

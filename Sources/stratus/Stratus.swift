@@ -296,24 +296,44 @@ extension ContainerCommand {
             var authorizationURL: String?
             @Option(help: "The redirect URL registered at the issuer, when it is not PUBLIC_URL/auth/1/CONTAINER/signin/provider/callback.")
             var redirectURL: String?
+            @Option(help: "The issuer's token endpoint: the hosted page then signs in with the authorization-code flow and PKCE, exchanging the code there for the ID token.")
+            var tokenURL: String?
+            @Option(help: "A file holding the web client's secret, sent to the token endpoint (never shown nor logged); without it the client has none.")
+            var clientSecretFile: String?
 
             func run() async throws {
                 let (configuration, logger) = try options.resolve(label: "stratus-container")
+                var clientSecret: String?
+                if let clientSecretFile {
+                    guard let data = FileManager.default.contents(atPath: clientSecretFile), data.count <= TrustedIssuer.maxClientSecretBytes + 2,
+                          let text = String(data: data, encoding: .utf8)
+                    else {
+                        throw ValidationError("cannot read a client secret of at most \(TrustedIssuer.maxClientSecretBytes) bytes from '\(clientSecretFile)'")
+                    }
+                    clientSecret = text.trimmingCharacters(in: .newlines)
+                }
                 let trusted = TrustedIssuer(
-                    issuer: issuer, keySetURL: jwksURL, audiences: audience, webClientID: webClientID, authorizationURL: authorizationURL, redirectURL: redirectURL)
+                    issuer: issuer, keySetURL: jwksURL, audiences: audience, webClientID: webClientID, authorizationURL: authorizationURL, redirectURL: redirectURL,
+                    tokenURL: tokenURL, clientSecret: clientSecret)
                 try await Admin.trustIssuer(container: container, trusted, configuration, logger: logger)
-                print("\(container): trusts \(issuer)\(webClientID.map { "; the hosted page signs in with client id \($0)" } ?? "")")
+                let flow = tokenURL == nil ? "" : " (the authorization-code flow with PKCE\(clientSecret == nil ? "" : " and a client secret"))"
+                print("\(container): trusts \(issuer)\(webClientID.map { "; the hosted page signs in with client id \($0)\(flow)" } ?? "")")
                 var details = [("jwksURL", jwksURL), ("audiences", audience.joined(separator: ","))]
-                for (name, value) in [("webClientID", webClientID), ("authorizationURL", authorizationURL), ("redirectURL", redirectURL)] {
+                for (name, value) in [("webClientID", webClientID), ("authorizationURL", authorizationURL), ("redirectURL", redirectURL), ("tokenURL", tokenURL)] {
                     if let value { details.append((name, value)) }
                 }
+                // The secret itself is never audited: only that one is set.
+                if clientSecret != nil { details.append(("clientSecret", "set")) }
                 try await options.audit(.issuerTrust, container: container, subject: issuer, details: details, configuration, logger)
             }
         }
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "List the issuers a container trusts (issuer, JWKS URL, audiences, the hosted page's web client id, authorization URL, redirect URL; '-' for none).")
+                abstract: """
+                    List the issuers a container trusts (issuer, JWKS URL, audiences, the hosted page's web client id, authorization URL, redirect URL, \
+                    token URL, whether a client secret is set; '-' for none).
+                    """)
             @OptionGroup var options: CommonOptions
             @Argument(help: "The container identifier.")
             var container: String
@@ -321,7 +341,8 @@ extension ContainerCommand {
             func run() async throws {
                 let (configuration, logger) = try options.resolve(label: "stratus-container")
                 for issuer in try await Admin.trustedIssuers(container: container, configuration, logger: logger) {
-                    let web = [issuer.webClientID, issuer.authorizationURL, issuer.redirectURL].map { $0 ?? "-" }.joined(separator: "\t")
+                    let web = [issuer.webClientID, issuer.authorizationURL, issuer.redirectURL, issuer.tokenURL, issuer.clientSecret.map { _ in "secret set" }]
+                        .map { $0 ?? "-" }.joined(separator: "\t")
                     print("\(issuer.issuer)\t\(issuer.keySetURL)\t\(issuer.audiences.joined(separator: ","))\t\(web)")
                 }
             }

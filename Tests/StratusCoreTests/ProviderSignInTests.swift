@@ -123,6 +123,94 @@ final class ProviderSignInTests: XCTestCase {
         }
     }
 
+    /// The authorization-code flow with PKCE: the verifier is the state's own (RFC 7636 S256),
+    /// the request asks for a code, the exchange posts the verifier and authenticates the client,
+    /// and the token endpoint's answers are read as ID tokens or refusals.
+    func testTheCodeFlowDerivesTheVerifierFromTheStateAndReadsTheTokenAnswer() throws {
+        // RFC 7636, appendix B.
+        XCTAssertEqual(ProviderSignIn.codeChallenge(of: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"), "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+        let state = ProviderSignInState(request: Self.waiting, issuer: "https://issuer.example", nonce: "n1", now: Self.now, codeFlow: true)
+        let verifier = state.codeVerifier(key: key)
+        XCTAssertNotNil(verifier.wholeMatch(of: /[A-Za-z0-9_-]{43}/), "43 characters of base64url: \(verifier)")
+        XCTAssertEqual(state.codeVerifier(key: key), verifier, "the callback derives the same verifier")
+        var other = state
+        other.nonce = "n2"
+        XCTAssertNotEqual(other.codeVerifier(key: key), verifier, "each request has its own")
+        XCTAssertNotEqual(state.codeVerifier(key: SecretKey.generate()), verifier, "only this server's key makes it")
+        let opened = try ProviderSignInState.verify(state.signed(with: key), key: key, container: "iCloud.a", now: Self.now)
+        XCTAssertEqual(opened.codeFlow, true)
+        XCTAssertFalse(state.signed(with: key).contains(verifier), "the verifier is not in the state")
+        XCTAssertNil(ProviderSignInState(request: Self.waiting, issuer: "i", nonce: "n", now: Self.now).codeFlow, "an ID-token request")
+
+        let issuer = TrustedIssuer(issuer: "https://issuer.example", keySetURL: "https://issuer.example/keys", audiences: ["web.example"], webClientID: "web.example",
+                                   tokenURL: "https://issuer.example/token")
+        let challenge = ProviderSignIn.codeChallenge(of: verifier)
+        let url = try ProviderSignIn.authorizationURL(
+            endpoint: "https://issuer.example/authorize?response_mode=form_post&code_challenge=old", issuer: issuer, clientID: "web.example",
+            redirectURL: "https://cloud.example/cb", state: "s", nonce: "n1", codeChallenge: challenge)
+        let items = try XCTUnwrap(URLComponents(string: url)?.queryItems)
+        let query = Dictionary(items.map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        XCTAssertEqual(query["response_type"], "code")
+        XCTAssertEqual(query["code_challenge"], challenge)
+        XCTAssertEqual(items.filter { $0.name == "code_challenge" }.count, 1, "the endpoint's own is replaced")
+        XCTAssertEqual(query["code_challenge_method"], "S256")
+        XCTAssertNil(query["response_mode"], "the code comes back in the query, OAuth's default")
+        XCTAssertEqual(query["nonce"], "n1")
+
+        let exchange = ProviderTokenRequest(code: "c/1+", codeVerifier: verifier, clientID: "web.example", redirectURL: "https://cloud.example/cb", clientSecret: "s3cr:t")
+        XCTAssertEqual(exchange.body, "grant_type=authorization_code&code=c%2F1%2B&redirect_uri=https%3A%2F%2Fcloud.example%2Fcb&client_id=web.example&code_verifier=\(verifier)")
+        XCTAssertEqual(exchange.authorization, "Basic " + Data("web.example:s3cr%3At".utf8).base64EncodedString(), "client_secret_basic, form-encoded first")
+        XCTAssertNil(ProviderTokenRequest(code: "c", codeVerifier: verifier, clientID: "w", redirectURL: "r", clientSecret: nil).authorization, "a public client")
+
+        XCTAssertEqual(try ProviderTokenRequest.idToken(status: 200, answer: Array(#"{"id_token":"a.b.c","access_token":"x"}"#.utf8)), "a.b.c")
+        for (what, status, answer, code, reason) in [
+            ("a used code", 400, #"{"error":"invalid_grant"}"#, ServerErrorCode.authenticationFailed, "'invalid_grant'"),
+            ("no id_token", 200, #"{"access_token":"x"}"#, .authenticationFailed, "without an id_token"),
+            ("not JSON", 200, "<html>", .authenticationFailed, "without an id_token"),
+            ("a failing endpoint", 502, "", .tryAgainLater, "HTTP 502"),
+            ("a refusal without JSON", 401, "no", .authenticationFailed, "refused the authorization code"),
+        ] {
+            XCTAssertThrowsError(try ProviderTokenRequest.idToken(status: status, answer: Array(answer.utf8)), what) {
+                XCTAssertEqual(($0 as? StratusError)?.code, code, what)
+                XCTAssertTrue(($0 as? StratusError)?.reason.contains(reason) == true, "\(what): \($0)")
+            }
+        }
+        let answered = try ProviderCallback.parse(Array("code=abc&state=s".utf8))
+        XCTAssertEqual(try answered.requireCode(), "abc")
+        for (what, body, reason) in [
+            ("an ID token instead", "id_token=a.b.c&state=s", "no authorization code"), ("a refusal", "error=access_denied&state=s", "access_denied"),
+            ("a long code", "code=" + String(repeating: "a", count: ProviderCallback.maxCodeBytes + 1), "longer than"),
+        ] {
+            XCTAssertThrowsError(try ProviderCallback.parse(Array(body.utf8)).requireCode(), what) {
+                XCTAssertTrue(($0 as? StratusError)?.reason.contains(reason) == true, "\(what): \($0)")
+            }
+        }
+    }
+
+    func testAnIssuersTokenURLAndClientSecretAreCheckedAndTheSecretNeverDescribed() throws {
+        func issuer(_ client: String?, token: String?, secret: String?) -> TrustedIssuer {
+            TrustedIssuer(issuer: "https://i.example", keySetURL: "https://i.example/keys", audiences: ["web"], webClientID: client, tokenURL: token, clientSecret: secret)
+        }
+        let good = try issuer("web", token: "https://i.example/token", secret: "the secret").validated()
+        XCTAssertTrue(good.usesCodeFlow)
+        XCTAssertEqual(good.clientSecret, "the secret")
+        XCTAssertFalse(good.description.contains("the secret"), good.description)
+        XCTAssertFalse("\(good)".contains("the secret"))
+        XCTAssertFalse(try issuer("web", token: "", secret: "").validated().usesCodeFlow, "empty is none")
+        for (what, candidate, reason) in [
+            ("a relative token URL", issuer("web", token: "/token", secret: nil), "absolute"),
+            ("a token URL without a web client id", issuer(nil, token: "https://i.example/token", secret: nil), "needs a web client id"),
+            ("a secret without a token URL", issuer("web", token: nil, secret: "s"), "needs a token URL"),
+            ("a long secret", issuer("web", token: "https://i.example/token", secret: String(repeating: "s", count: 1025)), "1 to 1024 bytes"),
+            ("a secret with a line break", issuer("web", token: "https://i.example/token", secret: "a\nb"), "control characters"),
+        ] {
+            XCTAssertThrowsError(try candidate.validated(), what) {
+                XCTAssertTrue(($0 as? StratusError)?.reason.contains(reason) == true, "\(what): \($0)")
+                XCTAssertFalse("\($0)".contains("a\nb"), "the secret is not quoted")
+            }
+        }
+    }
+
     func testAllowedOrigins() throws {
         XCTAssertNil(try AllowedOrigins.validated(["*"]), "'*' alone: any origin")
         XCTAssertEqual(try AllowedOrigins.validated(["HTTPS://App.Example", "https://app.example/", "http://localhost:8080"]),

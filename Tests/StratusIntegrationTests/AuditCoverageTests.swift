@@ -348,6 +348,10 @@ final class AuditCoverageTests: XCTestCase {
 
             // Tenancy: the container's limits, a suspension and a resumption.
             try await post("/console/tenancy/limits", ["container": container, "user-quota-bytes": "1000000"], .containerSettings)
+            try await post("/console/tenancy/origins", ["container": container, "allowed-origins": "https://app.example\nhttp://localhost:3000"], .containerSettings)
+            try await post("/console/tenancy/origins", ["container": container, "allowed-origins": "ftp://app.example"], status: 400, nil)
+            let origins = try await ContainerStore(store: store).allowedOrigins(container: container, logger: TestSupport.logger)
+            XCTAssertEqual(origins, .some(["https://app.example", "http://localhost:3000"]), "a refused form changes nothing")
             try await post("/console/tenancy/suspend", ["container": container, "reason": "an audit"], .containerSuspend)
             try await post("/console/tenancy/resume", ["container": container], .containerResume)
 

@@ -125,6 +125,9 @@ final class ConfigurationTests: XCTestCase {
             guard case .webhook(let url, _) = webhook.emailDelivery else { return XCTFail("webhook") }
             XCTAssertEqual(url, "https://mailer.example.com/in")
             XCTAssertFalse("\(webhook.emailDelivery!)".contains("a webhook secret"))
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let notPEM = directory + "/not-a-certificate.pem"
+            _ = FileManager.default.createFile(atPath: notPEM, contents: Data("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".utf8))
             let refused: [([String: String], String)] = [
                 (["STRATUS_SMTP_HOST": "smtp.example.com"], "STRATUS_SMTP_FROM"),
                 (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "not an address"], "STRATUS_SMTP_FROM"),
@@ -133,6 +136,11 @@ final class ConfigurationTests: XCTestCase {
                 (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_USERNAME": "u", "STRATUS_SMTP_PASSWORD": "p",
                   "STRATUS_SMTP_STARTTLS": "false"], "never sent in the clear"),
                 (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_STARTTLS": "maybe"], "STRATUS_SMTP_STARTTLS"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_CA_FILE": directory + "/no-such-ca.pem"],
+                 "cannot read the CA file"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_CA_FILE": notPEM], "holds no PEM certificate"),
+                (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_SMTP_CA_FILE": notPEM, "STRATUS_SMTP_STARTTLS": "false"],
+                 "needs STRATUS_SMTP_STARTTLS=true"),
                 (["STRATUS_SMTP_HOST": "smtp.example.com", "STRATUS_SMTP_FROM": "a@example.com", "STRATUS_EMAIL_WEBHOOK_URL": "https://m.example.com",
                   "STRATUS_EMAIL_WEBHOOK_SECRET": "a webhook secret, long enough"], "not both"),
                 (["STRATUS_EMAIL_WEBHOOK_URL": "https://m.example.com", "STRATUS_EMAIL_WEBHOOK_SECRET": "short"], "at least 16 bytes"),

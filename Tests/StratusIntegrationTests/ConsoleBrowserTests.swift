@@ -51,10 +51,12 @@ final class ConsoleBrowserTests: XCTestCase {
                     }
                     for page in ["01-signin-refused", "02-containers", "03-database", "04-records", "05-record", "06-query", "07-operations",
                                  "08-operations-after-retry", "09-narrow", "10-errors", "11-access", "12-subscriptions",
-                                 "13-schema-deploy-check", "14-schema", "15-reindex"] {
+                                 "13-schema-deploy-check", "14-schema", "15-reindex", "17-origins"] {
                         let size = (try? FileManager.default.attributesOfItem(atPath: artifacts.appendingPathComponent("\(page).png").path)[.size] as? Int) ?? 0
                         XCTAssertGreaterThan(size, 1000, "the screenshot \(page).png")
                     }
+                    let origins = try await ContainerStore(store: store).allowedOrigins(container: Self.container, logger: TestSupport.logger)
+                    XCTAssertEqual(origins, .some(["https://notes.example.com", "http://localhost:3000"]), "the console's form set the origins")
                     try indexer.requireRunning()
                     try api.requireRunning()
                 }

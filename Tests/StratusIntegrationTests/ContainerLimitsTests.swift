@@ -209,6 +209,31 @@ final class ContainerLimitsTests: XCTestCase {
             for _ in 0..<3 { statuses.append(try await RateLimitTests.send(client, fixture.path("zones/list", user: "_carol"), [:]).0) }
             XCTAssertEqual(statuses, [200, 200, 429], "the API applies the console's limit")
 
+            // The allowed origins (CORS): a bad origin or a blank field changes nothing; a list is
+            // kept normalized and shown; `*` alone allows any origin again.
+            let containers = ContainerStore(store: fixture.store)
+            XCTAssertTrue(shown.html.contains(">*</textarea>"), "any origin, by default: \(shown.html)")
+            for (field, says) in [("https://notes.example.com\nnot an origin", "not a web origin"), (" \n ", "at least one origin")] {
+                let refused = try await browser.request("/console/tenancy/origins", method: .post, form: form(["allowed-origins": field]))
+                XCTAssertEqual(refused.status, 400, refused.html)
+                XCTAssertTrue(refused.html.contains(says), refused.html)
+                let kept = try await containers.allowedOrigins(container: Self.container, logger: TestSupport.logger)
+                XCTAssertEqual(kept, .some(nil), "\(says): nothing changed")
+            }
+            let listed = try await browser.request(
+                "/console/tenancy/origins", method: .post, form: form(["allowed-origins": "https://Notes.example.com\nhttp://localhost:3000, https://notes.example.com"]))
+            XCTAssertEqual(listed.status, 303, listed.html)
+            let origins = try await containers.allowedOrigins(container: Self.container, logger: TestSupport.logger)
+            XCTAssertEqual(origins, .some(["https://notes.example.com", "http://localhost:3000"]))
+            let listedPage = try await browser.request(try XCTUnwrap(listed.location))
+            XCTAssertTrue(
+                listedPage.html.contains("The allowed origins were changed") && listedPage.html.contains(">https://notes.example.com\nhttp://localhost:3000</textarea>"),
+                listedPage.html)
+            let any = try await browser.request("/console/tenancy/origins", method: .post, form: form(["allowed-origins": "*"]))
+            XCTAssertEqual(any.status, 303, any.html)
+            let anyAgain = try await containers.allowedOrigins(container: Self.container, logger: TestSupport.logger)
+            XCTAssertEqual(anyAgain, .some(nil))
+
             let suspended = try await browser.request("/console/tenancy/suspend", method: .post, form: form(["reason": "unpaid"]))
             XCTAssertEqual(suspended.status, 303, suspended.html)
             let (refused, _, answer) = try await RateLimitTests.send(client, fixture.path("zones/list", user: "_dave"), [:])

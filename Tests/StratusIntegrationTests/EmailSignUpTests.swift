@@ -1,11 +1,13 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import StratusAPI
 import StratusCore
 import StratusPostgres
 import StratusPush
 import StratusPushTestSupport
+import StratusRuntime
 import StratusTesting
 import Synchronization
 import XCTest
@@ -17,14 +19,16 @@ final class EmailSignUpTests: XCTestCase {
     typealias Body = [String: Any]
     static let container = "iCloud.com.example.signup"
 
-    /// The SMTP server: a child process saving each message as a file; stopped by its PID.
+    /// The SMTP server: a child process saving each message as a file; stopped by its PID. With
+    /// `startTLS`, it requires STARTTLS, with a certificate issued by a test authority of its own
+    /// (`authorityFile`), and takes AUTH PLAIN for `relay-user` / `relay password` over TLS.
     /// Unchecked: its process is started in `init` and only read afterwards.
     final class SMTPServer: @unchecked Sendable {
         let port: Int
         let folder: URL
         let process: Process
 
-        init() async throws {
+        init(startTLS: Bool = false) async throws {
             port = try Broker.freePort()
             folder = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-smtp-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -33,7 +37,7 @@ final class EmailSignUpTests: XCTestCase {
             process.arguments = [
                 ProcessInfo.processInfo.environment["STRATUS_TEST_PYTHON"] ?? "python3",
                 TestSupport.repositoryRoot.appendingPathComponent("scripts/smtp_test_server.py").path, "\(port)", folder.path,
-            ]
+            ] + (startTLS ? ["--starttls"] : [])
             process.standardInput = FileHandle.nullDevice
             try process.run()
             let ready = folder.appendingPathComponent("ready").path
@@ -43,6 +47,9 @@ final class EmailSignUpTests: XCTestCase {
                 return FileManager.default.fileExists(atPath: ready)
             }
         }
+
+        /// The test authority's certificate (PEM), with `startTLS`.
+        var authorityFile: String { folder.appendingPathComponent("ca.pem").path }
 
         func stop() {
             if process.isRunning { kill(process.processIdentifier, SIGTERM) }
@@ -102,7 +109,7 @@ final class EmailSignUpTests: XCTestCase {
     /// stratus-api does.
     func withFixture(
         courier: any EmailSending, lifetimes: EmailTokenLifetimes = EmailTokenLifetimes(), ownedDeliveries: Bool = false,
-        _ body: @Sendable (Fixture) async throws -> Void
+        logger: Logger = TestSupport.logger, _ body: @Sendable (Fixture) async throws -> Void
     ) async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let token = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
@@ -118,7 +125,7 @@ final class EmailSignUpTests: XCTestCase {
                 return
             }
             let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }, email: courier), configuration: configuration)
-            try await Application(router: router, logger: TestSupport.logger).test(.router) { client in
+            try await Application(router: router, logger: logger).test(.router) { client in
                 try await body(Fixture(store: store, apiToken: token, client: client))
             }
         }
@@ -147,6 +154,81 @@ final class EmailSignUpTests: XCTestCase {
     static func assertRefused(_ answer: (Int, Body), _ status: Int, _ code: String, _ reason: String, _ what: String) {
         IdentityTests.assertRefused(answer, status: status, code: code, reason, what)
         XCTAssertNil(answer.1["ckWebAuthToken"], what)
+    }
+
+    /// STARTTLS, the default: a sign-up's message reaches a relay whose certificate a test
+    /// authority issued once the settings trust that authority (`STRATUS_SMTP_CA_FILE`), with the
+    /// relay's credentials sent inside TLS only. The host is an IP address (no server name is sent;
+    /// the certificate is checked for the address), then a DNS name (sent and checked).
+    func testSignUpEmailIsDeliveredOverSTARTTLSToARelayOfATrustedAuthority() async throws {
+        let smtp = try await SMTPServer(startTLS: true)
+        defer { smtp.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-smtp-settings-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let configuration = try StratusConfiguration.fromEnvironment([
+            "STRATUS_DATA_DIR": directory, "STRATUS_SMTP_HOST": "127.0.0.1", "STRATUS_SMTP_PORT": "\(smtp.port)", "STRATUS_SMTP_FROM": "stratus@example.com",
+            "STRATUS_SMTP_CA_FILE": smtp.authorityFile, "STRATUS_SMTP_USERNAME": "relay-user", "STRATUS_SMTP_PASSWORD": "relay password",
+        ])
+        guard case .smtp(let settings) = configuration.emailDelivery else { return XCTFail("SMTP: \(String(describing: configuration.emailDelivery))") }
+        XCTAssertTrue(settings.startTLS, "STARTTLS is the default")
+        XCTAssertEqual(settings.trustedAuthorities?.count, 1)
+        try await withFixture(courier: SMTPSender(settings: settings)) { fixture in
+            try await fixture.setMode(.open)
+            let (status, answer) = try await fixture.post("signup", ["email": "ada@example.com", "password": "a long password"])
+            XCTAssertEqual(status, 200, "\(answer)")
+            let message = try await smtp.message(1)
+            XCTAssertTrue(message.contains("X-Envelope-To: ada@example.com"), message)
+            _ = try Self.code(message)
+        }
+        var named = settings
+        named.host = "localhost"
+        try await SMTPSender(settings: named).send(Self.message(to: "grace@example.com"))
+        let second = try await smtp.message(2)
+        XCTAssertTrue(second.contains("X-Envelope-To: grace@example.com"), second)
+    }
+
+    /// A relay whose certificate no trusted authority issued is refused: the sign-up answers as
+    /// always, no message is handed over, and the log says why, without the code or the relay's
+    /// password. A relay that does not offer STARTTLS is refused before anything is sent.
+    func testARelayWithAnUntrustedCertificateOrWithoutSTARTTLSIsRefused() async throws {
+        let smtp = try await SMTPServer(startTLS: true)
+        defer { smtp.stop() }
+        var settings = SMTPSettings(host: "127.0.0.1", port: smtp.port, from: "stratus@example.com")
+        settings.username = "relay-user"
+        settings.password = "relay password"
+        let logs = ObserverProjectionTests.CapturedLogs()
+        let logger = Logger(label: "email-test") { _ in ObserverProjectionTests.CapturingLogHandler(logs: logs) }
+        // No CA file: the system's authorities, none of which issued the test certificate.
+        try await withFixture(courier: SMTPSender(settings: settings), logger: logger) { fixture in
+            try await fixture.setMode(.open)
+            let (status, answer) = try await fixture.post("signup", ["email": "ada@example.com", "password": "a long password"])
+            XCTAssertEqual(status, 200, "the answer does not depend on the delivery: \(answer)")
+            // Without a task owner the delivery is over before the answer: its warning is logged.
+            let warnings = logs.lines.withLock { $0.filter { $0.level == .warning && $0.message == "an email message was not delivered" } }
+            XCTAssertEqual(warnings.count, 1, "\(logs.lines.withLock { $0.map(\.message) })")
+            let error = warnings.first.map { "\($0.metadata["error"] ?? "")" } ?? ""
+            XCTAssertTrue(error.contains("TLS handshake") && error.contains("STRATUS_SMTP_CA_FILE"), error)
+            let logged = logs.lines.withLock { $0.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n") }
+            XCTAssertFalse(logged.contains("relay password"), logged)
+            XCTAssertNil(logged.firstMatch(of: /[0-9a-f]{64}/), "no code in the log: \(logged)")
+        }
+        XCTAssertEqual(try smtp.messages().count, 0, "nothing was handed to the relay")
+
+        let plain = try await SMTPServer()
+        defer { plain.stop() }
+        let refused = SMTPSender(settings: SMTPSettings(host: "127.0.0.1", port: plain.port, from: "stratus@example.com"))
+        do {
+            try await refused.send(Self.message(to: "ada@example.com"))
+            XCTFail("a relay without STARTTLS took the message")
+        } catch {
+            XCTAssertTrue("\(error)".contains("does not offer STARTTLS"), "\(error)")
+        }
+        XCTAssertEqual(try plain.messages().count, 0)
+    }
+
+    static func message(to address: String) -> EmailMessage {
+        EmailMessage(to: address, subject: "A test", text: "code: " + String(repeating: "0", count: 64), purpose: "verify", container: container,
+                     token: String(repeating: "0", count: 64), link: "https://stratus.example/")
     }
 
     func testOpenSignUpVerifiesOnceResetsOnceAndAnswersEveryAddressAlike() async throws {

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import StratusAPI
 import StratusCore
 import StratusPostgres
@@ -150,6 +151,149 @@ final class HostedProviderSignInTests: XCTestCase {
                     refused(try await post([("id_token", good), ("state", first.state)]), "nonce", "a replayed answer")
                     let afterReplay = try await stored()
                     XCTAssertEqual(afterReplay, after, "a replay stores nothing")
+                }
+            }
+        }
+    }
+
+    /// What the test's provider knows of a code it issued: the PKCE challenge and nonce of the
+    /// authorization request, and whether it was exchanged already.
+    struct Grant: Sendable {
+        var challenge: String
+        var nonce: String
+        var redirectURL: String
+        var used = false
+    }
+
+    /// The provider's token endpoint, as an OpenID provider's: a code it issued, not exchanged
+    /// before, for the redirect URL it was issued for, with the client's secret (HTTP Basic) and a
+    /// `code_verifier` whose S256 is the request's challenge; anything else is `invalid_grant`.
+    static func tokenEndpoint(_ request: ReceivedRequest, grants: borrowing Mutex<[String: Grant]>, issuer: IdentityTests.TestIssuer, secret: String) -> ReceiverReply {
+        let fields = Dictionary(
+            String(decoding: request.body, as: UTF8.self).split(separator: "&").map { pair -> (String, String) in
+                let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
+                return (parts[0], parts.count > 1 ? parts[1] : "")
+            }, uniquingKeysWith: { $1 })
+        let basic = "Basic " + Data("\(webClient):\(secret.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)".utf8).base64EncodedString()
+        let refused = ReceiverReply.answer(status: 400, headers: [("Content-Type", "application/json")], body: #"{"error":"invalid_grant"}"#)
+        guard request.method == .POST, request.headers.first(name: "Authorization") == basic, fields["grant_type"] == "authorization_code",
+              fields["client_id"] == webClient, let code = fields["code"], let verifier = fields["code_verifier"]
+        else { return refused }
+        let grant: Grant? = grants.withLock { grants in
+            guard let grant = grants[code], !grant.used, grant.redirectURL == fields["redirect_uri"],
+                  ProviderSignIn.codeChallenge(of: verifier) == grant.challenge
+            else { return nil }
+            grants[code]?.used = true
+            return grant
+        }
+        guard let grant else { return refused }
+        let idToken = issuer.token(["aud": webClient, "nonce": grant.nonce, "sub": "code-subject"])
+        return .answer(status: 200, headers: [("Content-Type", "application/json")], body: #"{"token_type":"Bearer","access_token":"a","id_token":"\#(idToken)"}"#)
+    }
+
+    /// An issuer that hands the browser no ID token: the page signs in with the authorization-code
+    /// flow and PKCE; the code is exchanged at the provider's token endpoint with the verifier and
+    /// the client secret. A code for another sign-in's challenge (a wrong verifier), a code sent
+    /// again, a forged state and an ID token in place of a code are each refused, storing nothing,
+    /// and the secret and verifier are never logged.
+    func testTheHostedPageSignsInThroughTheCodeFlowWithPKCE() async throws {
+        let issuer = IdentityTests.TestIssuer()
+        let grants = Mutex<[String: Grant]>([:])
+        let secret = "a client secret/+="
+        try await WebhookReceiver.with(reply: { request in
+            if request.uri.hasPrefix("/token") { return Self.tokenEndpoint(request, grants: grants, issuer: issuer, secret: secret) }
+            return .answer(status: 200, headers: [("Content-Type", "application/json")], body: issuer.keySet)
+        }) { provider in
+            try await TestSupport.withMigratedStore { store, _ in
+                let apiToken = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
+                try await IdentityStore(store: store).trust(container: Self.container, TrustedIssuer(
+                    issuer: IdentityTests.issuer, keySetURL: provider.url("/keys"), audiences: [Self.webClient], webClientID: Self.webClient,
+                    authorizationURL: "https://login.issuer.example/authorize?response_mode=form_post", tokenURL: provider.url("/token"), clientSecret: secret),
+                    logger: TestSupport.logger)
+                var configuration = APIConfiguration(secretKey: SecretKey.generate())
+                configuration.keySets.allowPrivateAddresses = true
+                configuration.publicURL = "https://cloud.example"
+                let logs = ObserverProjectionTests.CapturedLogs()
+                let logger = Logger(label: "code-flow-test") { _ in ObserverProjectionTests.CapturingLogHandler(logs: logs) }
+                let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
+                try await Application(router: router, logger: logger).test(.router) { client in
+                    func stored() async throws -> [Int64] {
+                        var counts: [Int64] = []
+                        for table in ["users", "linked_accounts", "sessions", "used_nonces"] {
+                            counts.append(try await TestSupport.count(store, "SELECT count(*)::bigint FROM \(unescaped: table)"))
+                        }
+                        return counts
+                    }
+                    var origin = HTTPFields()
+                    origin[.origin] = "https://app.example"
+                    let needed = try await Self.call(
+                        client, AuthTests.path("users/caller", database: "private", container: Self.container) + "?ckAPIToken=\(apiToken)", headers: origin)
+                    let redirect = try XCTUnwrap(URLComponents(string: needed.json["redirectURL"] as? String ?? ""), needed.text)
+                    let request = try XCTUnwrap(redirect.queryItems?.first { $0.name == "request" }?.value)
+                    let callbackURL = "https://cloud.example/auth/1/\(Self.container)/signin/provider/callback"
+                    // The button: a code request with an S256 challenge; the provider issues a code for it.
+                    func authorize(_ code: String) async throws -> (state: String, challenge: String) {
+                        let answer = try await Self.call(
+                            client, "/auth/1/\(Self.container)/signin/provider?" + Self.form([("ckSignInRequest", request), ("issuer", IdentityTests.issuer)]))
+                        XCTAssertEqual(answer.status, 302, answer.text)
+                        let query = Dictionary(
+                            (URLComponents(string: answer.headers[.location] ?? "")?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+                        XCTAssertEqual(query["response_type"], "code")
+                        XCTAssertEqual(query["code_challenge_method"], "S256")
+                        XCTAssertNil(query["response_mode"], "the code comes back in the callback's query")
+                        XCTAssertNil(query["code_verifier"], "the verifier never goes to the browser")
+                        XCTAssertEqual(query["redirect_uri"], callbackURL)
+                        let challenge = try XCTUnwrap(query["code_challenge"])
+                        XCTAssertEqual(challenge.count, 43)
+                        grants.withLock { $0[code] = Grant(challenge: challenge, nonce: query["nonce"] ?? "", redirectURL: callbackURL) }
+                        return (try XCTUnwrap(query["state"]), challenge)
+                    }
+                    func back(_ fields: [(String, String)]) async throws -> Answer {
+                        try await Self.call(client, "/auth/1/\(Self.container)/signin/provider/callback?" + Self.form(fields))
+                    }
+                    func refused(_ answer: Answer, _ reason: String, _ what: String) {
+                        XCTAssertEqual(answer.status, 401, "\(what): \(answer.text)")
+                        XCTAssertEqual(answer.json["serverErrorCode"] as? String, "AUTHENTICATION_FAILED", what)
+                        XCTAssertTrue((answer.json["reason"] as? String ?? "").contains(reason), "\(what): \(answer.text)")
+                    }
+                    let first = try await authorize("code-1")
+                    let second = try await authorize("code-2")
+                    XCTAssertNotEqual(first.challenge, second.challenge, "each sign-in has its own verifier")
+                    let before = try await stored()
+                    let exchangesBefore = provider.requests.filter { $0.uri.hasPrefix("/token") }.count
+
+                    // Hostile answers: nothing stored.
+                    refused(try await back([("code", "code-1"), ("state", "2.e30.AAAA")]), "did not issue", "a forged state")
+                    XCTAssertEqual(provider.requests.filter { $0.uri.hasPrefix("/token") }.count, exchangesBefore, "a forged state exchanges nothing")
+                    refused(try await back([("code", "code-1"), ("state", second.state)]), "refused the authorization code", "a code for another sign-in (a wrong verifier)")
+                    refused(try await back([("id_token", issuer.token(["aud": Self.webClient])), ("state", second.state)]), "no authorization code",
+                            "an ID token in place of a code")
+                    refused(try await back([("error", "access_denied"), ("state", second.state)]), "access_denied", "the provider's refusal")
+                    let afterRefusals = try await stored()
+                    XCTAssertEqual(afterRefusals, before, "refused answers store nothing")
+
+                    // The good answer: exchanged with the verifier and the secret; the app's window gets the token.
+                    let signedIn = try await back([("code", "code-2"), ("state", second.state)])
+                    XCTAssertEqual(signedIn.status, 200, signedIn.text)
+                    XCTAssertEqual(signedIn.headers[.cacheControl], "no-store")
+                    let webToken = try XCTUnwrap(signedIn.text.firstMatch(of: /"ckWebAuthToken":"([^"]+)"/).map { String($0.1) }, signedIn.text)
+                    let caller = try await Self.call(
+                        client, AuthTests.path("users/caller", database: "private", container: Self.container) + "?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)")
+                    XCTAssertEqual(caller.status, 200, caller.text)
+                    let linked = try await TestSupport.count(store, "SELECT count(*)::bigint FROM linked_accounts WHERE subject = 'code-subject'")
+                    XCTAssertEqual(linked, 1)
+                    let exchange = try XCTUnwrap(provider.requests.last { $0.uri.hasPrefix("/token") })
+                    let verifier = try XCTUnwrap(String(decoding: exchange.body, as: UTF8.self).firstMatch(of: /code_verifier=([A-Za-z0-9_-]{43})/).map { String($0.1) })
+                    XCTAssertEqual(ProviderSignIn.codeChallenge(of: verifier), second.challenge)
+
+                    // The same code again: the provider refuses it, and nothing more is stored.
+                    let after = try await stored()
+                    refused(try await back([("code", "code-2"), ("state", second.state)]), "refused the authorization code", "a replayed code")
+                    let afterReplay = try await stored()
+                    XCTAssertEqual(afterReplay, after, "a replay stores nothing")
+
+                    let logged = logs.lines.withLock { $0.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n") }
+                    XCTAssertFalse(logged.contains(secret) || logged.contains(verifier), "neither the client secret nor the verifier is logged: \(logged)")
                 }
             }
         }

@@ -18,15 +18,35 @@ final class IdentityCLITests: XCTestCase {
             let list = try await PushAdminCLITests.cli(["container", "auth", "list", Self.container], settings)
             XCTAssertEqual(list.status, 0, list.output)
             XCTAssertEqual(list.output.split(separator: "\n").filter { $0.contains("\t") },
-                           ["https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example\t-\t-\t-"])
+                           ["https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example\t-\t-\t-\t-\t-"])
             // The hosted sign-in page's settings: the web client id must be one of the audiences.
             let web = add + ["--web-client-id", "web.example", "--authorization-url", "https://appleid.apple.com/auth/authorize"]
             let webAdded = try await PushAdminCLITests.cli(web, settings)
             XCTAssertEqual(webAdded.status, 0, webAdded.output)
             let webList = try await PushAdminCLITests.cli(["container", "auth", "list", Self.container], settings)
             XCTAssertEqual(webList.output.split(separator: "\n").filter { $0.contains("\t") }, [
-                "https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example\tweb.example\thttps://appleid.apple.com/auth/authorize\t-",
+                "https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example\tweb.example\thttps://appleid.apple.com/auth/authorize\t-\t-\t-",
             ])
+            // The authorization-code flow: a token URL, and the client secret from a file; the
+            // secret is kept but never listed nor audited.
+            let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-client-secret-\(UUID().uuidString.prefix(8))").path
+            _ = FileManager.default.createFile(atPath: secretFile, contents: Data("a client secret\n".utf8))
+            defer { try? FileManager.default.removeItem(atPath: secretFile) }
+            let code = try await PushAdminCLITests.cli(
+                web + ["--token-url", "https://appleid.apple.com/auth/token", "--client-secret-file", secretFile], settings)
+            XCTAssertEqual(code.status, 0, code.output)
+            XCTAssertTrue(code.output.contains("authorization-code flow with PKCE and a client secret"), code.output)
+            let codeList = try await PushAdminCLITests.cli(["container", "auth", "list", Self.container], settings)
+            XCTAssertEqual(codeList.output.split(separator: "\n").filter { $0.contains("\t") }, [
+                "https://appleid.apple.com\thttps://appleid.apple.com/auth/keys\tcom.example.notes,web.example\tweb.example\thttps://appleid.apple.com/auth/authorize\t-"
+                    + "\thttps://appleid.apple.com/auth/token\tsecret set",
+            ])
+            let kept = try await IdentityStore(store: store).trustedIssuer(container: Self.container, issuer: "https://appleid.apple.com", logger: TestSupport.logger)
+            XCTAssertEqual(kept?.clientSecret, "a client secret", "the file's line end is not part of the secret")
+            let audited = try await TestSupport.count(store, "SELECT count(*)::bigint FROM audit_log WHERE details::text LIKE '%a client secret%'")
+            XCTAssertEqual(audited, 0, "the secret is not in the audit log")
+            let secretSet = try await TestSupport.count(store, "SELECT count(*)::bigint FROM audit_log WHERE details::text LIKE '%clientSecret%'")
+            XCTAssertEqual(secretSet, 1, "the audit log says a secret was set")
 
             // Refused: no audience, a URL that is not one, a container that does not exist.
             for (arguments, complaint) in [
@@ -34,6 +54,8 @@ final class IdentityCLITests: XCTestCase {
                 (["container", "auth", "add", Self.container, "--issuer", "i", "--jwks-url", "/keys", "--audience", "a"], "absolute https URL"),
                 (["container", "auth", "add", "iCloud.nowhere", "--issuer", "i", "--jwks-url", "https://a.example/k", "--audience", "a"], "no container"),
                 (add + ["--web-client-id", "com.other"], "one of the issuer's audiences"),
+                (add + ["--token-url", "https://appleid.apple.com/auth/token"], "needs a web client id"),
+                (web + ["--client-secret-file", "/no/such/secret"], "cannot read a client secret"),
                 (["container", "set", Self.container, "--allowed-origin", "https://a.example/path"], "not a web origin"),
             ] {
                 let refused = try await PushAdminCLITests.cli(arguments, settings)

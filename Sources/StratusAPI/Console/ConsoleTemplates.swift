@@ -137,6 +137,15 @@ enum ConsoleTemplates {
         <p><button type="submit" id="change-limits">Change limits</button></p>
         </fieldset>
         </form>
+        <form method="post" action="/console/tenancy/origins">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <fieldset>
+        <legend>Allowed origins (CORS): the web pages that may call the API from a browser</legend>
+        <label for="allowed-origins">One origin a line (scheme://host[:port]), at most 32; * alone: any origin</label>
+        <textarea id="allowed-origins" name="allowed-origins" rows="4" maxlength="8192" class="mono">{{allowedOrigins}}</textarea>
+        <p><button type="submit" id="change-origins">Change origins</button></p>
+        </fieldset>
+        </form>
         <form method="get" action="/console/zones">
         <input type="hidden" name="container" value="{{container}}">
         <fieldset>
@@ -471,6 +480,10 @@ enum ConsoleTemplates {
         <input id="authorization-url" name="authorizationURL" maxlength="2048">
         <label for="redirect-url">Redirect URL registered at the issuer (empty: the server's callback)</label>
         <input id="redirect-url" name="redirectURL" maxlength="2048">
+        <label for="token-url">Token URL: the page signs in with the authorization-code flow and PKCE, exchanging the code there (empty: the ID token comes back with the browser)</label>
+        <input id="token-url" name="tokenURL" maxlength="2048">
+        <label for="client-secret">Client secret sent to the token URL (empty: none; never shown again)</label>
+        <input id="client-secret" name="clientSecret" type="password" autocomplete="off" maxlength="1024">
         <button type="submit" id="trust-issuer">Trust issuer</button>
         </form>
         {{> foot}}

@@ -4,9 +4,10 @@ import Logging
 import StratusCore
 import StratusPostgres
 
-/// A container as a tenant, on its page of the console: its state, what it holds, its own limits;
-/// forms suspend and resume it and change its limits, each appending the audit entry its CLI
-/// command appends (`container.suspend`, `container.resume`, `container.settings`).
+/// A container as a tenant, on its page of the console: its state, what it holds, its own limits,
+/// the web origins allowed to call it; forms suspend and resume it and change its limits and
+/// origins, each appending the audit entry its CLI command appends (`container.suspend`,
+/// `container.resume`, `container.settings`).
 struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
     let routes: ConsoleRoutes<Context>
     var access: ConsoleAccessPage<Context> { ConsoleAccessPage(routes: routes) }
@@ -36,7 +37,34 @@ struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
                 }
             }
         }
+        // As `stratus container set --allowed-origin`: one origin a line, or `*` alone for any.
+        router.post("/console/tenancy/origins") { request, context in
+            await routes.page(request, context) {
+                try await access.change(request, context, done: "origins-changed", action: .containerSettings, back: back) { container, form, logger in
+                    let origins = try AllowedOrigins.validated(try Self.origins(form["allowed-origins"] ?? ""))
+                    guard try await containers.setAllowedOrigins(container: container, origins: origins, logger: logger) else {
+                        throw StratusError(.notFound, "No container '\(ClientText.excerpt(container))'")
+                    }
+                    return ("", [("allowedOrigins", Self.text(origins))])
+                }
+            }
+        }
     }
+
+    /// The longest origins field read.
+    static var maxOriginsText: Int { 8 * 1024 }
+
+    /// The origins a form's field lists: one a line (commas and spaces separate them too); a
+    /// blank field is refused, since `*` is how any origin is allowed again.
+    static func origins(_ text: String) throws(StratusError) -> [String] {
+        guard text.utf8.count <= maxOriginsText else { throw StratusError(.badRequest, "the origins are longer than \(maxOriginsText) bytes") }
+        let origins = text.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init)
+        guard !origins.isEmpty else { throw StratusError(.badRequest, "list at least one origin (scheme://host[:port]), or * alone for any origin") }
+        return origins
+    }
+
+    /// A container's origins as the form and the audit log show them: one a line, or `*`.
+    static func text(_ origins: [String]?) -> String { origins?.joined(separator: "\n") ?? "*" }
 
     /// Suspends or resumes the form's container.
     func suspension(_ request: Request, _ context: Context, _ suspended: Bool, back: @escaping @Sendable (String, ConsoleForm) -> String) async -> Response {
@@ -57,6 +85,7 @@ struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
         case "suspended": "The container is suspended: every API process refuses its requests."
         case "resumed": "The container serves again."
         case "limits-changed": "The limits were changed: every API process applies them from its next request."
+        case "origins-changed": "The allowed origins were changed: every API process applies them within 5 seconds."
         default: nil
         }
     }
@@ -75,6 +104,9 @@ struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
             ],
             "limits": ContainerLimits.Setting.allCases.map { ["name": $0.rawValue, "value": limits.text(of: $0)] },
         ]
+        if let origins = try await containers.allowedOrigins(container: container, logger: logger) {
+            values["allowedOrigins"] = Self.text(origins)
+        }
         if let suspended = usage.suspendedAt { values["suspendedAt"] = time.string(from: suspended) }
         return values
     }

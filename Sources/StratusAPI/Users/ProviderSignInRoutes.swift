@@ -8,15 +8,18 @@ import StratusPostgres
 ///
 /// - `GET /auth/1/{container}/signin/provider?ckSignInRequest=…&issuer=…`: the page's button. It
 ///   sends the user's window to the issuer's authorization endpoint (configured, or from the
-///   issuer's discovery document) with an ID-token request (`response_type=id_token`,
-///   `response_mode=form_post`) for the issuer's web client id, a `state` signed for the waiting
-///   sign-in request (`ProviderSignInState`) and a fresh nonce.
-/// - `POST /auth/1/{container}/signin/provider/callback`: where the issuer posts its answer. The
-///   state must be one this server issued for the container and not expired; the ID token is
-///   checked as `signin/idtoken` checks one (key set, signature, `iss`, `aud` — the web client id —,
-///   times, the state's nonce, used once), the user found or created by the account, and the answer
-///   is a page that posts `{ckWebAuthToken}` to the app's window at the request's origin, as the
-///   password sign-in's page does.
+///   issuer's discovery document) for the issuer's web client id, with a `state` signed for the
+///   waiting sign-in request (`ProviderSignInState`) and a fresh nonce: an ID-token request
+///   (`response_type=id_token`, `response_mode=form_post`), or, for an issuer with a token
+///   endpoint, the authorization-code flow with PKCE (`response_type=code`, `code_challenge` of a
+///   verifier derived from the state, S256).
+/// - `POST` or `GET /auth/1/{container}/signin/provider/callback`: where the issuer sends its
+///   answer (a form, or the query). The state must be one this server issued for the container and
+///   not expired; a code is exchanged at the token endpoint with the state's `code_verifier` (and
+///   the client secret, when set); the ID token is checked as `signin/idtoken` checks one (key set,
+///   signature, `iss`, `aud` — the web client id —, times, the state's nonce, used once), the user
+///   found or created by the account, and the answer is a page that posts `{ckWebAuthToken}` to the
+///   app's window at the request's origin, as the password sign-in's page does.
 struct ProviderSignInRoutes<Context: StratusRequestContext>: Sendable {
     let identities: IdentityStore
     let containers: ContainerStore
@@ -30,7 +33,20 @@ struct ProviderSignInRoutes<Context: StratusRequestContext>: Sendable {
 
     func register(on router: Router<Context>) {
         router.get("/auth/1/:container/signin/provider") { request, context in try await start(request, context) }
-        router.post("/auth/1/:container/signin/provider/callback") { request, context in try await callback(request, context) }
+        router.post("/auth/1/:container/signin/provider/callback") { request, context in
+            let body = try await RequestBody.read(request, limit: ProviderCallback.maxBytes)
+            return try await callback(request, context, answer: try ProviderCallback.parse(Array(body)))
+        }
+        // The authorization-code flow's answer comes in the query (OAuth's default response mode).
+        router.get("/auth/1/:container/signin/provider/callback") { request, context in
+            try await callback(request, context, answer: try ProviderCallback.parse(Array((request.uri.query ?? "").utf8)))
+        }
+    }
+
+    /// Where the issuer sends the browser back: the configured redirect URL, or the callback under
+    /// the public URL (the request's Host without one).
+    func redirectURL(of issuer: TrustedIssuer, container: String, request: Request) -> String {
+        ProviderSignIn.redirectURL(of: issuer, publicURL: publicURL ?? Authenticator.publicURL(of: request) ?? "http://localhost", container: container)
     }
 
     func start(_ request: Request, _ context: Context) async throws -> Response {
@@ -53,11 +69,11 @@ struct ProviderSignInRoutes<Context: StratusRequestContext>: Sendable {
         }
         let endpoint = try await issuerKeys.authorizationEndpoint(of: issuer)
         let nonce = APIToken.generate()
-        let state = ProviderSignInState(request: waiting, issuer: issuer.issuer, nonce: nonce, now: now).signed(with: authenticator.secretKey)
-        let base = publicURL ?? Authenticator.publicURL(of: request) ?? "http://localhost"
+        let state = ProviderSignInState(request: waiting, issuer: issuer.issuer, nonce: nonce, now: now, codeFlow: issuer.usesCodeFlow)
+        let challenge = issuer.usesCodeFlow ? ProviderSignIn.codeChallenge(of: state.codeVerifier(key: authenticator.secretKey)) : nil
         let location = try ProviderSignIn.authorizationURL(
-            endpoint: endpoint, issuer: issuer, clientID: clientID, redirectURL: ProviderSignIn.redirectURL(of: issuer, publicURL: base, container: container),
-            state: state, nonce: nonce)
+            endpoint: endpoint, issuer: issuer, clientID: clientID, redirectURL: redirectURL(of: issuer, container: container, request: request),
+            state: state.signed(with: authenticator.secretKey), nonce: nonce, codeChallenge: challenge)
         var headers = HTTPFields()
         headers[.location] = location
         headers[.cacheControl] = "no-store"
@@ -65,23 +81,35 @@ struct ProviderSignInRoutes<Context: StratusRequestContext>: Sendable {
         return Response(status: .found, headers: headers)
     }
 
-    func callback(_ request: Request, _ context: Context) async throws -> Response {
+    func callback(_ request: Request, _ context: Context, answer: ProviderCallback) async throws -> Response {
         let container = try AuthRoutes<Context>.containerParameter(context)
-        let body = try await RequestBody.read(request, limit: ProviderCallback.maxBytes)
-        let answer = try ProviderCallback.parse(Array(body))
         let now = Int64(Date().timeIntervalSince1970)
         let state = try ProviderSignInState.verify(answer.state, key: authenticator.secretKey, container: container, now: now)
         try ContainerSuspension.check(try await containers.isSuspended(container: container, logger: context.logger), container: container)
         // Throttled as every sign-in is; a refused answer counts as a failed sign-in.
         let attempt = try signInLimiter.begin(container: container, login: nil, address: context.clientAddress)
-        let token = try IDToken.parse(try answer.requireIDToken())
-        guard token.claims.issuer == state.issuer else {
-            throw StratusError(.authenticationFailed, "idToken was issued by '\(ClientText.excerpt(token.claims.issuer))', not by the issuer this sign-in went to")
-        }
         guard var trusted = try await identities.trustedIssuer(container: container, issuer: state.issuer, logger: context.logger),
               let clientID = trusted.webClientID
         else {
             throw StratusError(.authenticationFailed, "this container no longer signs in with '\(ClientText.excerpt(state.issuer))' from the page")
+        }
+        let idToken: String
+        if state.codeFlow == true {
+            let code = try answer.requireCode()
+            guard let tokenURL = trusted.tokenURL else {
+                throw StratusError(.authenticationFailed, "this container no longer signs in with '\(ClientText.excerpt(state.issuer))' through a token endpoint")
+            }
+            idToken = try await issuerKeys.exchange(
+                ProviderTokenRequest(
+                    code: code, codeVerifier: state.codeVerifier(key: authenticator.secretKey), clientID: clientID,
+                    redirectURL: redirectURL(of: trusted, container: container, request: request), clientSecret: trusted.clientSecret),
+                at: tokenURL)
+        } else {
+            idToken = try answer.requireIDToken()
+        }
+        let token = try IDToken.parse(idToken)
+        guard token.claims.issuer == state.issuer else {
+            throw StratusError(.authenticationFailed, "idToken was issued by '\(ClientText.excerpt(token.claims.issuer))', not by the issuer this sign-in went to")
         }
         // The page asked for a token for its web client id: a token for another client is refused.
         trusted.audiences = [clientID]
@@ -92,7 +120,10 @@ struct ProviderSignInRoutes<Context: StratusRequestContext>: Sendable {
         attempt.succeeded()
         context.logger.info(
             "signed in through the hosted page's provider",
-            metadata: ["user": "\(signedIn.userRecordName)", "issuer": "\(account.issuer)", "created": "\(signedIn.created)"])
+            metadata: [
+                "user": "\(signedIn.userRecordName)", "issuer": "\(account.issuer)", "created": "\(signedIn.created)",
+                "flow": "\(state.codeFlow == true ? "code" : "id_token")",
+            ])
         let webAuthToken = WebAuthToken(
             userRecordName: signedIn.userRecordName, container: container, expiresAt: expiresAt, credentialEpoch: signedIn.credentialEpoch,
             sessionID: signedIn.sessionID

@@ -93,5 +93,6 @@ public enum AuditCatalog {
         "/console/tenancy/suspend": .audited([.containerSuspend]),
         "/console/tenancy/resume": .audited([.containerResume]),
         "/console/tenancy/limits": .audited([.containerSettings]),
+        "/console/tenancy/origins": .audited([.containerSettings]),
     ]
 }

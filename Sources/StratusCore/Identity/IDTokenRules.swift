@@ -3,9 +3,11 @@ import Foundation
 
 /// An issuer a container trusts for ID-token sign-in: its `iss`, where its key set is, and the
 /// client ids (audiences) of the container's apps at that issuer.
-public struct TrustedIssuer: Sendable, Equatable {
+public struct TrustedIssuer: Sendable, Equatable, CustomStringConvertible {
     /// The longest JWKS URL, in bytes.
     public static let maxURLBytes = 2048
+    /// The longest client secret, in bytes.
+    public static let maxClientSecretBytes = 1024
     /// The most audiences one issuer may list.
     public static let maxAudiences = 16
 
@@ -22,10 +24,18 @@ public struct TrustedIssuer: Sendable, Equatable {
     public var authorizationURL: String?
     /// The redirect URL registered at the issuer; nil: the callback under the server's public URL.
     public var redirectURL: String?
+    /// The issuer's token endpoint: set, the hosted page signs in with the authorization-code flow
+    /// and PKCE (the code exchanged here for the ID token); nil: the ID token comes back with the
+    /// browser (`response_type=id_token`).
+    public var tokenURL: String?
+    /// The web client's secret, sent to the token endpoint (HTTP Basic) when set; a secret: never
+    /// logged, described or shown.
+    public var clientSecret: String?
 
     /// Creates an issuer.
     public init(
-        issuer: String, keySetURL: String, audiences: [String], webClientID: String? = nil, authorizationURL: String? = nil, redirectURL: String? = nil
+        issuer: String, keySetURL: String, audiences: [String], webClientID: String? = nil, authorizationURL: String? = nil, redirectURL: String? = nil,
+        tokenURL: String? = nil, clientSecret: String? = nil
     ) {
         self.issuer = issuer
         self.keySetURL = keySetURL
@@ -33,6 +43,16 @@ public struct TrustedIssuer: Sendable, Equatable {
         self.webClientID = webClientID
         self.authorizationURL = authorizationURL
         self.redirectURL = redirectURL
+        self.tokenURL = tokenURL
+        self.clientSecret = clientSecret
+    }
+
+    /// Whether the hosted page signs in through the authorization-code flow with PKCE.
+    public var usesCodeFlow: Bool { tokenURL != nil }
+
+    public var description: String {
+        "TrustedIssuer(issuer: \(issuer), keySetURL: \(keySetURL), audiences: \(audiences), webClientID: \(webClientID ?? "none"), "
+            + "tokenURL: \(tokenURL ?? "none"), clientSecret: \(clientSecret == nil ? "none" : "<redacted>"))"
     }
 
     /// The issuer with its text checked: an issuer of 1 to 2,048 bytes, an absolute http(s) URL
@@ -72,8 +92,19 @@ public struct TrustedIssuer: Sendable, Equatable {
         }
         if let authorizationURL, !authorizationURL.isEmpty { validated.authorizationURL = try absoluteURL(authorizationURL, "the authorization URL") }
         if let redirectURL, !redirectURL.isEmpty { validated.redirectURL = try absoluteURL(redirectURL, "the redirect URL") }
-        guard validated.webClientID != nil || (validated.authorizationURL == nil && validated.redirectURL == nil) else {
-            throw StratusError(.badRequest, "an authorization or redirect URL needs a web client id: the page signs in with that client id")
+        if let tokenURL, !tokenURL.isEmpty { validated.tokenURL = try absoluteURL(tokenURL, "the token URL") }
+        if let clientSecret, !clientSecret.isEmpty {
+            // Never quoted: it is a secret.
+            guard clientSecret.utf8.count <= Self.maxClientSecretBytes,
+                  !clientSecret.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                throw StratusError(.badRequest, "the client secret must be 1 to \(Self.maxClientSecretBytes) bytes without control characters")
+            }
+            guard validated.tokenURL != nil else { throw StratusError(.badRequest, "a client secret needs a token URL: it is sent only to the token endpoint") }
+            validated.clientSecret = clientSecret
+        }
+        guard validated.webClientID != nil || (validated.authorizationURL == nil && validated.redirectURL == nil && validated.tokenURL == nil) else {
+            throw StratusError(.badRequest, "an authorization, redirect or token URL needs a web client id: the page signs in with that client id")
         }
         return validated
     }

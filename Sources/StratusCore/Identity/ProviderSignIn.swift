@@ -1,10 +1,12 @@
+import Crypto
 import Foundation
 
-/// The `state` of the hosted sign-in page's authorization request to an issuer (OpenID Connect,
-/// `response_type=id_token`, `response_mode=form_post`): it binds the issuer's answer to the
-/// sign-in request the page was opened with (its container and the origin the token goes to), and
-/// carries the nonce the ID token must hold. Signed as `TokenKind.providerState`; the nonce is used
-/// once (the ID-token sign-in remembers it), so an answer replayed with this state is refused.
+/// The `state` of the hosted sign-in page's authorization request to an issuer (OpenID Connect:
+/// `response_type=id_token` with `response_mode=form_post`, or the authorization-code flow with
+/// PKCE): it binds the issuer's answer to the sign-in request the page was opened with (its
+/// container and the origin the token goes to), and carries the nonce the ID token must hold.
+/// Signed as `TokenKind.providerState`; the nonce is used once (the ID-token sign-in remembers
+/// it), so an answer replayed with this state is refused.
 public struct ProviderSignInState: Sendable, Hashable, Codable {
     public var container: String
     /// `iss` of the issuer the request went to.
@@ -15,6 +17,9 @@ public struct ProviderSignInState: Sendable, Hashable, Codable {
     public var origin: String?
     /// Seconds since 1970: no later than the waiting sign-in request's expiry.
     public var expiresAt: Int64
+    /// true: the request asked for an authorization code (PKCE), which the callback exchanges at
+    /// the issuer's token endpoint; nil: it asked for the ID token itself.
+    public var codeFlow: Bool?
 
     /// How long an authorization request may take: ten minutes.
     public static let lifetime: Int64 = 600
@@ -27,16 +32,26 @@ public struct ProviderSignInState: Sendable, Hashable, Codable {
         case nonce = "n"
         case origin = "o"
         case expiresAt = "e"
+        case codeFlow = "f"
     }
 
     /// The state of an authorization request started now for a waiting sign-in request: it
     /// expires with the request, or in `lifetime`, whichever comes first.
-    public init(request: SignInPageRequest, issuer: String, nonce: String, now: Int64) {
+    public init(request: SignInPageRequest, issuer: String, nonce: String, now: Int64, codeFlow: Bool = false) {
         self.container = request.container
         self.issuer = issuer
         self.nonce = nonce
         self.origin = request.origin
         self.expiresAt = min(request.expiresAt, now + Self.lifetime)
+        self.codeFlow = codeFlow ? true : nil
+    }
+
+    /// The PKCE code verifier of this request (RFC 7636): 43 characters of base64url, derived from
+    /// the state's nonce under the server's key. Only this server can make it, it never leaves the
+    /// server but for the token endpoint, and nothing is stored between the request and its answer.
+    public func codeVerifier(key: SecretKey) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("stratus/v2/pkce-verifier/\(nonce)".utf8), using: key.tokenKey(.providerState))
+        return ProviderSignIn.base64URL(Data(mac))
     }
 
     public func signed(with key: SecretKey) -> String {
@@ -89,24 +104,34 @@ public enum ProviderSignIn {
         return "Sign in with " + (URLComponents(string: issuer)?.host ?? issuer)
     }
 
-    /// The authorization request's URL: the endpoint with OpenID Connect's implicit ID-token
-    /// request added to its own query (`response_type=id_token`, `response_mode=form_post`, the
-    /// client id, redirect URL, scope, state and nonce).
-    public static func authorizationURL(endpoint: String, issuer: TrustedIssuer, clientID: String, redirectURL: String, state: String, nonce: String)
-        throws(StratusError) -> String
-    {
+    /// The authorization request's URL: the endpoint with OpenID Connect's request added to its
+    /// own query: the client id, redirect URL, scope, state and nonce, and either the ID token
+    /// posted back (`response_type=id_token`, `response_mode=form_post`) or, with a code
+    /// challenge, an authorization code sent back in the callback's query (`response_type=code`,
+    /// `code_challenge`, `code_challenge_method=S256`).
+    public static func authorizationURL(
+        endpoint: String, issuer: TrustedIssuer, clientID: String, redirectURL: String, state: String, nonce: String, codeChallenge: String? = nil
+    ) throws(StratusError) -> String {
         guard var components = URLComponents(string: endpoint), let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http",
             components.host?.isEmpty == false
         else {
             throw StratusError(.tryAgainLater, "the issuer's authorization endpoint is not an absolute URL")
         }
-        let added = [
-            URLQueryItem(name: "response_type", value: "id_token"), URLQueryItem(name: "response_mode", value: "form_post"),
+        let response =
+            if let codeChallenge {
+                [
+                    URLQueryItem(name: "response_type", value: "code"), URLQueryItem(name: "code_challenge", value: codeChallenge),
+                    URLQueryItem(name: "code_challenge_method", value: "S256"),
+                ]
+            } else {
+                [URLQueryItem(name: "response_type", value: "id_token"), URLQueryItem(name: "response_mode", value: "form_post")]
+            }
+        let added = response + [
             URLQueryItem(name: "client_id", value: clientID), URLQueryItem(name: "redirect_uri", value: redirectURL),
             URLQueryItem(name: "scope", value: scope(of: issuer.issuer)), URLQueryItem(name: "state", value: state),
             URLQueryItem(name: "nonce", value: nonce),
         ]
-        let names = Set(added.map(\.name))
+        let names = Set(added.map(\.name) + ["response_mode", "code_challenge", "code_challenge_method"])
         components.queryItems = (components.queryItems ?? []).filter { !names.contains($0.name) } + added
         // `+` is a space in a form-encoded query; issuers read it so, so it is escaped.
         components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
@@ -137,21 +162,35 @@ public enum ProviderSignIn {
         return endpoint
     }
 
+    /// The PKCE challenge of a verifier: base64url of its SHA-256 (`S256`).
+    public static func codeChallenge(of verifier: String) -> String {
+        base64URL(Data(SHA256.hash(data: Data(verifier.utf8))))
+    }
+
+    /// base64url without padding.
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
     /// The discovery document's URL of an issuer.
     public static func discoveryURL(of issuer: String) -> String {
         (issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer) + "/.well-known/openid-configuration"
     }
 }
 
-/// What an issuer posts to the callback (`application/x-www-form-urlencoded`): the ID token and
-/// the state, or an error; Sign in with Apple adds `user` (the name, at the first sign-in only).
+/// What an issuer sends the callback, posted as a form or in the query (both
+/// `application/x-www-form-urlencoded`): the ID token or an authorization code, and the state; or
+/// an error. Sign in with Apple adds `user` (the name, at the first sign-in only).
 public struct ProviderCallback: Sendable, Equatable {
     /// The largest body read.
     public static let maxBytes = 32 * 1024
     /// The most fields read.
     public static let maxFields = 16
+    /// The longest authorization code taken.
+    public static let maxCodeBytes = 4096
 
     public var idToken: String?
+    public var code: String?
     public var state: String?
     public var error: String?
     public var givenName: String?
@@ -185,6 +224,7 @@ public struct ProviderCallback: Sendable, Equatable {
             if fields[name] == nil { fields[name] = try decoded(parts.count > 1 ? parts[1] : "") }
         }
         var callback = ProviderCallback(idToken: fields["id_token"], state: fields["state"], error: fields["error"])
+        callback.code = fields["code"]
         if let user = fields["user"], let data = user.data(using: .utf8) {
             struct User: Decodable {
                 struct Name: Decodable {
@@ -205,6 +245,70 @@ public struct ProviderCallback: Sendable, Equatable {
     public func requireIDToken() throws(StratusError) -> String {
         if let error { throw StratusError(.authenticationFailed, "the provider refused the sign-in: '\(ClientText.excerpt(error))'") }
         guard let idToken, !idToken.isEmpty else { throw StratusError(.authenticationFailed, "the provider's answer has no id_token") }
+        return idToken
+    }
+
+    /// The authorization code (at most `maxCodeBytes`), or AUTHENTICATION_FAILED naming the
+    /// issuer's error (or the code's absence). An ID token instead of a code is refused: the
+    /// request asked for a code, and a token the browser carried is not what it is exchanged for.
+    public func requireCode() throws(StratusError) -> String {
+        if let error { throw StratusError(.authenticationFailed, "the provider refused the sign-in: '\(ClientText.excerpt(error))'") }
+        guard let code, !code.isEmpty else { throw StratusError(.authenticationFailed, "the provider's answer has no authorization code") }
+        guard code.utf8.count <= Self.maxCodeBytes else {
+            throw StratusError(.authenticationFailed, "the provider's authorization code is longer than \(Self.maxCodeBytes) bytes")
+        }
+        return code
+    }
+}
+
+/// The authorization-code flow's exchange at an issuer's token endpoint (OAuth 2.0, RFC 6749
+/// section 4.1.3, with PKCE's `code_verifier`, RFC 7636): the form posted, and the client's
+/// authentication when it has a secret (HTTP Basic, `client_secret_basic`, OpenID Connect's
+/// default).
+public struct ProviderTokenRequest: Sendable, Equatable {
+    /// The form (`application/x-www-form-urlencoded`).
+    public var body: String
+    /// The `Authorization` header; nil for a client without a secret.
+    public var authorization: String?
+
+    public init(code: String, codeVerifier: String, clientID: String, redirectURL: String, clientSecret: String?) {
+        body = [
+            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURL), ("client_id", clientID), ("code_verifier", codeVerifier),
+        ].map { "\($0)=\(Self.formEncoded($1))" }.joined(separator: "&")
+        authorization = clientSecret.map { secret in
+            "Basic " + Data("\(Self.formEncoded(clientID)):\(Self.formEncoded(secret))".utf8).base64EncodedString()
+        }
+    }
+
+    /// A form value: everything but unreserved characters percent-encoded.
+    static func formEncoded(_ text: String) -> String {
+        var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
+    /// The largest answer read.
+    public static let maxAnswerBytes = 64 * 1024
+
+    /// The ID token of the token endpoint's answer (HTTP 200, JSON with `id_token`). A refusal
+    /// (4xx, OAuth's `error`, e.g. `invalid_grant` for a used code or a wrong verifier) is
+    /// AUTHENTICATION_FAILED naming the error; an endpoint that fails (5xx) is TRY_AGAIN_LATER.
+    public static func idToken(status: Int, answer: [UInt8]) throws(StratusError) -> String {
+        struct Answer: Decodable {
+            var id_token: String?
+            var error: String?
+        }
+        let decoded = try? JSONDecoder().decode(Answer.self, from: Data(answer))
+        guard status == 200 else {
+            guard (400..<500).contains(status) else {
+                throw StratusError(.tryAgainLater, "the issuer's token endpoint answered HTTP \(status); retry later")
+            }
+            let error = decoded?.error.map { " ('\(ClientText.excerpt($0))')" } ?? ""
+            throw StratusError(.authenticationFailed, "the issuer refused the authorization code\(error): start again from the app")
+        }
+        guard let idToken = decoded?.id_token, !idToken.isEmpty else {
+            throw StratusError(.authenticationFailed, "the issuer's token endpoint answered without an id_token")
+        }
         return idToken
     }
 }

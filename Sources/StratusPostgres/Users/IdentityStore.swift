@@ -23,12 +23,13 @@ public struct IdentityStore: Sendable {
         try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
-                INSERT INTO trusted_issuers (container, issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url)
+                INSERT INTO trusted_issuers (container, issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret)
                 SELECT container, \(issuer.issuer), \(issuer.keySetURL), \(issuer.audiences), \(issuer.webClientID), \(issuer.authorizationURL),
-                       \(issuer.redirectURL)
+                       \(issuer.redirectURL), \(issuer.tokenURL), \(issuer.clientSecret)
                 FROM containers WHERE container = \(container)
                 ON CONFLICT (container, issuer) DO UPDATE SET jwks_url = EXCLUDED.jwks_url, audiences = EXCLUDED.audiences,
-                    web_client_id = EXCLUDED.web_client_id, authorization_url = EXCLUDED.authorization_url, redirect_url = EXCLUDED.redirect_url
+                    web_client_id = EXCLUDED.web_client_id, authorization_url = EXCLUDED.authorization_url, redirect_url = EXCLUDED.redirect_url,
+                    token_url = EXCLUDED.token_url, client_secret = EXCLUDED.client_secret
                 RETURNING 1
                 """, logger: logger)
             for try await _ in rows { return }
@@ -38,13 +39,20 @@ public struct IdentityStore: Sendable {
 
     /// The issuers a container trusts, by issuer.
     public func trustedIssuers(container: String, logger: Logger) async throws -> [TrustedIssuer] {
-        try await issuers("SELECT issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url FROM trusted_issuers WHERE container = \(container) ORDER BY issuer", logger: logger)
+        try await issuers(
+            """
+            SELECT issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret
+            FROM trusted_issuers WHERE container = \(container) ORDER BY issuer
+            """, logger: logger)
     }
 
     /// The trusted issuer of a container with this `iss`, if any.
     public func trustedIssuer(container: String, issuer: String, logger: Logger) async throws -> TrustedIssuer? {
         try await issuers(
-            "SELECT issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url FROM trusted_issuers WHERE container = \(container) AND issuer = \(issuer)", logger: logger
+            """
+            SELECT issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret
+            FROM trusted_issuers WHERE container = \(container) AND issuer = \(issuer)
+            """, logger: logger
         ).first
     }
 
@@ -63,8 +71,12 @@ public struct IdentityStore: Sendable {
         try await store.withConnection { connection in
             var found: [TrustedIssuer] = []
             let rows = try await connection.query(query, logger: logger)
-            for try await (issuer, url, audiences, client, authorization, redirect) in rows.decode((String, String, [String], String?, String?, String?).self) {
-                found.append(TrustedIssuer(issuer: issuer, keySetURL: url, audiences: audiences, webClientID: client, authorizationURL: authorization, redirectURL: redirect))
+            for try await (issuer, url, audiences, client, authorization, redirect, token, secret) in rows.decode(
+                (String, String, [String], String?, String?, String?, String?, String?).self)
+            {
+                found.append(TrustedIssuer(
+                    issuer: issuer, keySetURL: url, audiences: audiences, webClientID: client, authorizationURL: authorization, redirectURL: redirect,
+                    tokenURL: token, clientSecret: secret))
             }
             return found
         }
