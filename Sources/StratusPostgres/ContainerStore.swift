@@ -125,6 +125,33 @@ public struct ContainerStore: Sendable {
         }
     }
 
+    /// Names the heir of the container's public records (`UserDeletion.publicRecordsFate`; nil: none,
+    /// they are deleted with their creator). Refused (NOT_FOUND) for a user the container's directory
+    /// does not hold; false when there is no such container.
+    public func setPublicRecordsHeir(container: String, heir: String?, logger: Logger) async throws -> Bool {
+        try await store.withConnection { connection in
+            if let heir {
+                var known = false
+                for try await _ in try await connection.query(
+                    "SELECT 1 FROM users WHERE container = \(container) AND user_record_name = \(heir)", logger: logger) { known = true }
+                guard known else { throw StratusError(.notFound, "container '\(ClientText.excerpt(container))' has no user '\(ClientText.excerpt(heir))'") }
+            }
+            let rows = try await connection.query(
+                "UPDATE containers SET public_records_heir = \(heir) WHERE container = \(container) RETURNING 1", logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    /// The heir of the container's public records, if it names one.
+    public func publicRecordsHeir(container: String, logger: Logger) async throws -> String? {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("SELECT public_records_heir FROM containers WHERE container = \(container)", logger: logger)
+            for try await heir in rows.decode(String?.self) { return heir }
+            return nil
+        }
+    }
+
     /// Whether the container exists.
     public func exists(container: String, logger: Logger) async throws -> Bool {
         try await store.withConnection { connection in

@@ -131,6 +131,19 @@ public struct LogSnapshot: Sendable {
         }
     }
 
+    /// Walks every record the snapshot holds, a page of one zone at a time (`records(from:limit:)`).
+    public func forEachRecordPage(
+        limit: Int = 1000, _ body: (_ database: DatabaseID, _ zoneName: String, _ records: [Record]) async throws -> Void
+    ) async throws {
+        var cursor = RecordCursor()
+        while true {
+            let page = try await records(from: cursor, limit: limit)
+            guard let database = page.database, !page.records.isEmpty else { return }
+            try await body(database, page.zoneName, page.records)
+            cursor = page.next
+        }
+    }
+
     /// The first zone holding records after `zone` in the table's order (the first of all when nil).
     private func zone(after zone: (container: String, environment: String, scope: String, owner: String, zoneName: String)?)
         async throws -> (container: String, environment: String, scope: String, owner: String, zoneName: String)? {

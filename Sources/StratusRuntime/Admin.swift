@@ -101,6 +101,26 @@ public enum Admin {
         }
     }
 
+    /// Names the heir of a container's public records (nil: none).
+    public static func setPublicRecordsHeir(_ container: String, _ heir: String?, _ configuration: StratusConfiguration, logger: Logger) async throws {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            do {
+                guard try await ContainerStore(store: store).setPublicRecordsHeir(container: container, heir: heir, logger: logger) else {
+                    throw ConfigurationProblem("no container '\(container)'")
+                }
+            } catch let error as StratusError {
+                throw ConfigurationProblem(error.reason)
+            }
+        }
+    }
+
+    /// The heir of a container's public records, if it names one.
+    public static func publicRecordsHeir(_ container: String, _ configuration: StratusConfiguration, logger: Logger) async throws -> String? {
+        try await withMigratedStore(configuration, logger: logger) { store in
+            try await ContainerStore(store: store).publicRecordsHeir(container: container, logger: logger)
+        }
+    }
+
     /// Suspends or resumes a container (every API process refuses its requests at once while it is
     /// suspended).
     public static func setContainerSuspended(_ container: String, _ suspended: Bool, _ configuration: StratusConfiguration, logger: Logger) async throws {

@@ -15,7 +15,8 @@ extension Admin {
         let blobs = configuration.blobStore.makeStore()
         return try await withMigratedStore(configuration, logger: logger) { store in
             do {
-                return try await ArchiveExport(store: store, blobs: blobs).run(
+                let pause = try testPause("STRATUS_TEST_EXPORT_PAUSE_AFTER_RECORDS")
+                return try await ArchiveExport(store: store, blobs: blobs, pauseAfterRecords: pause).run(
                     container: container, user: user, file: file, createdAt: Int64(Date().timeIntervalSince1970 * 1000), logger: logger)
             } catch let error as StratusError {
                 throw ConfigurationProblem(error.reason)
@@ -34,7 +35,7 @@ extension Admin {
         return try await withMigratedStore(configuration, logger: logger) { store in
             do {
                 let mapping = try ArchiveUserMapping(pairs: mappings)
-                let archive = ArchiveImport(store: store, blobs: blobs)
+                let archive = ArchiveImport(store: store, blobs: blobs, pauseAfterRecords: try testPause("STRATUS_TEST_IMPORT_PAUSE_AFTER_RECORDS"))
                 let verified = try await archive.verify(path: file, logger: logger)
                 progress("checked: \(verified.manifest.files.count) files, \(verified.records) records, exported from \(verified.manifest.container)")
                 return try await archive.load(verified, into: container, mapping: mapping, logger: logger, progress: progress)

@@ -9,9 +9,15 @@ extension Admin {
     /// The test-only setting that makes a deletion wait once that many zones are deleted, so a test
     /// can kill the process there: `STRATUS_TEST_DELETION_PAUSE_AFTER_ZONES`.
     public static func deletionPause(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Int? {
-        guard let text = environment["STRATUS_TEST_DELETION_PAUSE_AFTER_ZONES"] else { return nil }
+        try testPause("STRATUS_TEST_DELETION_PAUSE_AFTER_ZONES", environment)
+    }
+
+    /// A test-only pause setting (a count of zones or records after which a command waits, so that
+    /// a test can kill it there): nil when unset.
+    static func testPause(_ name: String, _ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Int? {
+        guard let text = environment[name] else { return nil }
         guard let value = Int(text), (0...1_000_000).contains(value) else {
-            throw ConfigurationProblem("STRATUS_TEST_DELETION_PAUSE_AFTER_ZONES must be a whole number from 0 to 1000000, got '\(text)'")
+            throw ConfigurationProblem("\(name) must be a whole number from 0 to 1000000, got '\(ClientText.excerpt(text))'")
         }
         return value
     }

@@ -37,7 +37,7 @@ extension ContainerCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: """
-            Show one container: its state, what it holds (its usage) and its own limits, one `name: value` a line. \
+            Show one container: its state, what it holds (its usage), its own limits and the heir of its public records, one `name: value` a line. \
             A limit of `default` is the process's setting (STRATUS_RATE_*, STRATUS_USER_QUOTA_BYTES); 0 is none.
             """)
         @OptionGroup var options: CommonOptions
@@ -56,7 +56,8 @@ extension ContainerCommand {
                 ("users", "\(usage.users)"), ("zones", "\(usage.zones)"), ("records", "\(usage.records)"), ("record-bytes", "\(usage.recordBytes)"),
                 ("assets", "\(usage.assets)"), ("asset-bytes", "\(usage.assetBytes)"), ("subscriptions", "\(usage.subscriptions)"),
             ] + ContainerLimits.Setting.allCases.map { ($0.rawValue, limits.text(of: $0)) }
-            for (name, value) in lines { print("\(name): \(value)") }
+            let heir = try await Admin.publicRecordsHeir(container, configuration, logger: logger)
+            for (name, value) in lines + [("public-records-heir", heir ?? "none")] { print("\(name): \(value)") }
         }
     }
 

@@ -196,13 +196,20 @@ struct ContainerCommand: AsyncParsableCommand {
         @OptionGroup var limits: ContainerLimitOptions
         @Option(help: "A web origin (scheme://host[:port]) whose pages may call the container from a browser (CORS); repeat for several; '*' alone: any origin (the default).")
         var allowedOrigin: [String] = []
+        @Option(help: "A user record name: the user who takes the public-database records of a user who is deleted (they are deleted otherwise); 'none': nobody.")
+        var publicRecordsHeir: String?
 
         func validate() throws {
-            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil || !allowedOrigin.isEmpty || !limits.changes.isEmpty else {
-                throw ValidationError("give --anonymous-public-reads, --users-discoverable-by-default, --sign-up, --allowed-origin or a limit (--request-rate, …)")
+            guard anonymousPublicReads != nil || usersDiscoverableByDefault != nil || signUp != nil || !allowedOrigin.isEmpty || !limits.changes.isEmpty
+                    || publicRecordsHeir != nil else {
+                throw ValidationError(
+                    "give --anonymous-public-reads, --users-discoverable-by-default, --sign-up, --allowed-origin, --public-records-heir or a limit (--request-rate, …)")
             }
             if let signUp, SignUpMode(rawValue: signUp) == nil { throw ValidationError("--sign-up is open, invite-only or off") }
             do { _ = try AllowedOrigins.validated(allowedOrigin) } catch { throw ValidationError(error.reason) }
+            if let publicRecordsHeir {
+                do throws(StratusError) { _ = try UserDeletion.validate(heir: publicRecordsHeir) } catch { throw ValidationError(error.reason) }
+            }
             try limits.validate()
         }
 
@@ -225,6 +232,11 @@ struct ContainerCommand: AsyncParsableCommand {
                 try await Admin.setAllowedOrigins(container, origins, configuration, logger: logger)
                 print("\(container): browsers may call it from \(origins?.joined(separator: ", ") ?? "any origin")")
             }
+            if let publicRecordsHeir {
+                let heir = try UserDeletion.validate(heir: publicRecordsHeir)
+                try await Admin.setPublicRecordsHeir(container, heir, configuration, logger: logger)
+                print("\(container): a deleted user's public records \(heir.map { "go to \($0)" } ?? "are deleted with them")")
+            }
             var details: [(String, String)] = []
             if let anonymousPublicReads { details.append(("anonymousPublicReads", "\(anonymousPublicReads)")) }
             if let usersDiscoverableByDefault { details.append(("usersDiscoverableByDefault", "\(usersDiscoverableByDefault)")) }
@@ -235,6 +247,7 @@ struct ContainerCommand: AsyncParsableCommand {
                 for (setting, _) in limits.changes { details.append((setting.rawValue, set.text(of: setting))) }
             }
             if !allowedOrigin.isEmpty { details.append(("allowedOrigins", allowedOrigin.joined(separator: ","))) }
+            if let publicRecordsHeir { details.append(("publicRecordsHeir", publicRecordsHeir)) }
             try await options.audit(.containerSettings, container: container, details: details, configuration, logger)
         }
     }

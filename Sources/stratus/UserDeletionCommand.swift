@@ -23,7 +23,8 @@ extension UserCommand {
             try await options.audit(
                 .userDelete, container: named.container, subject: named.user,
                 details: [("zones", "\(result.zonesDeleted)"), ("records", "\(result.recordsDeleted)"), ("sharesLeft", "\(result.sharesLeft)"),
-                          ("assets", "\(result.assetsDeleted)"), ("eventsRedacted", "\(result.eventsRedacted)")],
+                          ("assets", "\(result.assetsDeleted)"), ("eventsRedacted", "\(result.eventsRedacted)"),
+                          ("publicRecordsHandedOver", "\(result.recordsHandedOver)")],
                 configuration, logger)
         }
     }

@@ -1,3 +1,4 @@
+import Foundation
 import Crypto
 import StratusCore
 import XCTest
@@ -181,5 +182,43 @@ final class ArchiveTests: XCTestCase {
         XCTAssertNil(ArchiveFile.bytes(hex: "0g"))
         XCTAssertEqual(ArchiveLayout.parts(ArchiveLayout.zones, in: ["zones/000002.jsonl", "users/000001.jsonl", "zones/000001.jsonl"]),
                        ["zones/000001.jsonl", "zones/000002.jsonl"])
+    }
+
+    /// A record an earlier run of an import loaded is recognised as it is, and only then: an
+    /// asset by its size and the checksum the import stores the archive's bytes with.
+    func testARecordLoadedBeforeIsRecognisedAndOnlyThen() {
+        let archivedReceipt = UUID().uuidString.lowercased(), storedReceipt = UUID().uuidString.lowercased()
+        let checksum = AssetValue.fileChecksum(Array(repeating: 7, count: 32))
+        let archivedAsset = FieldValue.asset(AssetValue(receipt: archivedReceipt, size: 5, fileChecksum: "from the source").json)
+        let storedAsset = FieldValue.asset(AssetValue(receipt: storedReceipt, size: 5, fileChecksum: checksum).json)
+        let input = RecordInput(
+            recordName: "photo", recordType: "Photo", fields: ["title": .string("a"), "image": archivedAsset, "more": .list(.asset, [archivedAsset])],
+            parent: .some("album"), expirationDate: .some(1_000))
+        let stamp = RecordStamp(timestamp: 1, userRecordName: "_alice", deviceID: nil)
+        let existing = Record(
+            recordName: "photo", recordType: "Photo", fields: ["title": .string("a"), "image": storedAsset, "more": .list(.asset, [storedAsset])],
+            changeTag: "t", created: stamp, modified: stamp, parent: "album", expirationDate: 1_000)
+        let lookup: (String) -> String? = { $0 == archivedReceipt ? checksum : nil }
+        XCTAssertTrue(ArchiveResume.isLoaded(input, creator: "_alice", existing: existing, checksum: lookup))
+        XCTAssertFalse(ArchiveResume.isLoaded(input, creator: "_bob", existing: existing, checksum: lookup), "another creator")
+        var changed = existing
+        changed.fields["title"] = .string("b")
+        XCTAssertFalse(ArchiveResume.isLoaded(input, creator: "_alice", existing: changed, checksum: lookup), "another value")
+        changed = existing
+        changed.fields["extra"] = .int64(1)
+        XCTAssertFalse(ArchiveResume.isLoaded(input, creator: "_alice", existing: changed, checksum: lookup), "a field more")
+        changed = existing
+        changed.fields["image"] = .asset(AssetValue(receipt: storedReceipt, size: 5, fileChecksum: "other bytes").json)
+        XCTAssertFalse(ArchiveResume.isLoaded(input, creator: "_alice", existing: changed, checksum: lookup), "other bytes")
+        changed = existing
+        changed.parent = nil
+        XCTAssertFalse(ArchiveResume.isLoaded(input, creator: "_alice", existing: changed, checksum: lookup), "another parent")
+        changed = existing
+        changed.expirationDate = 2_000
+        XCTAssertFalse(ArchiveResume.isLoaded(input, creator: "_alice", existing: changed, checksum: lookup), "another expiration")
+        XCTAssertFalse(ArchiveResume.isLoaded(input, creator: "_alice", existing: existing, checksum: { _ in nil }), "an asset the archive lacks")
+        XCTAssertFalse(ArchiveResume.pauses(records: 2, pauseAfterRecords: 3))
+        XCTAssertTrue(ArchiveResume.pauses(records: 4, pauseAfterRecords: 3))
+        XCTAssertFalse(ArchiveResume.pauses(records: 4, pauseAfterRecords: nil))
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import StratusCore
 import XCTest
 
@@ -89,5 +90,40 @@ final class UserDeletionTests: XCTestCase {
                 XCTAssertTrue((error as? StratusError)?.reason.contains("sign in again") ?? false)
             }
         }
+    }
+
+    func testPublicRecordsGoToAnAvailableHeirOfAnotherUserElseAreDeleted() throws {
+        XCTAssertEqual(UserDeletion.publicRecordsFate(heir: "_carol", heirAvailable: true, user: "_alice"), .handOver(to: "_carol"))
+        XCTAssertEqual(UserDeletion.publicRecordsFate(heir: nil, heirAvailable: false, user: "_alice"), .delete, "no heir: deleted, as before")
+        XCTAssertEqual(UserDeletion.publicRecordsFate(heir: "_carol", heirAvailable: false, user: "_alice"), .delete,
+                       "an heir who left the directory, or is being deleted, takes nothing")
+        XCTAssertEqual(UserDeletion.publicRecordsFate(heir: "_alice", heirAvailable: true, user: "_alice"), .delete, "the heir's own deletion deletes them")
+        XCTAssertEqual(try UserDeletion.validate(heir: "_carol"), "_carol")
+        XCTAssertNil(try UserDeletion.validate(heir: "none"))
+        for bad in ["", "carol", "_a/b", String(repeating: "_", count: 300), DatabaseID.publicOwner] {
+            XCTAssertThrowsError(try UserDeletion.validate(heir: bad), bad)
+        }
+        // What a hand-over renames: the creator and modifier a save's record and a deletion's last
+        // image carry, the same members a stored record has.
+        XCTAssertEqual(UserDeletion.stampPaths.map { Array($0.suffix(2)) }, [["created", "userRecordName"], ["modified", "userRecordName"]]
+            + [["created", "userRecordName"], ["modified", "userRecordName"]])
+        XCTAssertEqual(Set(UserDeletion.stampPaths.map { $0[0] }), ["record", "last"])
+        let stamp = RecordStamp(timestamp: 1, userRecordName: "_alice", deviceID: nil)
+        let record = Record(recordName: "r", recordType: "Note", fields: [:], changeTag: "t", created: stamp, modified: stamp)
+        let json = try JSONDecoder().decode(JSONValue.self, from: EventCoding.encode(record))
+        for path in UserDeletion.recordStampPaths {
+            XCTAssertEqual(path.reduce(Optional(json)) { $0?[$1] }?.stringValue, "_alice", "\(path) names the record's user")
+        }
+    }
+
+    func testAShareIsHeldByItsParticipantsWhoAcceptedButItsOwner() {
+        let state = ShareState(owner: "_alice", participants: [
+            ShareParticipant(lookup: .userRecordName("_alice"), permission: .readWrite, acceptanceStatus: .accepted, type: .owner),
+            ShareParticipant(lookup: .userRecordName("_dave"), permission: .readOnly, acceptanceStatus: .accepted),
+            ShareParticipant(lookup: .userRecordName("_bob"), permission: .readWrite, acceptanceStatus: .accepted),
+            ShareParticipant(lookup: .userRecordName("_carol"), permission: .readOnly, acceptanceStatus: .pending),
+            ShareParticipant(lookup: .userRecordName("_erin"), permission: .readOnly, acceptanceStatus: .removed),
+        ])
+        XCTAssertEqual(state.holders, ["_bob", "_dave"])
     }
 }

@@ -6,6 +6,26 @@ import StratusTesting
 import StratusWorkers
 import XCTest
 
+/// Applies the event log to projections as their workers would, each call the events after the
+/// last it applied.
+actor LogFollower {
+    let appliers: [Applier]
+    let store: PostgresStore
+    /// The last event applied.
+    private(set) var applied: Int64 = 0
+
+    init(_ projections: [any Projection], store: PostgresStore) {
+        appliers = projections.map { Applier(projection: $0, store: store) }
+        self.store = store
+    }
+
+    func applyAll() async throws {
+        let events = try await EventLog(store: store).events(after: applied, limit: 10_000, logger: TestSupport.logger)
+        for applier in appliers { _ = try await applier.apply(batch: events, logger: TestSupport.logger) }
+        applied = events.last?.id ?? applied
+    }
+}
+
 /// The event log's retention (migration 0042, `EventLogRetention`): whole partitions go once every
 /// worker and the relay have passed them and the window no longer holds them, never an event a
 /// reader still needs; and a rebuild after pruning, from a snapshot of the tables plus the tail,
@@ -148,13 +168,9 @@ final class EventRetentionTests: XCTestCase {
                 }
                 _ = try await records.modify(commands, zone: zone, in: database, atomic: true, causation: Causation(requestID: "m"), deviceID: nil, logger: logger)
             }
-            let indexer = Applier(projection: IndexerProjection(), store: store)
-            var applied: Int64 = 0
-            func applyAll() async throws {
-                let events = try await EventLog(store: store).events(after: applied, limit: 10_000, logger: logger)
-                _ = try await indexer.apply(batch: events, logger: logger)
-                applied = events.last?.id ?? applied
-            }
+            let follower = LogFollower([IndexerProjection()], store: store)
+            let indexer = follower.appliers[0]
+            func applyAll() async throws { try await follower.applyAll() }
             try await modify(kept, .create, (0..<12).map { "r\($0)" })
             try await modify(dropped, .create, ["d0", "d1"])
             try await modify(kept, .forceUpdate, ["r0", "r1", "r2"], value: 1)
@@ -184,8 +200,8 @@ final class EventRetentionTests: XCTestCase {
                 XCTAssertTrue(error.reason.contains("pruned"), error.reason)
             }
             do {
-                _ = try await WorkerDefinition.shares.replay(from: ReplaySource(store: store, kafka: nil, topic: "unused"), logger: logger) { _ in }
-                XCTFail("stratus-shares cannot be rebuilt from the tail alone")
+                _ = try await Rebuild(projection: SharesProjection(), store: store, kafka: nil, topic: "unused").run(logger: logger)
+                XCTFail("a projection without a seed cannot be rebuilt from the tail alone")
             } catch let error as StratusError {
                 XCTAssertTrue(error.reason.contains("pruned"), error.reason)
             }
@@ -201,13 +217,106 @@ final class EventRetentionTests: XCTestCase {
             // The rebuilt indexer goes on from the snapshot's positions: the next event applies
             // without a gap, and nothing is applied twice.
             try await modify(kept, .forceUpdate, ["r6"], value: 3)
-            let next = try await EventLog(store: store).events(after: applied, limit: 100, logger: logger)
+            let next = try await EventLog(store: store).events(after: await follower.applied, limit: 100, logger: logger)
             XCTAssertEqual(next.count, 1)
             let outcome = try await indexer.apply(next[0], logger: logger)
             XCTAssertEqual(outcome, .applied(filledGap: 0))
             let latest = try await Self.index(store)
             XCTAssertTrue(latest.rows.contains { $0.hasPrefix("Kept | r6 | Item") && $0.contains("r6 v3") }, "\(latest.rows)")
         }
+    }
+
+    /// stratus-subscriptions, stratus-gc and stratus-shares rebuilt after the log was pruned (each
+    /// from a snapshot of the tables, then the tail) hold what the same workers that applied every
+    /// event hold: the notification log, the expiry index, the asset references and bound assets,
+    /// and every participant's shared-database tracking; and they go on from there without a gap.
+    func testEveryWorkerRebuiltAfterPruningEqualsTheOneThatSawEveryEvent() async throws {
+        try await UserDeletionTests.withLiveAPI(prepare: Self.startSmallPartitions) { fixture, store, _, client in
+            let logger = TestSupport.logger
+            let workers: [WorkerDefinition] = [.subscriptions, .gc, .shares]
+            let follower = LogFollower(workers.map(\.projection), store: store)
+            func save(_ user: String, zone: String, _ records: [[String: Any]], _ operation: String = "create") async throws {
+                let answer = try await SharingTests.ok(client, fixture.path("records/modify", as: user), [
+                    "zoneID": ["zoneName": zone], "operations": records.map { ["operationType": operation, "record": $0] },
+                ])
+                XCTAssertNil(SharingTests.list(answer, "records").first { $0["serverErrorCode"] != nil }, "\(answer)")
+            }
+            let later = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
+            func note(_ name: String, expiring: Bool) -> [String: Any] {
+                ["recordName": name, "recordType": "Note", "fields": ["title": ["value": name]], "expirationDate": expiring ? later : NSNull()]
+            }
+            // Zones, records, assets, shares accepted both ways and a subscription; expiring notes.
+            try await UserDeletionTests.makeData(client, fixture)
+            try await save(fixture.alice, zone: "Notes", [note("x1", expiring: true), note("x2", expiring: true)])
+            try await follower.applyAll()
+
+            // Every reader has passed everything: the log is pruned down to its open partition.
+            try await Self.queue(store, [])
+            try await Self.checkpoints(store)
+            let plan = try await EventLogRetention(store: store).pass(settings: Self.small, workers: Self.workers, logger: logger)
+            XCTAssertGreaterThan(plan.drop.count, 1)
+
+            // The tail: a note that fires the subscription and expires, one no longer expiring,
+            // bob's photo saved without its asset (released), a change in each shared zone.
+            try await save(fixture.alice, zone: "Notes", [note("x3", expiring: true)])
+            try await save(fixture.alice, zone: "Notes", [note("x1", expiring: false)], "forceReplace")
+            try await save(fixture.bob, zone: "BobTrip", [["recordName": "bob-photo", "recordType": "Photo", "fields": [:] as [String: Any]]], "forceReplace")
+            try await save(fixture.alice, zone: "Trip", [note("t1", expiring: false)])
+            try await save(fixture.bob, zone: "BobTrip", [note("b1", expiring: false)])
+            try await follower.applyAll()
+
+            let expected = try await Self.derived(store)
+            XCTAssertFalse(expected.notifications.isEmpty)
+            XCTAssertEqual(expected.expirations.count, 2, "\(expected.expirations)")
+            XCTAssertTrue(expected.references.contains { $0.hasSuffix("|bob-photo|f") }, "the tail released bob's asset: \(expected.references)")
+            XCTAssertTrue(expected.references.contains { $0.hasSuffix("|photo|t") }, "\(expected.references)")
+            XCTAssertEqual(expected.tracking.filter { $0.contains("|t|") }.count, 2, "each user holds the other's share: \(expected.tracking)")
+
+            // Each worker replayed now starts from a snapshot (the log's beginning is gone).
+            for worker in workers {
+                _ = try await worker.replay(from: ReplaySource(store: store, kafka: nil, topic: "unused"), logger: logger) { _ in }
+            }
+            let rebuilt = try await Self.derived(store)
+            XCTAssertEqual(rebuilt.notifications, expected.notifications, "no notification lost or logged twice")
+            XCTAssertEqual(rebuilt.expirations, expected.expirations, "the same expiry index")
+            XCTAssertEqual(rebuilt.references, expected.references, "the same asset references")
+            XCTAssertEqual(rebuilt.bound, expected.bound, "the same bound assets")
+            XCTAssertEqual(rebuilt.tracking, expected.tracking, "the same shared-database tracking")
+
+            // The rebuilt workers go on from the snapshot's positions: the next event applies to each
+            // without a gap.
+            try await save(fixture.alice, zone: "Trip", [note("t2", expiring: false)])
+            let next = try await EventLog(store: store).events(after: await follower.applied, limit: 100, logger: logger)
+            XCTAssertEqual(next.count, 1)
+            for applier in follower.appliers {
+                let outcome = try await applier.apply(next[0], logger: logger)
+                XCTAssertEqual(outcome, .applied(filledGap: 0), applier.projection.name)
+            }
+        }
+    }
+
+    /// What stratus-subscriptions, stratus-gc and stratus-shares keep, as sorted lines: the
+    /// notification log's keys, the expiry index, the asset references (without their times: a
+    /// snapshot's are the records' last change, a replay's the events'), the bound assets, and the
+    /// shared-database tracking.
+    static func derived(_ store: PostgresStore) async throws
+        -> (notifications: [String], expirations: [String], references: [String], bound: [String], tracking: [String]) {
+        func lines(_ query: PostgresQuery) async throws -> [String] {
+            try await store.withConnection { connection in
+                var lines: [String] = []
+                for try await line in try await connection.query(query, logger: TestSupport.logger).decode(String.self) { lines.append(line) }
+                return lines
+            }
+        }
+        return (
+            try await lines("SELECT concat_ws('|', subscriber, subscription_id, dedupe_key, event_id, notification_type) FROM notifications ORDER BY 1"),
+            try await lines("SELECT concat_ws('|', owner, zone_name, record_name, expires_at) FROM record_expirations ORDER BY 1"),
+            try await lines("SELECT concat_ws('|', asset_id, zone_key, record_name, CASE WHEN referenced THEN 't' ELSE 'f' END) FROM asset_references ORDER BY 1"),
+            try await lines("SELECT asset_id::text FROM assets WHERE bound ORDER BY 1"),
+            try await lines("""
+                SELECT concat_ws('|', user_record_name, owner, zone_name, share_name, CASE WHEN active THEN 't' ELSE 'f' END, change_sequence)
+                FROM shared_zone_tracking ORDER BY 1
+                """))
     }
 
     /// The live generation's served rows without their versions (a snapshot's rows carry its

@@ -172,6 +172,111 @@ final class ExportImportTests: XCTestCase {
         }
     }
 
+    /// `stratus export` and `stratus import`, each killed by PID half-way (at a test setting's pause)
+    /// and run again with the same arguments, end as a run never killed: the killed export leaves
+    /// nothing at its path, and run again writes the same files as an export never killed; the
+    /// killed import leaves a half-loaded container, and run again it finishes the load without
+    /// doing anything twice: the same records, zones, events per record, assets, acceptances,
+    /// subscriptions and users as an import never killed.
+    func testAKilledExportOrImportRunAgainEndsAsOneNeverKilled() async throws {
+        let folder = NSTemporaryDirectory() + "stratus-resume-\(UUID().uuidString)"
+        let out = folder + "/out"
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (archive, reference) = (out + "/resumed.tar", folder + "/reference.tar")
+        @Sendable func settings(_ url: String, _ blobs: String) -> [String: String] {
+            ["STRATUS_DATABASE_URL": url, "STRATUS_ASSET_STORE": "filesystem", "STRATUS_ASSET_DIR": folder + "/" + blobs]
+        }
+        /// Runs `arguments` with a pause after three records, waits for the pause and kills it there.
+        @Sendable func killHalfWay(_ arguments: [String], _ settings: [String: String], pause: String) async throws {
+            try await StratusExecutable.with("stratus", arguments, settings: settings.merging([pause: "3"]) { _, new in new }) { child in
+                try await TestSupport.eventually("\(arguments[0]) to reach its pause") {
+                    try child.requireRunning()
+                    return child.output().contains("\(arguments[0]) paused")
+                }
+                kill(child.processIdentifier, SIGKILL)
+                _ = await child.exited()
+            }
+        }
+        try await UserDeletionTests.withLiveAPI { fixture, source, sourceSettings, client in
+            let logger = TestSupport.logger
+            try await UserDeletionTests.makeData(client, fixture)
+            let total = try await TestSupport.count(source, "SELECT count(*) FROM records")
+
+            // The export: killed after three records, nothing is left at its path; run again, the
+            // same files (each path, size and checksum) as an export never killed.
+            let exportArguments = ["export", SharingTests.container, "--output", archive]
+            try await killHalfWay(exportArguments, sourceSettings, pause: "STRATUS_TEST_EXPORT_PAUSE_AFTER_RECORDS")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: out), [], "a killed export leaves no archive, whole or part")
+            let resumed = try await StratusExecutable.run("stratus", exportArguments, settings: sourceSettings)
+            XCTAssertEqual(resumed.status, 0, resumed.output)
+            let straight = try await StratusExecutable.run("stratus", ["export", SharingTests.container, "--output", reference], settings: sourceSettings)
+            XCTAssertEqual(straight.status, 0, straight.output)
+            let check = ArchiveImport(store: source, blobs: FileSystemBlobStore(directory: folder + "/unused"))
+            let (resumedFiles, referenceFiles) = (try await check.verify(path: archive, logger: logger), try await check.verify(path: reference, logger: logger))
+            XCTAssertEqual(resumedFiles.manifest.files, referenceFiles.manifest.files)
+            XCTAssertEqual(resumedFiles.records, Int(total))
+
+            // The import: killed after its first records, half-loaded; run again, it ends where an
+            // import never killed ends.
+            try await TestSupport.withMigratedStore { target, targetURL in
+                _ = try await ContainerStore(store: target).create(container: SharingTests.container, label: "test", logger: logger)
+                try await killHalfWay(["import", archive], settings(targetURL, "target"), pause: "STRATUS_TEST_IMPORT_PAUSE_AFTER_RECORDS")
+                let half = try await TestSupport.count(target, "SELECT count(*) FROM records")
+                XCTAssertGreaterThan(half, 0)
+                XCTAssertLessThan(half, total, "the killed import loaded part of the archive")
+                let finished = try await StratusExecutable.run("stratus", ["import", archive], settings: settings(targetURL, "target"))
+                XCTAssertEqual(finished.status, 0, finished.output)
+                XCTAssertTrue(finished.output.contains("\(total - half) records (0 expired meanwhile, \(half) loaded before)"), finished.output)
+                try await TestSupport.withMigratedStore { fresh, freshURL in
+                    _ = try await ContainerStore(store: fresh).create(container: SharingTests.container, label: "test", logger: logger)
+                    let once = try await StratusExecutable.run("stratus", ["import", archive], settings: settings(freshURL, "fresh"))
+                    XCTAssertEqual(once.status, 0, once.output)
+                    let (resumedState, onceState) = (try await Self.loaded(target), try await Self.loaded(fresh))
+                    XCTAssertEqual(resumedState.count, onceState.count)
+                    for (what, lines) in onceState {
+                        XCTAssertFalse(lines.isEmpty, what)
+                        XCTAssertEqual(resumedState[what], lines, what)
+                    }
+                    XCTAssertEqual(onceState["records"]?.count, Int(total))
+                }
+            }
+        }
+    }
+
+    /// What an import leaves in a database, as sorted lines per table: records without what each
+    /// import makes anew (change tags, times, asset receipts), the events per record, the assets,
+    /// zones, share participants, subscriptions and users.
+    static func loaded(_ store: PostgresStore) async throws -> [String: [String]] {
+        let queries: [String: String] = [
+            "records": """
+                SELECT concat_ws('|', environment, scope, owner, zone_name, record_name, record_type, created_by, parent, share, expires_at,
+                                 regexp_replace(fields::text, '"(receipt|referenceChecksum)": "[^"]*"', '', 'g'))
+                FROM records
+                """,
+            "events": """
+                SELECT concat_ws('|', type, zone_key, coalesce(payload->'record'->>'recordName', payload->>'recordName'), count(*))
+                FROM events GROUP BY type, zone_key, coalesce(payload->'record'->>'recordName', payload->>'recordName')
+                """,
+            "assets": "SELECT concat_ws('|', environment, scope, owner, zone_name, record_name, size, state) FROM assets",
+            "zones": "SELECT concat_ws('|', environment, scope, owner, zone_name, deleted, change_counter) FROM zones",
+            "participants": "SELECT concat_ws('|', environment, owner, zone_name, share_name, user_record_name, acceptance_status) FROM share_participants",
+            "subscriptions": "SELECT concat_ws('|', environment, scope, owner, subscriber, subscription_id) FROM subscriptions",
+            "users": "SELECT user_record_name FROM users",
+        ]
+        var lines: [String: [String]] = [:]
+        for (what, query) in queries {
+            lines[what] = try await store.withConnection { connection in
+                var found: [String] = []
+                for try await line in try await connection.query(PostgresQuery(unsafeSQL: query + " ORDER BY 1"), logger: TestSupport.logger).decode(String.self) {
+                    found.append(line)
+                }
+                return found
+            }
+        }
+        return lines
+    }
+
     /// A user's own export: refused without a recent sign-in; with one, a streamed archive of their
     /// data only (their zones, their public record, their subscription and asset), which an import
     /// checks whole and accepts.

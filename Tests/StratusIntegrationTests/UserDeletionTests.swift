@@ -140,6 +140,116 @@ final class UserDeletionTests: XCTestCase {
         }
     }
 
+    /// A container whose heir of public records is set (`stratus container set
+    /// --public-records-heir`, shown by `container show`): the deleted user's public record is
+    /// handed to the heir instead of deleted. Afterwards the deleted user's marker is only in that
+    /// record's contents (its row, its events, its index row: the app's data, now the heir's);
+    /// nothing of the public database names the deleted user; the heir may change the record, and
+    /// another user sees it unchanged (the same fields and change tag).
+    func testAContainersHeirTakesADeletedUsersPublicRecords() async throws {
+        try await Self.withLiveAPI { fixture, store, settings, client in
+            let logger = TestSupport.logger
+            let (alice, bob, carol) = (fixture.alice, fixture.bob, fixture.carol)
+            let directory = settings["STRATUS_ASSET_DIR"] ?? ""
+            let follower = LogFollower([IndexerProjection()], store: store)
+            // The heir, set and shown by the CLI; a user the directory does not hold is refused.
+            let refused = try await StratusExecutable.run(
+                "stratus", ["container", "set", SharingTests.container, "--public-records-heir", "_nobody"], settings: settings)
+            XCTAssertNotEqual(refused.status, 0, refused.output)
+            XCTAssertTrue(refused.output.contains("has no user '_nobody'"), refused.output)
+            let set = try await StratusExecutable.run(
+                "stratus", ["container", "set", SharingTests.container, "--public-records-heir", carol], settings: settings)
+            XCTAssertEqual(set.status, 0, set.output)
+            let shown = try await StratusExecutable.run("stratus", ["container", "show", SharingTests.container], settings: settings)
+            XCTAssertTrue(shown.output.contains("public-records-heir: \(carol)"), shown.output)
+
+            try await Self.makeData(client, fixture)
+            func lookup(_ user: String) async throws -> Body {
+                let answer = try await SharingTests.ok(client, fixture.path("records/lookup", "public", as: user), ["records": [["recordName": "p-alice"]]])
+                return try XCTUnwrap(SharingTests.list(answer, "records").first)
+            }
+            let before = try await lookup(bob)
+            try await follower.applyAll()
+
+            _ = try await UserDeletionStore(store: store).start(container: SharingTests.container, user: alice, requestedBy: "operator", logger: logger)
+            let finished = try await UserDeletionRunner(store: store, blobs: FileSystemBlobStore(directory: directory), logger: logger).runOnce()
+            XCTAssertEqual(finished, 1)
+            let progress = try await UserDeletionStore(store: store).progress(container: SharingTests.container, user: alice, logger: logger)
+            XCTAssertEqual(progress?.step, .done)
+            XCTAssertEqual(progress?.recordsHandedOver, 1)
+            try await follower.applyAll()
+
+            // The marker: only in the handed-over record's contents (the log's partitions,
+            // `events_*`, are listed beside it).
+            let holding = try await Self.tablesHolding(Self.doomed, store).filter { !$0.hasPrefix("public.events_") }
+            XCTAssertEqual(holding, ["public.records", "public.events", "query_index.records"], "\(holding.sorted())")
+            let elsewhere = try await TestSupport.count(store, """
+                SELECT (SELECT count(*) FROM records WHERE fields::text LIKE \("%\(Self.doomed)%") AND record_name <> 'p-alice')
+                     + (SELECT count(*) FROM events WHERE payload::text LIKE \("%\(Self.doomed)%")
+                          AND payload->'record'->>'recordName' IS DISTINCT FROM 'p-alice')
+                     + (SELECT count(*) FROM query_index.records WHERE record::text LIKE \("%\(Self.doomed)%") AND record_name <> 'p-alice')
+                """)
+            XCTAssertEqual(elsewhere, 0, "the deleted user's data is in no other record, event or index row")
+            // Nothing of the public database names the deleted user; the record names the heir.
+            let naming = try await TestSupport.count(store, """
+                SELECT (SELECT count(*) FROM records WHERE scope = 'public' AND (created_by = \(alice) OR modified_by = \(alice) OR fields::text LIKE \("%\(alice)%")))
+                     + (SELECT count(*) FROM events WHERE split_part(zone_key, '/', 3) = 'public'
+                          AND (payload::text LIKE \("%\(alice)%") OR causation::text LIKE \("%\(alice)%")))
+                     + (SELECT count(*) FROM query_index.records WHERE scope = 'public' AND record::text LIKE \("%\(alice)%"))
+                """)
+            XCTAssertEqual(naming, 0, "the public database names the deleted user nowhere")
+            let heirs = try await TestSupport.count(store, """
+                SELECT count(*) FROM records WHERE scope = 'public' AND record_name = 'p-alice' AND created_by = \(carol) AND modified_by = \(carol)
+                """)
+            XCTAssertEqual(heirs, 1)
+            let carolsBytes = try await TestSupport.count(store, "SELECT coalesce(sum(bytes), 0)::int8 FROM storage_usage WHERE owner = \(carol)")
+            XCTAssertGreaterThan(carolsBytes, 0, "the record's bytes count against the heir")
+            XCTAssertEqual(try Self.filesHolding(Self.doomed, directory), 0, "the deleted user's own asset is gone")
+
+            // Another user sees the record unchanged but for its creator; the heir may change it.
+            let after = try await lookup(bob)
+            func title(_ record: Body) -> String? { ((record["fields"] as? Body)?["title"] as? Body)?["value"] as? String }
+            XCTAssertEqual(title(after), "\(Self.doomed) public")
+            XCTAssertEqual(title(after), title(before))
+            XCTAssertEqual(after["recordChangeTag"] as? String, before["recordChangeTag"] as? String)
+            XCTAssertEqual((after["created"] as? Body)?["userRecordName"] as? String, carol)
+            let changed = try await SharingTests.ok(client, fixture.path("records/modify", "public", as: carol), ["operations": [[
+                "operationType": "update",
+                "record": ["recordName": "p-alice", "recordType": "Note", "recordChangeTag": after["recordChangeTag"] ?? "", "fields": ["title": ["value": "carol's now"]]],
+            ]]])
+            XCTAssertNil(SharingTests.list(changed, "records").first?["serverErrorCode"], "\(changed)")
+            let bobs = try await SharingTests.ok(client, fixture.path("records/modify", "public", as: bob), ["operations": [[
+                "operationType": "forceUpdate", "record": ["recordName": "p-alice", "recordType": "Note", "fields": ["title": ["value": "bob's"]]],
+            ]]])
+            XCTAssertNotNil(SharingTests.list(bobs, "records").first?["serverErrorCode"], "another user still may not: \(bobs)")
+        }
+    }
+
+    /// A migrated database with the container and alice, bob, carol and dave in its directory
+    /// (`prepare` runs first, on the database as migrated), and the API served live over it with
+    /// asset bytes in a folder of its own. `body` gets the fixture, the store, the settings the
+    /// `stratus` CLI needs for the same database and folder, and a client.
+    static func withLiveAPI(
+        prepare: @Sendable (PostgresStore) async throws -> Void = { _ in },
+        _ body: @Sendable (SharingTests.Fixture, PostgresStore, [String: String], any TestClientProtocol) async throws -> Void
+    ) async throws {
+        let directory = NSTemporaryDirectory() + "stratus-live-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await TestSupport.withMigratedStore { store, url in
+            try await prepare(store)
+            let token = try await ContainerStore(store: store).create(container: SharingTests.container, label: "test", logger: TestSupport.logger)
+            let names = try await SharingTests.createUsers(store: store, container: SharingTests.container)
+            var configuration = APIConfiguration(secretKey: SecretKey.generate())
+            configuration.port = 0
+            let fixture = SharingTests.Fixture(apiToken: token, secretKey: configuration.secretKey, alice: names[0], bob: names[1], carol: names[2], dave: names[3])
+            let dependencies = APIDependencies(store: store, readiness: [], metrics: { "" }, blobs: FileSystemBlobStore(directory: directory))
+            let settings = ["STRATUS_DATABASE_URL": url, "STRATUS_ASSET_STORE": "filesystem", "STRATUS_ASSET_DIR": directory]
+            try await buildApplication(dependencies, configuration: configuration, services: [], logger: TestSupport.logger).test(.live) { client in
+                try await body(fixture, store, settings, client)
+            }
+        }
+    }
+
     /// A user's own request: refused without a recent sign-in; with one, answered once they are
     /// signed out everywhere, and stratus-gc's runner deletes the rest.
     func testAUserWhoSignedInRecentlyDeletesTheirOwnAccount() async throws {

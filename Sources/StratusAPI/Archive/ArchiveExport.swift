@@ -96,13 +96,16 @@ final class ArchiveLinesWriter {
 public struct ArchiveExport: Sendable {
     let store: PostgresStore
     let blobs: any BlobStore
+    /// A test-only pause once that many records are written (`ArchiveResume.pauses`).
+    let pauseAfterRecords: Int?
     /// Records read per page.
     static let page = 200
 
     /// An export that reads `store` and the asset bytes of `blobs`.
-    public init(store: PostgresStore, blobs: any BlobStore) {
+    public init(store: PostgresStore, blobs: any BlobStore, pauseAfterRecords: Int? = nil) {
         self.store = store
         self.blobs = blobs
+        self.pauseAfterRecords = pauseAfterRecords
     }
 
     /// What an export wrote.
@@ -223,6 +226,10 @@ public struct ArchiveExport: Sendable {
                 }
                 try await lines.append(RecordWire.dictionary(record, zone: zoneID, desiredKeys: nil, numbersAsStrings: false, links: nil), to: writer)
                 summary.records += 1
+                if ArchiveResume.pauses(records: summary.records, pauseAfterRecords: pauseAfterRecords) {
+                    logger.warning("export paused (a test setting)", metadata: ["records": "\(summary.records)"])
+                    while true { try await Task.sleep(for: .seconds(3600)) }
+                }
             }
             after = last
         }

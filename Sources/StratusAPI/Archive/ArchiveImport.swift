@@ -13,22 +13,26 @@ import _NIOFileSystem
 /// before anything is written; then it is loaded through the write paths (zones, records with their
 /// events and new change tags, share acceptances, subscriptions), so sync, the index and the
 /// workers see the imported data as they see a client's. A load that stops is run again from the
-/// start: every step is idempotent (a zone is created once, records are saved with `forceReplace`,
-/// users and subscriptions are kept or replaced).
+/// start and finishes where the first stopped: every step is idempotent (a zone is created once, a
+/// record already in the target as the archive has it is left alone (`ArchiveResume`), others are
+/// saved with `forceReplace`, users and subscriptions are kept or replaced, acceptances repeated).
 public struct ArchiveImport: Sendable {
     let store: PostgresStore
     let blobs: any BlobStore
     let limits: ArchiveLimits
+    /// A test-only pause once that many records are in place (`ArchiveResume.pauses`).
+    let pauseAfterRecords: Int?
     /// Records saved per transaction.
     static let batch = 200
     /// A schema file's bytes.
     static let maxSchemaBytes = 16 << 20
 
     /// An import into `store`, asset bytes into `blobs`.
-    public init(store: PostgresStore, blobs: any BlobStore, limits: ArchiveLimits = ArchiveLimits()) {
+    public init(store: PostgresStore, blobs: any BlobStore, limits: ArchiveLimits = ArchiveLimits(), pauseAfterRecords: Int? = nil) {
         self.store = store
         self.blobs = blobs
         self.limits = limits
+        self.pauseAfterRecords = pauseAfterRecords
     }
 
     /// A file of a checked archive: where its bytes start, how many, their SHA-256.
@@ -56,13 +60,15 @@ public struct ArchiveImport: Sendable {
         public var records = 0
         /// Records that expired between the export and the import: not loaded.
         public var expired = 0
+        /// Records an earlier run of the import had loaded already: left as they are.
+        public var alreadyLoaded = 0
         public var assets = 0
         public var acceptances = 0
         public var subscriptions = 0
 
         /// One line for an operator.
         public var line: String {
-            "\(users) users, \(zones) zones, \(records) records (\(expired) expired meanwhile), \(assets) assets, \(acceptances) share acceptances, \(subscriptions) subscriptions"
+            "\(users) users, \(zones) zones, \(records) records (\(expired) expired meanwhile, \(alreadyLoaded) loaded before), \(assets) assets, \(acceptances) share acceptances, \(subscriptions) subscriptions"
         }
     }
 
@@ -322,8 +328,8 @@ public struct ArchiveImport: Sendable {
         }
     }
 
-    /// Production's schema (unless the target's is that already: an import run again), then
-    /// development's, each only adding to what the target has (a target whose schema would lose
+    /// Production's schema, then development's (each unless the target's is that already: an import
+    /// run again), each only adding to what the target has (a target whose schema would lose
     /// something is refused before any data is written).
     private func loadSchema(_ files: FileReader, container: String, causation: Causation, logger: Logger) async throws {
         let schemas = SchemaStore(store: store)
@@ -342,7 +348,8 @@ public struct ArchiveImport: Sendable {
             try apply(try await schemas.importSchema(production, container: container, causation: causation, logger: logger))
             try apply(try await schemas.deploy(container: container, causation: causation, logger: logger))
         }
-        if let development = try await schema(.development) {
+        let currentDevelopment = try await schemas.schema(container: container, environment: .development, logger: logger)
+        if let development = try await schema(.development), SchemaLanguage.print(development) != SchemaLanguage.print(currentDevelopment) {
             try apply(try await schemas.importSchema(development, container: container, causation: causation, logger: logger))
         }
     }
@@ -386,9 +393,26 @@ public struct ArchiveImport: Sendable {
         _ lines: [RecordLine], zone: ZoneID, in database: DatabaseID, files: FileReader, causation: Causation, summary: inout Summary, logger: Logger
     ) async throws {
         guard let creator = lines.first?.creator else { return }
+        // What an earlier run loaded stays as it is.
+        let existing = try await RecordStore(store: store).lookup(lines.map(\.command.input.recordName), zone: zone, in: database, logger: logger)
+        let archived = files.archive.files
+        let checksum: (String) -> String? = { receipt in
+            archived[ArchiveLayout.asset(receipt)].flatMap { ArchiveFile.bytes(hex: $0.sha256) }.map(AssetValue.fileChecksum)
+        }
+        var placed: [(line: RecordLine, record: Record)] = []
+        var pending: [RecordLine] = []
+        for line in lines {
+            if let record = existing[ExactName(line.command.input.recordName)],
+               ArchiveResume.isLoaded(line.command.input, creator: line.creator, existing: record, checksum: checksum) {
+                placed.append((line, record))
+            } else {
+                pending.append(line)
+            }
+        }
+        summary.alreadyLoaded += placed.count
         var commands: [RecordStore.Command] = []
         var stored: [UUID] = []
-        for line in lines {
+        for line in pending {
             var command = line.command
             for (field, value) in command.input.fields where value.type.base == .asset {
                 command.input.fields[field] = try await assets(
@@ -399,21 +423,24 @@ public struct ArchiveImport: Sendable {
         summary.assets += stored.count
         var writer = causation
         writer.userRecordName = creator
-        let outcomes = try await RecordStore(store: store).modify(
+        let outcomes = commands.isEmpty ? [] : try await RecordStore(store: store).modify(
             commands, zone: zone, in: database, atomic: !zone.isDefaultZone, causation: writer, deviceID: nil, logger: logger)
-        var saved: [Record] = []
-        for (line, outcome) in zip(lines, outcomes) {
+        var saved = 0
+        for (line, outcome) in zip(pending, outcomes) {
             switch outcome {
-            case .success(.saved(let record)): saved.append(record)
+            case .success(.saved(let record)):
+                placed.append((line, record))
+                saved += 1
             case .success(.deleted): continue
             case .failure(let failure):
                 throw StratusError(failure.error.code, "the record '\(ClientText.excerpt(line.command.input.recordName))' was not loaded: \(failure.error.reason)")
             }
         }
-        summary.records += saved.count
+        summary.records += saved
         try await AssetStore(store: store).markBound(stored, logger: logger)
         let shares = ShareStore(store: store)
-        for (line, record) in zip(lines, saved) where !line.accepted.isEmpty {
+        // Acceptances are repeated for shares loaded before: the earlier run may have stopped before them.
+        for (line, record) in placed where !line.accepted.isEmpty {
             guard let shortGUID = record.shortGUID else { continue }
             for user in line.accepted {
                 let results = try await shares.accept(
@@ -421,6 +448,10 @@ public struct ArchiveImport: Sendable {
                 if case .failure(let error)? = results[shortGUID] { throw error }
                 summary.acceptances += 1
             }
+        }
+        if ArchiveResume.pauses(records: summary.records + summary.alreadyLoaded, pauseAfterRecords: pauseAfterRecords) {
+            logger.warning("import paused (a test setting)", metadata: ["records": "\(summary.records + summary.alreadyLoaded)"])
+            while true { try await Task.sleep(for: .seconds(3600)) }
         }
     }
 

@@ -134,6 +134,8 @@ enum ConsoleTemplates {
         {{#limits}}<label for="limit-{{name}}">{{name}}</label>
         <input id="limit-{{name}}" name="{{name}}" value="{{value}}" maxlength="32" class="mono">
         {{/limits}}
+        <label for="public-records-heir">public-records-heir (the user record name who takes a deleted user's public records; none: they are deleted)</label>
+        <input id="public-records-heir" name="public-records-heir" value="{{publicRecordsHeir}}" maxlength="255" class="mono">
         <p><button type="submit" id="change-limits">Change limits</button></p>
         </fieldset>
         </form>

@@ -5,9 +5,9 @@ import StratusCore
 import StratusPostgres
 
 /// A container as a tenant, on its page of the console: its state, what it holds, its own limits,
-/// the web origins allowed to call it; forms suspend and resume it and change its limits and
-/// origins, each appending the audit entry its CLI command appends (`container.suspend`,
-/// `container.resume`, `container.settings`).
+/// the heir of its public records, the web origins allowed to call it; forms suspend and resume it
+/// and change its limits, heir and origins, each appending the audit entry its CLI command appends
+/// (`container.suspend`, `container.resume`, `container.settings`).
 struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
     let routes: ConsoleRoutes<Context>
     var access: ConsoleAccessPage<Context> { ConsoleAccessPage(routes: routes) }
@@ -33,6 +33,11 @@ struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
                         details.append((setting.rawValue, limits.text(of: setting)))
                     }
                     try await containers.setLimits(of: container, limits, logger: logger)
+                    let heir = try await containers.publicRecordsHeir(container: container, logger: logger) ?? "none"
+                    if let text = form["public-records-heir"], text != heir {
+                        _ = try await containers.setPublicRecordsHeir(container: container, heir: try UserDeletion.validate(heir: text), logger: logger)
+                        details.append(("publicRecordsHeir", text))
+                    }
                     return ("", details)
                 }
             }
@@ -103,6 +108,7 @@ struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
                 ["name": "asset bytes", "value": usage.assetBytes], ["name": "subscriptions", "value": usage.subscriptions],
             ],
             "limits": ContainerLimits.Setting.allCases.map { ["name": $0.rawValue, "value": limits.text(of: $0)] },
+            "publicRecordsHeir": try await containers.publicRecordsHeir(container: container, logger: logger) ?? "none",
         ]
         if let origins = try await containers.allowedOrigins(container: container, logger: logger) {
             values["allowedOrigins"] = Self.text(origins)

@@ -90,6 +90,15 @@ public struct ShareState: Sendable, Hashable, Codable {
         self.publicPermission = publicPermission
         self.participants = participants
     }
+
+    /// The users who hold the share's zone in their shared database: every participant who
+    /// accepted, the owner aside, each once, sorted.
+    public var holders: [String] {
+        Array(Set(participants.compactMap { participant -> String? in
+            guard participant.type != .owner, participant.acceptanceStatus == .accepted else { return nil }
+            return participant.userRecordName
+        })).sorted()
+    }
 }
 
 /// The rules of changing a share, as pure functions: only the owner changes participants and

@@ -15,7 +15,8 @@ public enum UserDeletion {
         case zones
         /// The records of their private databases' default zones, deleted through the write path.
         case defaultZones = "default-zones"
-        /// The records they created in the public database, deleted through the write path.
+        /// The records they created in the public database: deleted through the write path, or
+        /// handed to the container's heir (`publicRecordsFate`).
         case publicRecords = "public-records"
         /// The shares of others they take part in: they leave each (the owner's share saved with
         /// them removed, so the fan-out follows), then their participant rows go.
@@ -79,6 +80,41 @@ public enum UserDeletion {
             .sorted { ($0.database.environment.rawValue, $0.zoneName) < ($1.database.environment.rawValue, $1.zoneName) }
     }
 
+    /// What the public-records step does with the records the user created in the public database.
+    public enum PublicRecordsFate: Sendable, Hashable {
+        /// Deleted through the write path, as the rest of the user's data.
+        case delete
+        /// Handed to the container's heir: the records, their index rows and their events name the
+        /// heir wherever they named the user as a record's creator or last modifier or as the cause
+        /// of an event; their contents (the app's data) stay as they are.
+        case handOver(to: String)
+    }
+
+    /// Decides the fate of the user's public records: handed over when the container names an heir
+    /// (`stratus container set --public-records-heir`) who is another user, still in the container's
+    /// directory and not being deleted themselves (`heirAvailable`); deleted otherwise.
+    public static func publicRecordsFate(heir: String?, heirAvailable: Bool, user: String) -> PublicRecordsFate {
+        guard let heir, heir != user, heirAvailable else { return .delete }
+        return .handOver(to: heir)
+    }
+
+    /// Where an event's payload names a user as a record's creator or last modifier: the record a
+    /// save carries, and the last image a deletion carries. A hand-over renames the user there (and
+    /// in the event's causation).
+    public static let stampPaths: [[String]] = [
+        ["record", "created", "userRecordName"], ["record", "modified", "userRecordName"],
+        ["last", "created", "userRecordName"], ["last", "modified", "userRecordName"],
+    ]
+
+    /// Where a record's stored image (the query index's rows) names its creator and last modifier.
+    public static let recordStampPaths: [[String]] = [["created", "userRecordName"], ["modified", "userRecordName"]]
+
+    /// Checks the heir an operator names for a container's public records: a user record name, or
+    /// `none` (nil: the records are deleted with their creator).
+    public static func validate(heir text: String) throws(StratusError) -> String? {
+        text == "none" ? nil : try validate(userRecordName: text)
+    }
+
     /// What happens to an event of the log in the events step.
     public enum Redaction: Sendable, Hashable {
         /// Kept as it is: it carries none of the user's data.
@@ -108,20 +144,26 @@ public enum UserDeletion {
         public var sharesLeft: Int
         public var assetsDeleted: Int
         public var eventsRedacted: Int64
+        /// Public records handed to the container's heir.
+        public var recordsHandedOver: Int64
         public var finished: Bool { step == .done }
 
-        public init(step: Step, zonesDeleted: Int = 0, recordsDeleted: Int64 = 0, sharesLeft: Int = 0, assetsDeleted: Int = 0, eventsRedacted: Int64 = 0) {
+        public init(
+            step: Step, zonesDeleted: Int = 0, recordsDeleted: Int64 = 0, sharesLeft: Int = 0, assetsDeleted: Int = 0, eventsRedacted: Int64 = 0,
+            recordsHandedOver: Int64 = 0
+        ) {
             self.step = step
             self.zonesDeleted = zonesDeleted
             self.recordsDeleted = recordsDeleted
             self.sharesLeft = sharesLeft
             self.assetsDeleted = assetsDeleted
             self.eventsRedacted = eventsRedacted
+            self.recordsHandedOver = recordsHandedOver
         }
 
         /// One line for the CLI.
         public var line: String {
-            "\(step.rawValue): \(zonesDeleted) zones, \(recordsDeleted) records, \(sharesLeft) shares left, \(assetsDeleted) assets, \(eventsRedacted) events redacted"
+            "\(step.rawValue): \(zonesDeleted) zones, \(recordsDeleted) records, \(sharesLeft) shares left, \(assetsDeleted) assets, \(eventsRedacted) events redacted, \(recordsHandedOver) public records handed over"
         }
     }
 

@@ -63,6 +63,62 @@ public enum AssetReferenceStore {
             """, logger: transaction.logger)
     }
 
+    /// Seeds the counts with a page of one zone's records as a snapshot of the tables holds them (a
+    /// rebuild after the log was pruned): each asset a record's fields name is held by it since the
+    /// record's last change, and bound.
+    public static func seed(_ records: [Record], zone zoneKey: ZoneKey, in transaction: Transaction) async throws {
+        var ids: [UUID] = [], names: [String] = [], times: [Int64] = []
+        for record in records {
+            for id in record.assetIDs.sorted(by: { $0.uuidString < $1.uuidString }) {
+                ids.append(id)
+                names.append(record.recordName)
+                times.append(record.modified.timestamp)
+            }
+        }
+        guard !ids.isEmpty else { return }
+        try await transaction.connection.query("""
+            INSERT INTO asset_references (asset_id, zone_key, record_name, referenced, changed_at)
+            SELECT id, \(zoneKey.rawValue), name, true, to_timestamp(at / 1000.0)
+            FROM unnest(\(ids)::uuid[], \(names)::text[], \(times)::int8[]) AS r(id, name, at)
+            ON CONFLICT (asset_id) DO UPDATE SET referenced = true, zone_key = EXCLUDED.zone_key, record_name = EXCLUDED.record_name,
+                changed_at = EXCLUDED.changed_at
+            """, logger: transaction.logger)
+        try await transaction.connection.query(
+            "UPDATE assets SET bound = true WHERE asset_id = ANY(\(ids)) AND NOT bound", logger: transaction.logger)
+    }
+
+    /// Seeds the assets that were bound when the snapshot was taken and that no record of it holds
+    /// (after `seed` has seen every record): released, by the record they were uploaded for, at the
+    /// rebuild's time — the log that said when they were released is gone, so the collector keeps
+    /// each at least the grace from now, never less than the worker that applied the release would.
+    public static func seedReleased(from snapshot: LogSnapshot, in transaction: Transaction) async throws {
+        var after = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        while true {
+            // Crosses owners: a rebuild's walk over every bound asset (each node's, when sharded).
+            let rows = try await snapshot.connection.query("""
+                SELECT asset_id, container, environment, scope, owner, zone_name, record_name FROM assets
+                WHERE bound AND asset_id > \(after) ORDER BY asset_id LIMIT 1000
+                """, logger: transaction.logger)
+            var ids: [UUID] = [], keys: [String] = [], names: [String] = []
+            for try await (id, container, environment, scope, owner, zone, record) in rows.decode((UUID, String, String, String, String, String, String).self) {
+                ids.append(id)
+                keys.append([container, environment, scope, owner, zone].joined(separator: "/"))
+                names.append(record)
+            }
+            guard let last = ids.last else { return }
+            // Crosses owners: the page's assets by id, each entry under its own zone key.
+            try await transaction.connection.query("""
+                WITH released AS (
+                    INSERT INTO asset_references (asset_id, zone_key, record_name, referenced, changed_at)
+                    SELECT id, key, name, false, now() FROM unnest(\(ids)::uuid[], \(keys)::text[], \(names)::text[]) AS r(id, key, name)
+                    ON CONFLICT (asset_id) DO NOTHING
+                    RETURNING asset_id)
+                UPDATE assets SET bound = true WHERE asset_id IN (SELECT asset_id FROM released)
+                """, logger: transaction.logger)
+            after = last
+        }
+    }
+
     /// Forgets every count (replay). Until the replay has caught up, the collector's check against
     /// the records keeps referenced assets safe.
     public static func reset(in transaction: Transaction) async throws {

@@ -22,10 +22,7 @@ public enum SharedZoneTracking {
     public static func applyShare(
         _ state: ShareState, shareName: String, zone zoneName: String, of database: DatabaseID, sequence: Int64, in transaction: Transaction
     ) async throws -> [String] {
-        let holders = Array(Set(state.participants.compactMap { participant -> String? in
-            guard participant.type != .owner, participant.acceptanceStatus == .accepted else { return nil }
-            return participant.userRecordName
-        })).sorted()
+        let holders = state.holders
         return try await told(transaction, """
             WITH dropped AS (
                 UPDATE shared_zone_tracking SET active = false, change_sequence = GREATEST(change_sequence, \(sequence)),

@@ -74,6 +74,20 @@ public struct RecordExpirationIndex: Sendable {
             """, logger: transaction.logger)
     }
 
+    /// Seeds the index with a page of one zone's records as a snapshot of the tables holds them (a
+    /// rebuild after the log was pruned): each record with an expiration is indexed, as the save
+    /// that gave it one left it.
+    public static func seed(_ records: [Record], zone zoneName: String, of database: DatabaseID, in transaction: Transaction) async throws {
+        let expiring = records.filter { $0.expirationDate != nil }
+        guard !expiring.isEmpty else { return }
+        try await transaction.connection.execute("""
+            INSERT INTO record_expirations (container, environment, scope, owner, zone_name, record_name, expires_at)
+            SELECT \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(zoneName), name, at
+            FROM unnest(\(expiring.map(\.recordName))::text[], \(expiring.map { $0.expirationDate ?? 0 })::int8[]) AS r(name, at)
+            ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET expires_at = EXCLUDED.expires_at
+            """, logger: transaction.logger)
+    }
+
     /// Empties the index (a replay rebuilds it from the event log).
     public static func reset(in transaction: Transaction) async throws {
         // Crosses owners: a replay empties the worker's whole projection (each node's, when sharded).

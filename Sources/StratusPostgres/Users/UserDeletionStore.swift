@@ -39,13 +39,13 @@ public struct UserDeletionStore: Sendable {
 
     static func progress(container: String, user: String, on connection: PostgresConnection, logger: Logger) async throws -> UserDeletion.Progress? {
         let rows = try await connection.query("""
-            SELECT step, zones_deleted, records_deleted, shares_left, assets_deleted, events_redacted FROM user_deletions
+            SELECT step, zones_deleted, records_deleted, shares_left, assets_deleted, events_redacted, records_handed_over FROM user_deletions
             WHERE container = \(container) AND user_record_name = \(user)
             """, logger: logger)
-        for try await (step, zones, records, shares, assets, events) in rows.decode((String, Int32, Int64, Int32, Int32, Int64).self) {
+        for try await (step, zones, records, shares, assets, events, handedOver) in rows.decode((String, Int32, Int64, Int32, Int32, Int64, Int64).self) {
             return UserDeletion.Progress(
                 step: UserDeletion.Step(rawValue: step) ?? .signOut, zonesDeleted: Int(zones), recordsDeleted: records, sharesLeft: Int(shares),
-                assetsDeleted: Int(assets), eventsRedacted: events)
+                assetsDeleted: Int(assets), eventsRedacted: events, recordsHandedOver: handedOver)
         }
         return nil
     }
@@ -84,7 +84,11 @@ public struct UserDeletionStore: Sendable {
             case .signOut: try await job.signOut()
             case .zones: try await job.deleteZones(pauseAfterZones: pauseAfterZones, report: report)
             case .defaultZones: try await job.deleteDefaultZoneRecords()
-            case .publicRecords: try await job.deletePublicRecords()
+            case .publicRecords:
+                switch try await job.publicRecordsFate() {
+                case .delete: try await job.deletePublicRecords()
+                case .handOver(let heir): try await job.handOverPublicRecords(to: heir)
+                }
             case .participations: try await job.leaveShares()
             case .subscriptions: try await job.deleteSubscriptions()
             case .assets: try await job.deleteAssets(deleteBlob)
@@ -251,6 +255,100 @@ struct Job: Sendable {
         try await deleteRecords(
             in: { DatabaseID(container: container, environment: $0, scope: .public, owner: DatabaseID.publicOwner) },
             where: "scope = 'public' AND owner = '\(DatabaseID.publicOwner)' AND created_by = $2")
+    }
+
+    /// What becomes of the user's public records: the container's heir, if it names one who is
+    /// still a user of the container and not being deleted, takes them.
+    func publicRecordsFate() async throws -> UserDeletion.PublicRecordsFate {
+        try await store.withConnection { connection in
+            let rows = try await connection.query("""
+                SELECT c.public_records_heir,
+                       EXISTS (SELECT 1 FROM users u WHERE u.container = c.container AND u.user_record_name = c.public_records_heir)
+                       AND NOT EXISTS (SELECT 1 FROM user_deletions d WHERE d.container = c.container AND d.user_record_name = c.public_records_heir)
+                FROM containers c WHERE c.container = \(container)
+                """, logger: logger)
+            for try await (heir, available) in rows.decode((String?, Bool).self) {
+                return UserDeletion.publicRecordsFate(heir: heir, heirAvailable: available, user: user)
+            }
+            return .delete
+        }
+    }
+
+    /// Hands the user's public records to the heir, in one transaction: wherever a public record
+    /// names the user as its creator or last modifier — its row, its query index rows, its events'
+    /// payloads (`UserDeletion.stampPaths`) — and wherever a public-database event names them as
+    /// its cause, the heir is named instead; the bytes of the records they created, and their
+    /// public assets, count against the heir's storage from now on (and the assets are not
+    /// deleted with the user's). The contents stay; the change tags stay, so clients holding the
+    /// records see them unchanged. Run again, it finds nothing left to rename.
+    func handOverPublicRecords(to heir: String) async throws {
+        let handedOver: Int64 = try await store.readCommitted(logger: logger) { transaction in
+            let connection = transaction.connection
+            let publicOwner = DatabaseID.publicOwner
+            // The records (their rows locked first) and the storage their bytes count against.
+            // Crosses owners: the user's public-database assets, found by the user they count against
+            // (the records are the public database's, whose owner the statement names).
+            let rows = try await connection.query("""
+                WITH old AS (
+                    SELECT environment, zone_name, record_name, created_by = \(user) AS created FROM records
+                    WHERE container = \(container) AND scope = 'public' AND owner = \(publicOwner) AND (created_by = \(user) OR modified_by = \(user))
+                    ORDER BY environment, zone_name, record_name FOR UPDATE),
+                moved AS (
+                    UPDATE records r SET created_by = CASE WHEN r.created_by = \(user) THEN \(heir) ELSE r.created_by END,
+                                         modified_by = CASE WHEN r.modified_by = \(user) THEN \(heir) ELSE r.modified_by END
+                    FROM old WHERE r.container = \(container) AND r.environment = old.environment AND r.scope = 'public' AND r.owner = \(publicOwner)
+                      AND r.zone_name = old.zone_name AND r.record_name = old.record_name
+                    RETURNING r.environment, old.created, r.fields_bytes),
+                moved_assets AS (
+                    UPDATE assets SET usage_owner = \(heir) WHERE container = \(container) AND scope = 'public' AND usage_owner = \(user)
+                    RETURNING environment, coalesce(size, 0) AS bytes),
+                bytes AS (
+                    SELECT environment, sum(fields_bytes) AS bytes FROM moved WHERE created GROUP BY environment
+                    UNION ALL SELECT environment, sum(bytes) FROM moved_assets GROUP BY environment),
+                counted AS (
+                    INSERT INTO storage_usage (container, environment, owner, shard, bytes)
+                    SELECT \(container), environment, who, \(transaction.usageShard), CASE WHEN who = \(heir) THEN total ELSE -total END
+                    FROM (SELECT environment, sum(bytes)::int8 AS total FROM bytes GROUP BY environment) t
+                    CROSS JOIN unnest(ARRAY[\(heir), \(user)]::text[]) AS who
+                    WHERE total <> 0
+                    ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
+                    RETURNING 1)
+                SELECT (SELECT count(*) FROM moved WHERE created), (SELECT count(*) FROM counted)
+                """, logger: logger)
+            var moved: Int64 = 0
+            for try await (count, _) in rows.decode((Int64, Int64).self) { moved = count }
+            // The query index's rows of those records (every generation).
+            for path in UserDeletion.recordStampPaths {
+                _ = try await connection.query(PostgresQuery(unsafeSQL: """
+                    UPDATE query_index.records SET record = jsonb_set(record, $4::text[], to_jsonb($3::text))
+                    WHERE container = $1 AND scope = 'public' AND owner = '\(publicOwner)' AND record #>> $4::text[] = $2
+                    """, binds: binds(heir: heir, path: path)), logger: logger)
+            }
+            // The events of the container's public database.
+            let publicZones = "split_part(zone_key, '/', 1) = $1 AND split_part(zone_key, '/', 3) = 'public'"
+            for path in UserDeletion.stampPaths {
+                // Crosses owners: the public database's events, found by their zone keys.
+                _ = try await connection.query(PostgresQuery(unsafeSQL: """
+                    UPDATE events SET payload = jsonb_set(payload, $4::text[], to_jsonb($3::text))
+                    WHERE \(publicZones) AND payload #>> $4::text[] = $2
+                    """, binds: binds(heir: heir, path: path)), logger: logger)
+            }
+            // Crosses owners: the public database's events, found by their zone keys.
+            _ = try await connection.query(PostgresQuery(unsafeSQL: """
+                UPDATE events SET causation = jsonb_set(causation, '{userRecordName}', to_jsonb($3::text))
+                WHERE \(publicZones) AND causation->>'userRecordName' = $2
+                """, binds: binds(heir: heir, path: nil)), logger: logger)
+            return moved
+        }
+        try await count("records_handed_over", Int(handedOver))
+    }
+
+    /// The container ($1), the user ($2), the heir ($3) and a JSON path ($4).
+    private func binds(heir: String, path: [String]?) -> PostgresBindings {
+        var binds = binds()
+        binds.append(heir)
+        if let path { binds.append(path) }
+        return binds
     }
 
     /// Leaves every share of another user the user takes part in (the owner's share is saved with

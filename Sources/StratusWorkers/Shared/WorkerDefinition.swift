@@ -19,10 +19,14 @@ public struct WorkerDefinition: Sendable {
     private let makeReplay: @Sendable (ReplaySource, Logger, @escaping @Sendable (Rebuild.Progress) -> Void) async throws -> Int
 
     /// Creates a definition. `services`: what the worker runs beside its consumer (none by default);
-    /// `replay`: how `stratus replay` rebuilds it (by default a `Rebuild` of its projection).
+    /// `seed`: how its projection's state is written from a snapshot of the current tables, so that
+    /// a rebuild after the log was pruned starts there and applies the tail (nil: such a rebuild is
+    /// refused); `replay`: how `stratus replay` rebuilds it (by default a `Rebuild` of its projection
+    /// with that seed).
     public init(
         name: String, projection: any Projection,
         services: @escaping @Sendable (WorkerContext) -> [any Service] = { _ in [] },
+        seed: Rebuild.Seed? = nil,
         replay: (@Sendable (ReplaySource, Logger, @escaping @Sendable (Rebuild.Progress) -> Void) async throws -> Int)? = nil
     ) {
         self.name = name
@@ -31,7 +35,7 @@ public struct WorkerDefinition: Sendable {
         self.makeReplay = replay ?? { source, logger, progress in
             try await Rebuild(
                 projection: projection, store: source.store, kafka: source.kafka, topic: source.topic,
-                consumerGroupSuffix: source.consumerGroupSuffix
+                consumerGroupSuffix: source.consumerGroupSuffix, seed: seed
             ).run(logger: logger, progress: progress)
         }
     }
