@@ -13,7 +13,8 @@
 # Settings (environment):
 #   STRATUS_BENCH_DIR      where the report and logs go
 #   STRATUS_BENCH_PROFILE  1: record a CPU profile of stratus-api (perf: stratus-api.perf.txt) and
-#                          PostgreSQL's statement statistics (statements.txt) into the report folder
+#                          PostgreSQL's statement statistics (statements.txt: the 40 statements that
+#                          took the most time, with calls, rows, time and WAL) into the report folder
 #   STRATUS_BENCH_SCHEMA   the schema imported into development before the run (default
 #                          scripts/bench-schema.ckdb; scripts/bench-schema-ten.ckdb indexes all ten
 #                          of Item's fields; none: no schema, so no field indexes)
@@ -198,9 +199,10 @@ if [[ "$PROFILE" == 1 ]]; then
     PERF_PID=""
     perf report -i "$OUT/stratus-api.perf.data" --no-children --percent-limit 0.5 --stdio >"$OUT/stratus-api.perf.txt" 2>/dev/null || true
     "$(pg_bin_dir)/psql" -h 127.0.0.1 -p "$pg_port" -U stratus -d stratus -P pager=off -c "
-        SELECT calls, plans, round(total_exec_time::numeric, 1) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms, round(mean_plan_time::numeric, 3) AS plan_ms,
+        SELECT calls, plans, rows, round(total_exec_time::numeric, 1) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
+               round(mean_plan_time::numeric, 3) AS plan_ms, wal_records, round(wal_bytes / 1024.0) AS wal_kb,
                left(regexp_replace(query, '\s+', ' ', 'g'), 140) AS statement
-        FROM pg_stat_statements ORDER BY calls DESC LIMIT 30" >"$OUT/statements.txt" || true
+        FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40" >"$OUT/statements.txt" || true
     # How long notify.lag's notifications took from the rows' own times (transaction start times):
     # the save's transaction to the subscriptions worker's. The event log keeps no publication time
     # (the relay's queue, unpublished_events, forgets an event once it is sent), so the relay's and

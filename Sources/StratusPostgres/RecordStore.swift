@@ -297,6 +297,21 @@ struct ZoneWriter {
     var sharing = ShareWrites()
     /// The writing participant's access to the zone (writes through the shared database).
     var sharedAccess: SharedZone?
+    /// The rows of the records this transaction read (locked) or wrote, as they stand in the table:
+    /// whom each row's bytes count against and how many (`StorageUsage`). A save replaces the row
+    /// found here, or none: every record is read before it is saved (`load`), so the write reads
+    /// nothing more to count what it changed.
+    var stored: [ExactName: StoredRow] = [:]
+    /// Whether the zone may hold tombstones: read with the zone's row, under its lock (only a
+    /// writer holding it buries a record), and true once this transaction buried one. A record
+    /// created in a zone without any has no tombstone to remove, so its save names none.
+    var mayHoldTombstones = false
+
+    /// A record row's share of its user's stored bytes.
+    struct StoredRow {
+        var usageOwner: String
+        var bytes: Int64
+    }
 
     /// A saved record not yet written to the tables.
     struct PendingSave {
@@ -314,14 +329,17 @@ struct ZoneWriter {
         }
         let database = context.database
         let rows = try await transaction.prepared("""
-            SELECT incarnation, change_counter, default_time_to_live FROM zones
+            SELECT incarnation, change_counter, default_time_to_live,
+                   EXISTS (SELECT 1 FROM record_tombstones WHERE \(zone: context.zone.zoneName, of: database))
+            FROM zones
             WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
               AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND NOT deleted
             FOR UPDATE
             """)
-        for try await (incarnation, counter, defaultTimeToLive) in rows.decode((UUID, Int64, Int64?).self) {
+        for try await (incarnation, counter, defaultTimeToLive, tombstones) in rows.decode((UUID, Int64, Int64?, Bool).self) {
             var writer = ZoneWriter(context: context, incarnation: incarnation, sequence: counter, startSequence: counter)
             writer.defaultTimeToLive = defaultTimeToLive
+            writer.mayHoldTombstones = tombstones
             if let user = context.sharedWith {
                 writer.sharedAccess = try await ShareStore.sharedZone(
                     context.zone.zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment,
@@ -503,12 +521,16 @@ struct ZoneWriter {
             DELETE FROM record_references WHERE \(zone: context.zone.zoneName, of: database) AND record_name = ANY(\(list))
             """, logger: transaction.logger)
         try await sharesDeleted(order.map(\.0), in: transaction)
-        for name in names { known[name] = .some(nil) }
+        for name in names {
+            known[name] = .some(nil)
+            stored[name] = nil
+        }
         // The sync index keeps a tombstone per record so devices learn of the delete (custom zones).
         let buried = RecordDeletion.record(
             order, sequence: &sequence, zoneKey: zoneKey, database: database, zone: context.zone,
             incarnation: incarnation, causation: context.causation, events: &events)
         if !buried.isEmpty {
+            mayHoldTombstones = true
             // Versions start at 1: -1 stands for "unknown" in the array.
             let created = buried.map { $0.createdVersion ?? -1 }
             try await transaction.connection.query("""
@@ -572,12 +594,18 @@ struct ZoneWriter {
     mutating func lock(_ names: [String], in transaction: Transaction) async throws {
         let database = context.database
         let rows = try await transaction.query("""
-            SELECT \(unescaped: RecordRow.columns) FROM records
+            SELECT \(unescaped: RecordRow.columns), \(unescaped: StorageUsage.usageOwner), \(unescaped: StorageUsage.recordBytes) FROM records
             WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: names)
             FOR UPDATE
             """, prepared: RecordKeys.single(names))
         for name in names { known[ExactName(name)] = .some(nil) }
-        for record in try await RecordRow.decode(rows) { known[ExactName(record.recordName)] = .some(record) }
+        for try await row in rows {
+            let record = try RecordRow.record(row)
+            let columns = row.makeRandomAccess()
+            known[ExactName(record.recordName)] = .some(record)
+            stored[ExactName(record.recordName)] = StoredRow(
+                usageOwner: try columns[RecordRow.columnCount].decode(String.self), bytes: try columns[RecordRow.columnCount + 1].decode(Int64.self))
+        }
     }
 
     mutating func load(_ recordName: String, in transaction: Transaction) async throws -> Record? {
@@ -620,35 +648,44 @@ struct ZoneWriter {
         let saves = pending
         pending = []
         let database = context.database
-        let rows = saves.map { RecordRowInput(database: database, zone: context.zone, record: $0.record) }
-        let rowsJSON = String(decoding: try EventCoding.encoder.encode(rows), as: UTF8.self)
-        let fields = saves.map { String(decoding: $0.fields, as: UTF8.self) }
+        let records = saves.map(\.record)
+        let names = records.map(\.recordName)
+        // The rows the saves replace, as this transaction read them: what their users' stored
+        // bytes lose (`StorageUsage`), so the statement reads no row to count it.
+        let replaced = names.map { stored[ExactName($0)] }
+        var freedBytes: [String: Int64] = [:]
+        for row in replaced.compactMap({ $0 }) { freedBytes[row.usageOwner, default: 0] += row.bytes }
+        let freed = freedBytes.sorted { $0.key < $1.key }
         // A re-created record is live again: its tombstone goes. The record keeps the tombstone's
         // creation version, the first version at which a device may hold some incarnation of it,
         // so a later delete is reported to every such device (sync skips tombstones of records
-        // created after a device's token).
-        let created = saves.filter { $0.created && $0.record.version != nil }.map(\.record.recordName)
-        let names = saves.map(\.record.recordName)
-        // The statement also counts what the saves changed their users' stored bytes by (new size
-        // less the previous row's), and adds it to `storage_usage`.
-        // One save (a single record's write, the common case) names one row of each table by its
-        // key: the statement then runs prepared, and is no longer planned at every call.
-        let stored = try await transaction.query("""
+        // created after a device's token). A zone without tombstones has none to remove.
+        let created = mayHoldTombstones ? saves.filter { $0.created && $0.record.version != nil }.map(\.record.recordName) : []
+        // The rows' columns as arrays (nullable ones as array literals: `SQLArray`), one statement
+        // whatever their number. It also adds what the saves changed their users' stored bytes by
+        // (the new rows' sizes less the replaced ones') to `storage_usage`. Its only read is the
+        // tombstones' removal: without one, or with one name (its primary key), it runs prepared.
+        let rows = try await transaction.query("""
             WITH buried AS (
-                DELETE FROM record_tombstones WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: created)
+                DELETE FROM record_tombstones
+                WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: created) \(unescaped: created.isEmpty ? "AND false" : "")
                 RETURNING record_name, created_version),
-            previous AS (
-                SELECT record_name, \(unescaped: StorageUsage.recordBytes) AS bytes FROM records
-                WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: names)),
             stored AS (
             INSERT INTO records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
                 created_at, created_by, created_device, modified_at, modified_by, modified_device, parent, share, short_guid, version, created_version,
                 expires_at)
-            SELECT r.container, r.environment, r.scope, r.owner, r.zone_name, r.record_name, r.record_type, f.fields::jsonb, r.change_tag,
-                r.created_at, r.created_by, r.created_device, r.modified_at, r.modified_by, r.modified_device, r.parent, r.share, r.short_guid,
-                r.version, least(b.created_version, r.created_version), r.expires_at
-            FROM jsonb_populate_recordset(NULL::records, \(rowsJSON)::jsonb) WITH ORDINALITY AS r
-            JOIN unnest(\(fields)::text[]) WITH ORDINALITY AS f(fields, position) ON f.position = r.ordinality
+            SELECT \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(context.zone.zoneName),
+                r.record_name, r.record_type, r.fields::jsonb, r.change_tag, r.created_at, r.created_by, r.created_device, r.modified_at, r.modified_by,
+                r.modified_device, r.parent, r.share, r.short_guid, r.version, least(b.created_version, r.created_version), r.expires_at
+            FROM unnest(\(names)::text[], \(records.map(\.recordType))::text[], \(saves.map { String(decoding: $0.fields, as: UTF8.self) })::text[],
+                        \(records.map(\.changeTag))::text[], \(records.map(\.created.timestamp))::int8[], \(records.map(\.created.userRecordName))::text[],
+                        \(SQLArray.literal(records.map(\.created.deviceID)))::text[], \(records.map(\.modified.timestamp))::int8[],
+                        \(records.map(\.modified.userRecordName))::text[], \(SQLArray.literal(records.map(\.modified.deviceID)))::text[],
+                        \(SQLArray.literal(records.map(\.parent)))::text[], \(SQLArray.literal(records.map(\.share)))::text[],
+                        \(SQLArray.literal(records.map(\.shortGUID)))::text[], \(SQLArray.literal(records.map(\.version)))::int8[],
+                        \(SQLArray.literal(records.map(\.createdVersion)))::int8[], \(SQLArray.literal(records.map(\.expirationDate)))::int8[])
+                 AS r(record_name, record_type, fields, change_tag, created_at, created_by, created_device, modified_at, modified_by, modified_device,
+                      parent, share, short_guid, version, created_version, expires_at)
             LEFT JOIN buried AS b ON b.record_name = r.record_name
             ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 record_type = EXCLUDED.record_type, fields = EXCLUDED.fields, change_tag = EXCLUDED.change_tag,
@@ -656,20 +693,24 @@ struct ZoneWriter {
                 parent = EXCLUDED.parent, share = EXCLUDED.share, short_guid = EXCLUDED.short_guid, version = EXCLUDED.version,
                 expires_at = EXCLUDED.expires_at
             RETURNING record_name, created_version, \(unescaped: StorageUsage.usageOwner) AS usage_owner, \(unescaped: StorageUsage.recordBytes) AS bytes),
-            changed AS (
-                SELECT s.record_name, s.created_version, s.usage_owner, s.bytes - coalesce(p.bytes, 0) AS delta
-                FROM stored AS s LEFT JOIN previous AS p ON p.record_name = s.record_name),
             counted AS (
                 INSERT INTO storage_usage (container, environment, owner, shard, bytes)
-                SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(transaction.usageShard), sum(delta) FROM changed
-                GROUP BY usage_owner HAVING sum(delta) <> 0
+                SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(transaction.usageShard), sum(bytes) FROM (
+                    SELECT usage_owner, bytes FROM stored
+                    UNION ALL
+                    SELECT usage_owner, -bytes FROM unnest(\(freed.map(\.key))::text[], \(freed.map(\.value))::int8[]) AS f(usage_owner, bytes)
+                ) AS change
+                GROUP BY usage_owner HAVING sum(bytes) <> 0
                 ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
-            SELECT record_name, created_version, usage_owner, delta FROM changed
-            """, prepared: RecordKeys.single(names))
+            SELECT record_name, created_version, usage_owner, bytes FROM stored
+            """, prepared: RecordKeys.single(created))
         var changes: [ExactName: Int64] = [:]
-        for try await (name, createdVersion, owner, delta) in stored.decode((String, Int64?, String, Int64).self) {
-            usageChange[owner, default: 0] += delta
-            changes[ExactName(name)] = delta
+        for (name, row) in zip(names, replaced) { changes[ExactName(name)] = -(row?.bytes ?? 0) }
+        for (owner, bytes) in freed { usageChange[owner, default: 0] -= bytes }
+        for try await (name, createdVersion, owner, bytes) in rows.decode((String, Int64?, String, Int64).self) {
+            usageChange[owner, default: 0] += bytes
+            changes[ExactName(name), default: 0] += bytes
+            stored[ExactName(name)] = StoredRow(usageOwner: owner, bytes: bytes)
             if case .some(.some(var record)) = known[ExactName(name)], record.createdVersion != createdVersion {
                 record.createdVersion = createdVersion
                 known[ExactName(name)] = .some(record)
@@ -719,53 +760,6 @@ struct ZoneWriter {
     }
 }
 
-/// A record row's columns but its fields, as `jsonb_populate_recordset` reads them (absent keys are NULL).
-struct RecordRowInput: Encodable {
-    var container: String
-    var environment: String
-    var scope: String
-    var owner: String
-    var zone_name: String
-    var record_name: String
-    var record_type: String
-    var change_tag: String
-    var created_at: Int64
-    var created_by: String
-    var created_device: String?
-    var modified_at: Int64
-    var modified_by: String
-    var modified_device: String?
-    var parent: String?
-    var share: String?
-    var short_guid: String?
-    var version: Int64?
-    var created_version: Int64?
-    var expires_at: Int64?
-
-    init(database: DatabaseID, zone: ZoneID, record: Record) {
-        container = database.container
-        environment = database.environment.rawValue
-        scope = database.scope.rawValue
-        owner = database.owner
-        zone_name = zone.zoneName
-        record_name = record.recordName
-        record_type = record.recordType
-        change_tag = record.changeTag
-        created_at = record.created.timestamp
-        created_by = record.created.userRecordName
-        created_device = record.created.deviceID
-        modified_at = record.modified.timestamp
-        modified_by = record.modified.userRecordName
-        modified_device = record.modified.deviceID
-        parent = record.parent
-        share = record.share
-        short_guid = record.shortGUID
-        version = record.version
-        created_version = record.createdVersion
-        expires_at = record.expirationDate
-    }
-}
-
 /// Reads record rows.
 enum RecordRow {
     /// Live (unexpired) records of a zone by exact name, share records with their state; absent
@@ -784,27 +778,33 @@ enum RecordRow {
         modified_device, parent, share, short_guid, version, created_version, expires_at
         """
 
+    /// How many columns `columns` names.
+    static let columnCount = 16
+
     static func decode<Rows: AsyncSequence>(_ rows: Rows) async throws -> [Record] where Rows.Element == PostgresRow {
         var records: [Record] = []
-        for try await row in rows {
-            let (name, type, fields, tag, createdAt, createdBy, createdDevice, modifiedAt, modifiedBy) =
-                try row.decode((String, String, String, String, Int64, String, String?, Int64, String).self)
-            let columns = row.makeRandomAccess()
-            let modifiedDevice = try columns[9].decode(String?.self)
-            let parent = try columns[10].decode(String?.self)
-            let share = try columns[11].decode(String?.self)
-            let shortGUID = try columns[12].decode(String?.self)
-            let version = try columns[13].decode(Int64?.self)
-            let createdVersion = try columns[14].decode(Int64?.self)
-            let expirationDate = try columns[15].decode(Int64?.self)
-            let decodedFields = try EventCoding.decodeFields(fields)
-            records.append(Record(
-                recordName: name, recordType: type, fields: decodedFields, changeTag: tag,
-                created: RecordStamp(timestamp: createdAt, userRecordName: createdBy, deviceID: createdDevice),
-                modified: RecordStamp(timestamp: modifiedAt, userRecordName: modifiedBy, deviceID: modifiedDevice),
-                parent: parent, share: share, shortGUID: shortGUID, version: version, createdVersion: createdVersion,
-                expirationDate: expirationDate))
-        }
+        for try await row in rows { records.append(try record(row)) }
         return records
+    }
+
+    /// The record of a row that starts with `columns`.
+    static func record(_ row: PostgresRow) throws -> Record {
+        let (name, type, fields, tag, createdAt, createdBy, createdDevice, modifiedAt, modifiedBy) =
+            try row.decode((String, String, String, String, Int64, String, String?, Int64, String).self)
+        let columns = row.makeRandomAccess()
+        let modifiedDevice = try columns[9].decode(String?.self)
+        let parent = try columns[10].decode(String?.self)
+        let share = try columns[11].decode(String?.self)
+        let shortGUID = try columns[12].decode(String?.self)
+        let version = try columns[13].decode(Int64?.self)
+        let createdVersion = try columns[14].decode(Int64?.self)
+        let expirationDate = try columns[15].decode(Int64?.self)
+        let decodedFields = try EventCoding.decodeFields(fields)
+        return Record(
+            recordName: name, recordType: type, fields: decodedFields, changeTag: tag,
+            created: RecordStamp(timestamp: createdAt, userRecordName: createdBy, deviceID: createdDevice),
+            modified: RecordStamp(timestamp: modifiedAt, userRecordName: modifiedBy, deviceID: modifiedDevice),
+            parent: parent, share: share, shortGUID: shortGUID, version: version, createdVersion: createdVersion,
+            expirationDate: expirationDate)
     }
 }

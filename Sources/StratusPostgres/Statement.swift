@@ -22,3 +22,31 @@ extension PostgresConnection {
 struct TransactionRolledBack: Error, CustomStringConvertible {
     var description: String { "the transaction was rolled back at commit" }
 }
+
+/// A PostgreSQL array literal of values that may be NULL (`{"a",NULL}`), bound as text and cast in
+/// the statement (`\(SQLArray.literal(values))::text[]`): the client library binds arrays of
+/// non-optional values only. Every text element is quoted, with `"` and `\` escaped, so any text
+/// (braces, commas, quotes, the word NULL) reads back as it was.
+enum SQLArray {
+    static func literal(_ values: [String?]) -> String {
+        var literal = "{"
+        for (index, value) in values.enumerated() {
+            if index > 0 { literal += "," }
+            guard let value else {
+                literal += "NULL"
+                continue
+            }
+            literal += "\""
+            for character in value.unicodeScalars {
+                if character == "\"" || character == "\\" { literal += "\\" }
+                literal.unicodeScalars.append(character)
+            }
+            literal += "\""
+        }
+        return literal + "}"
+    }
+
+    static func literal(_ values: [Int64?]) -> String {
+        "{" + values.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"
+    }
+}

@@ -43,6 +43,11 @@ final class QuotaTests: XCTestCase {
         return (status, json["records"] as? [Body] ?? [json])
     }
 
+    static func createZone(_ client: any TestClientProtocol, _ fixture: Fixture, _ name: String) async throws {
+        let (status, _, _) = try await RateLimitTests.send(client, fixture.path("zones/modify"), ["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": name]]]]])
+        XCTAssertEqual(status, 200)
+    }
+
     static func save(_ name: String, bytes: Int, type: String = "create") -> Body {
         ["operationType": type, "record": ["recordName": name, "recordType": "Note", "fields": ["text": ["value": String(repeating: "x", count: bytes)]]]]
     }
@@ -84,8 +89,7 @@ final class QuotaTests: XCTestCase {
 
     func testAnAtomicBatchPastTheQuotaStoresNothingAndDeletingAZoneFreesItsRecords() async throws {
         try await Self.withAPI(quota: 10_000) { fixture, client in
-            let (zoneStatus, _, _) = try await RateLimitTests.send(client, fixture.path("zones/modify"), ["operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": "Notes"]]]]])
-            XCTAssertEqual(zoneStatus, 200)
+            try await Self.createZone(client, fixture, "Notes")
             var (status, records) = try await Self.modify(client, fixture, zone: "Notes", atomic: true, (0..<5).map { Self.save("a\($0)", bytes: 2_300) })
             XCTAssertEqual(status, 200)
             XCTAssertEqual(records[4]["serverErrorCode"] as? String, "QUOTA_EXCEEDED", "\(records)")
@@ -107,6 +111,33 @@ final class QuotaTests: XCTestCase {
         }
     }
 
+    /// A save counts what it changed from the row it replaces, as the transaction read it before
+    /// the save (no second read): an atomic batch that creates, grows, shrinks and deletes records
+    /// of a zone leaves the counted total equal to the records' bytes.
+    func testABatchOfCreatesReplacementsAndDeletesCountsExactlyWhatItChanged() async throws {
+        try await Self.withAPI(quota: 1_000_000) { fixture, client in
+            try await Self.createZone(client, fixture, "Notes")
+            // Each step: every operation stored, and the counted total is the records' bytes.
+            let steps: [(atomic: Bool, operations: [Body], atLeast: Int64)] = [
+                (true, (0..<4).map { Self.save("r\($0)", bytes: 1_000) }, 4_000),
+                (true, [Self.save("r0", bytes: 3_000, type: "forceReplace"), Self.save("r1", bytes: 10, type: "forceReplace"),
+                        Self.save("r4", bytes: 500), ["operationType": "forceDelete", "record": ["recordName": "r2"]],
+                        Self.save("r3", bytes: 1_000, type: "forceReplace")], 4_500),
+                // Not atomic: each operation its own transaction.
+                (false, [Self.save("r0", bytes: 20, type: "forceReplace"), Self.save("r2", bytes: 2_000),
+                         Self.save("r4", bytes: 700, type: "forceReplace")], 3_700),
+            ]
+            for (index, step) in steps.enumerated() {
+                let (status, records) = try await Self.modify(client, fixture, zone: "Notes", atomic: step.atomic, step.operations)
+                XCTAssertEqual(status, 200)
+                XCTAssertEqual(records.compactMap { $0["serverErrorCode"] }.count, 0, "step \(index): \(records)")
+                let usage = try await Self.usage(fixture.store, owner: "_alice")
+                XCTAssertEqual(usage.counted, usage.actual, "step \(index)")
+                XCTAssertGreaterThan(usage.counted, step.atLeast, "step \(index)")
+            }
+        }
+    }
+
     func testPublicRecordsCountAgainstTheirCreator() async throws {
         try await Self.withAPI(quota: 5_000) { fixture, client in
             var (_, records) = try await Self.modify(client, fixture, database: "public", [Self.save("p0", bytes: 3_000)])
@@ -121,6 +152,12 @@ final class QuotaTests: XCTestCase {
             XCTAssertEqual(alice.counted, alice.actual)
             XCTAssertEqual(bob.counted, bob.actual)
             XCTAssertGreaterThan(bob.counted, 3_000)
+            // A replacement takes the replaced row's bytes off its creator's total.
+            (_, records) = try await Self.modify(client, fixture, database: "public", [Self.save("p0", bytes: 100, type: "forceReplace")])
+            XCTAssertNil(records[0]["serverErrorCode"], "\(records)")
+            let smaller = try await Self.usage(fixture.store, owner: "_alice")
+            XCTAssertEqual(smaller.counted, smaller.actual)
+            XCTAssertLessThan(smaller.counted, 1_000)
         }
     }
 

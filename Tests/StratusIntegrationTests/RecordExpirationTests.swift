@@ -164,6 +164,12 @@ final class RecordExpirationTests: XCTestCase {
             XCTAssertNil(records.first?["expirationDate"])
             let types = try await Self.eventTypes(fixture.store, record: "a")
             XCTAssertEqual(types, ["record.saved", "record.deleted", "record.saved"])
+            // The zone had no tombstone when that write began: the delete buried the record, and the
+            // create in the same transaction took the tombstone away again.
+            let tombstones = try await TestSupport.count(fixture.store, """
+                SELECT count(*) FROM record_tombstones WHERE owner = '_alice' AND zone_name = 'Notes' AND record_name = 'a'
+                """)
+            XCTAssertEqual(tombstones, 0)
 
             // An index entry that says a live record is due (stale, or replayed) deletes nothing.
             _ = try await fixture.store.withConnection { connection in
