@@ -166,8 +166,10 @@ struct JSONReader {
     private mutating func object(depth: Int) throws(Invalid) -> [String: JSON] {
         guard depth <= JSON.maxDepth else { throw invalid("nested deeper than \(JSON.maxDepth)") }
         offset += 1
-        var members: [String: JSON] = [:]
-        if take(UInt8(ascii: "}")) { return members }
+        if take(UInt8(ascii: "}")) { return [:] }
+        // Room for the members of most objects of an answer (a field's, a stamp's, a zone id's)
+        // without growing: a dictionary that grows is hashed again each time.
+        var members = [String: JSON](minimumCapacity: 6)
         repeat {
             skipWhitespace()
             guard offset < bytes.count, bytes[offset] == UInt8(ascii: "\"") else { throw invalid("expected a member name") }
