@@ -309,3 +309,45 @@ final class SealedWireTests: XCTestCase {
         XCTAssertEqual(try FieldSealing.open(read, with: keys).encryptedValues["body"], .string("hidden"))
     }
 }
+
+final class JSONReadingTests: XCTestCase {
+    func read(_ text: String) throws -> JSON { try JSON.decode(Data(text.utf8)) }
+
+    func testEveryKindOfValueIsReadAndIntegersStayExact() throws {
+        let text = #"""
+         { "s": "plain", "e": "q\"b\\s\/n\nt\tu\u00e9p\ud83d\ude00", "raw": "é😀", "empty": "", "t": true, "f": false, "n": null,
+           "max": 9223372036854775807, "min": -9223372036854775808, "past": 9223372036854775808, "zero": -0,
+           "d": 1.5, "e2": -0.25e2, "x": 1E3, "a": [1, [], {}, "x"], "o": {"k": {"k": [null]}}, "dup": 1, "dup": 2 }
+        """#
+        let expected: JSON = [
+            "s": "plain", "e": "q\"b\\s/n\nt\tu\u{e9}p\u{1F600}", "raw": "é😀", "empty": "", "t": true, "f": false, "n": .null,
+            "max": .int(.max), "min": .int(.min), "past": .double(9_223_372_036_854_775_808), "zero": .int(0),
+            "d": 1.5, "e2": -25.0, "x": .double(1000), "a": [1, [], [:], "x"], "o": ["k": ["k": [.null]]], "dup": 2,
+        ]
+        XCTAssertEqual(try read(text), expected)
+        XCTAssertEqual(try read(" 7 "), .int(7))
+        XCTAssertEqual(try read("\"\""), .string(""))
+    }
+
+    func testARecordPageReadsAsJSONDecoderReadsIt() throws {
+        let record = #"{"recordName":"s-1","recordType":"Note","recordChangeTag":"abc","fields":{"title":{"value":"Note \"1\"","type":"STRING"},"# +
+            #""count":{"value":-12,"type":"INT64"},"score":{"value":0.125,"type":"DOUBLE"},"tags":{"value":["a","ü"],"type":"STRING_LIST"}},"# +
+            #""created":{"timestamp":1764950000000,"userRecordName":"_u"},"deleted":false,"zoneID":{"zoneName":"Z","ownerRecordName":"_u"}}"#
+        let text = #"{"records":["# + Array(repeating: record, count: 3).joined(separator: ",") + #"],"syncToken":"t","moreComing":true}"#
+        XCTAssertEqual(try read(text), try JSONDecoder().decode(JSON.self, from: Data(text.utf8)))
+    }
+
+    func testWhatIsNotJSONIsRefusedWithAClearErrorNotATrap() {
+        let deep = String(repeating: "[", count: JSON.maxDepth + 1) + String(repeating: "]", count: JSON.maxDepth + 1)
+        let texts = ["", " ", "{", "[1,]", "[1 2]", #"{"a" 1}"#, #"{"a":1,}"#, "{1:2}", "01", "1.", "1e", "-", "+1", "\"abc", #""\x""#,
+                     #""\u12""#, #""\ud800""#, #""\udc00x""#, #""\ud800\u0041""#, "tru", "nul", "[1] 2", "\"\u{01}\"", "1e999", deep]
+        for text in texts {
+            XCTAssertThrowsError(try read(text), text) { XCTAssertEqual(($0 as? StratusKitError)?.code, .invalidResponse, text) }
+        }
+        for bytes: [UInt8] in [[0x22, 0xFF, 0x22], [0x22, 0xC3, 0x22], [0x22, 0x5C, 0x6E, 0xED, 0xA0, 0x80, 0x22]] {
+            XCTAssertThrowsError(try JSON.decode(Data(bytes)), "\(bytes)") { XCTAssertEqual(($0 as? StratusKitError)?.code, .invalidResponse) }
+        }
+        let deepest = String(repeating: "[", count: JSON.maxDepth) + String(repeating: "]", count: JSON.maxDepth)
+        XCTAssertNoThrow(try read(deepest), "nesting up to the bound is read")
+    }
+}

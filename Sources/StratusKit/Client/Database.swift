@@ -247,17 +247,27 @@ public struct StratusDatabase: Sendable {
     /// The changes of a custom zone since `syncToken` (nil: from the start), one page.
     /// `CHANGE_TOKEN_EXPIRED`: drop the zone's local copy and start again without a token.
     public func recordZoneChanges(_ zoneID: ZoneID, since syncToken: String?, resultsLimit: Int? = nil, desiredKeys: [String]? = nil) async throws -> RecordZoneChanges {
+        let answer = try await recordZoneChangesAnswer(zoneID, since: syncToken, resultsLimit: resultsLimit, desiredKeys: desiredKeys)
+        return try Self.recordZoneChanges(answer, zoneID: zoneID, keyProvider: container.keyProvider)
+    }
+
+    /// The `records/changes` answer of one page, not yet read into records.
+    func recordZoneChangesAnswer(_ zoneID: ZoneID, since syncToken: String?, resultsLimit: Int?, desiredKeys: [String]? = nil) async throws -> JSON {
         var body: [String: JSON] = ["zoneID": zoneID.wire]
         if let syncToken { body["syncToken"] = .string(syncToken) }
         if let resultsLimit { body["resultsLimit"] = .int(Int64(min(max(resultsLimit, 1), 200))) }
         if let desiredKeys { body["desiredKeys"] = .array(desiredKeys.map(JSON.string)) }
-        let answer = try await call("records/changes", .object(body))
+        return try await call("records/changes", .object(body))
+    }
+
+    /// A `records/changes` answer read into a page of changes of `zoneID`.
+    static func recordZoneChanges(_ answer: JSON, zoneID: ZoneID, keyProvider: (any FieldKeyProvider)?) throws -> RecordZoneChanges {
         var changes = RecordZoneChanges(modified: [], deleted: [], syncToken: answer["syncToken"]?.string, moreComing: answer["moreComing"]?.bool ?? false)
         for entry in answer["records"]?.array ?? [] {
             if entry["deleted"]?.bool == true, let name = entry["recordName"]?.string {
                 changes.deleted.append(RecordID(recordName: name, zoneID: zoneID))
             } else {
-                changes.modified.append(try FieldSealing.open(RecordCoding.decode(entry, zoneID: zoneID), with: container.keyProvider, strict: false))
+                changes.modified.append(try FieldSealing.open(RecordCoding.decode(entry, zoneID: zoneID), with: keyProvider, strict: false))
             }
         }
         return changes

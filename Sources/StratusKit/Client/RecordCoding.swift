@@ -25,26 +25,39 @@ enum RecordCoding {
     /// one the app uses, whether or not the answer spells the zone's owner); fields of types this
     /// client does not know are left out. Sealed values land in `sealedValues`, for `FieldSealing.open`.
     static func decode(_ wire: JSON, zoneID zone: ZoneID) throws -> Record {
-        guard let name = wire["recordName"]?.string else { throw StratusKitError.invalidResponse("a record without recordName") }
-        var record = Record(recordType: wire["recordType"]?.string ?? "", recordID: RecordID(recordName: name, zoneID: zone))
-        for (field, dictionary) in wire["fields"]?.object ?? [:] {
-            if dictionary["type"]?.string == "BYTES", let text = dictionary["value"]?.string, let data = Data(base64Encoded: text),
-               dictionary["isEncrypted"]?.bool == true || FieldSealing.isSealed(data) {
-                record.sealedValues[field] = data
-            } else if let value = FieldValue(wire: dictionary) {
-                record.fields[field] = value
+        guard case .object(let members) = wire, let name = members["recordName"]?.string else {
+            throw StratusKitError.invalidResponse("a record without recordName")
+        }
+        var record = Record(recordType: members["recordType"]?.string ?? "", recordID: RecordID(recordName: name, zoneID: zone))
+        if case .object(let fields)? = members["fields"] {
+            record.fields.reserveCapacity(fields.count)
+            for (field, dictionary) in fields {
+                guard case .object(let parts) = dictionary, let type = parts["type"]?.string, let value = parts["value"] else { continue }
+                if type == "BYTES", let text = value.string, let data = Data(base64Encoded: text),
+                   parts["isEncrypted"]?.bool == true || FieldSealing.isSealed(data) {
+                    record.sealedValues[field] = data
+                } else if let value = FieldValue(type: type, value: value) {
+                    record.fields[field] = value
+                }
             }
         }
-        record.recordChangeTag = wire["recordChangeTag"]?.string
-        record.creationDate = wire["created"]?["timestamp"]?.int64
-        record.creatorUserRecordName = wire["created"]?["userRecordName"]?.string
-        record.modificationDate = wire["modified"]?["timestamp"]?.int64
-        record.lastModifiedUserRecordName = wire["modified"]?["userRecordName"]?.string
-        record.parent = wire["parent"]?["recordName"]?.string.map { Reference(recordName: $0) }
-        record.share = wire["share"]?["recordName"]?.string.map { Reference(recordName: $0) }
-        for key in ["publicPermission", "participants", "owner", "shortGUID", "url"] {
-            if let value = wire[key] { record.shareMembers[key] = value }
+        record.recordChangeTag = members["recordChangeTag"]?.string
+        if case .object(let created)? = members["created"] {
+            record.creationDate = created["timestamp"]?.int64
+            record.creatorUserRecordName = created["userRecordName"]?.string
+        }
+        if case .object(let modified)? = members["modified"] {
+            record.modificationDate = modified["timestamp"]?.int64
+            record.lastModifiedUserRecordName = modified["userRecordName"]?.string
+        }
+        record.parent = members["parent"]?["recordName"]?.string.map { Reference(recordName: $0) }
+        record.share = members["share"]?["recordName"]?.string.map { Reference(recordName: $0) }
+        for key in shareMemberNames {
+            if let value = members[key] { record.shareMembers[key] = value }
         }
         return record
     }
+
+    /// A share record's own members, kept as the wire has them.
+    static let shareMemberNames = ["publicPermission", "participants", "owner", "shortGUID", "url"]
 }

@@ -169,18 +169,6 @@ public enum FieldValue: Sendable, Hashable, Codable {
     }
 
     init?(type: String, value: JSON) {
-        if type.hasSuffix("_LIST") {
-            let element = String(type.dropLast("_LIST".count))
-            guard let items = value.array else { return nil }
-            var values: [FieldValue] = []
-            values.reserveCapacity(items.count)
-            for item in items {
-                guard let decoded = FieldValue(type: element, value: item) else { return nil }
-                values.append(decoded)
-            }
-            self = .list(elementType: element, values)
-            return
-        }
         switch type {
         case "STRING": guard let text = value.string else { return nil }; self = .string(text)
         case "INT64": guard let number = value.int64 else { return nil }; self = .int64(number)
@@ -205,7 +193,16 @@ public enum FieldValue: Sendable, Hashable, Codable {
                               referenceChecksum: value["referenceChecksum"]?.string, downloadURL: value["downloadURL"]?.string)
             asset.wrappingKey = value["wrappingKey"]?.string
             self = .asset(asset)
-        default: return nil
+        default:
+            guard type.hasSuffix("_LIST"), case .array(let items) = value else { return nil }
+            let element = String(type.dropLast("_LIST".count))
+            var values: [FieldValue] = []
+            values.reserveCapacity(items.count)
+            for item in items {
+                guard let decoded = FieldValue(type: element, value: item) else { return nil }
+                values.append(decoded)
+            }
+            self = .list(elementType: element, values)
         }
     }
 

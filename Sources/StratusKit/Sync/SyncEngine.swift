@@ -355,20 +355,39 @@ public actor StratusSyncEngine {
         }
     }
 
+    /// Fetches a zone's changes page by page: each page an event and a state update. The next
+    /// page is asked for as soon as a page's answer names its token, so the server prepares it
+    /// while this device reads the page into records and hands them over; what a page answered
+    /// (records, an expired token, a zone gone, an error) is acted on in order, as if one page were
+    /// asked for after the other.
     private func fetchZone(_ zone: ZoneID) async throws {
         await emit(.willFetchRecordZoneChanges(zone))
         var token = state.read { $0.zoneTokens[zone] }
         var failure: StratusKitError?
+        var answer = await changesAnswer(zone, since: token)
         while true {
-            let page: StratusDatabase.RecordZoneChanges
             do {
-                page = try await account { try await database.recordZoneChanges(zone, since: token, resultsLimit: configuration.resultsLimit) }
+                let json = try await account { try answer.get() }
+                let moreComing = json["moreComing"]?.bool ?? false
+                async let next = changesAnswer(zone, since: json["syncToken"]?.string, when: moreComing)
+                let page = try StratusDatabase.recordZoneChanges(json, zoneID: zone, keyProvider: database.container.keyProvider)
+                if !page.modified.isEmpty || !page.deleted.isEmpty {
+                    await emit(.fetchedRecordZoneChanges(modifications: page.modified, deletions: page.deleted))
+                }
+                token = page.syncToken
+                state.write { snapshot in
+                    snapshot.zoneTokens[zone] = page.syncToken
+                    if !page.moreComing { snapshot.zonesToRefetch.removeAll { $0 == zone } }
+                }
+                await emit(.stateUpdate(state.serialization))
+                guard let following = await next else { break }
+                answer = following
             } catch let error as StratusKitError where error.code == .changeTokenExpired && token != nil {
                 token = nil
                 state.write { $0.zoneTokens[zone] = nil }
                 await emit(.zoneReset(zone))
                 await emit(.stateUpdate(state.serialization))
-                continue
+                answer = await changesAnswer(zone, since: nil)
             } catch let error as StratusKitError where error.code == .zoneNotFound || (error.code == .accessDenied && database.scope == .shared) {
                 // Deleted, or no longer shared with the user, since the database's changes said otherwise.
                 state.write { snapshot in
@@ -384,18 +403,22 @@ public actor StratusSyncEngine {
                 await emit(.didFetchRecordZoneChanges(zone, error: error))
                 throw error
             }
-            if !page.modified.isEmpty || !page.deleted.isEmpty {
-                await emit(.fetchedRecordZoneChanges(modifications: page.modified, deletions: page.deleted))
-            }
-            token = page.syncToken
-            state.write { snapshot in
-                snapshot.zoneTokens[zone] = page.syncToken
-                if !page.moreComing { snapshot.zonesToRefetch.removeAll { $0 == zone } }
-            }
-            await emit(.stateUpdate(state.serialization))
-            if !page.moreComing { break }
         }
         await emit(.didFetchRecordZoneChanges(zone, error: failure))
+    }
+
+    /// One page's `records/changes` answer, or why there is none.
+    private nonisolated func changesAnswer(_ zone: ZoneID, since token: String?) async -> Result<JSON, any Error> {
+        do {
+            return .success(try await database.recordZoneChangesAnswer(zone, since: token, resultsLimit: configuration.resultsLimit))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The next page's answer when there is one (`wanted`).
+    private nonisolated func changesAnswer(_ zone: ZoneID, since token: String?, when wanted: Bool) async -> Result<JSON, any Error>? {
+        wanted ? await changesAnswer(zone, since: token) : nil
     }
 
     /// Sends the pending changes: zones first, then records in the batches the delegate hands,

@@ -68,6 +68,35 @@ final class StratusKitEngineTests: XCTestCase {
         }
     }
 
+    func testAZoneOfManyPagesArrivesPageByPageInOrderEachWithItsToken() async throws {
+        try await KitStack.with { fixture, port, _ in
+            let database = KitStack.container(fixture, port: port, user: "_pages").privateCloudDatabase
+            _ = try await database.modifyZones(saving: [Zone(zoneID: Self.notes)])
+            let saved = (0..<7).map { Record(recordType: "Note", recordID: RecordID(recordName: "r\($0)", zoneID: Self.notes), fields: ["text": .string("t\($0)")]) }
+            _ = try await database.modifyRecords(saving: saved, zoneID: Self.notes)
+            let device = SyncDevice(name: "a", acknowledged: nil)
+            try device.launch(database, resultsLimit: 2)
+            try await device.engine.fetchChanges()
+            // The next page is asked for while one is handed over; the app still hears each page,
+            // then its state (with the page's token), in order, and the zone's end once.
+            let zoneEvents = device.eventNames.drop { $0 != "willFetchRecordZoneChanges" }
+            XCTAssertEqual(Array(zoneEvents), ["willFetchRecordZoneChanges"] + Array(repeating: ["fetchedRecordZoneChanges", "stateUpdate"], count: 4).flatMap { $0 }
+                + ["didFetchRecordZoneChanges", "didFetchChanges"])
+            XCTAssertEqual(device.records.mapValues { $0.fields["text"] }, Dictionary(uniqueKeysWithValues: saved.map { ($0.recordID, $0.fields["text"]) }))
+            let token = try XCTUnwrap(device.engine.state.read { $0.zoneTokens[Self.notes] })
+            XCTAssertEqual(device.locked { $0.persisted }, device.engine.state.serialization, "the last state handed over is the engine's")
+            XCTAssertTrue(device.engine.state.read(\.zonesToRefetch).isEmpty)
+            // From that token: only what changed since.
+            let next = Record(recordType: "Note", recordID: RecordID(recordName: "r7", zoneID: Self.notes), fields: ["text": "t7"])
+            _ = try await database.modifyRecords(saving: [next], zoneID: Self.notes)
+            let since = try await database.recordZoneChanges(Self.notes, since: token)
+            XCTAssertEqual(since.modified.map(\.recordID), [next.recordID])
+            try await device.engine.fetchChanges()
+            XCTAssertEqual(device.records.count, 8)
+            XCTAssertEqual(device.eventNames.filter { $0 == "fetchedRecordZoneChanges" }.count, 5, "one page more, of the one record")
+        }
+    }
+
     func testAZoneDeletedOnAnotherDeviceGoesWithItsPendingChanges() async throws {
         try await KitStack.with { fixture, port, _ in
             let database = KitStack.container(fixture, port: port, user: "_zonegone").privateCloudDatabase

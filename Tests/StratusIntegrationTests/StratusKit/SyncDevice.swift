@@ -46,9 +46,10 @@ final class SyncDevice: StratusSyncEngineDelegate, @unchecked Sendable {
     var accounts: [StratusSyncEngine.AccountChange] { lock.lock(); defer { lock.unlock() }; return accountChanges }
 
     /// A new engine (a new process) from what this device persisted last.
-    func launch(_ database: StratusDatabase, courier: StratusSyncEngine.CourierMode = .none) throws {
+    func launch(_ database: StratusDatabase, courier: StratusSyncEngine.CourierMode = .none, resultsLimit: Int? = nil) throws {
         var configuration = StratusSyncEngine.Configuration(database: database, stateSerialization: locked { $0.persisted }, delegate: self)
         configuration.courier = courier
+        configuration.resultsLimit = resultsLimit
         configuration.longPollTimeout = 5
         configuration.sendDebounce = .milliseconds(10)
         engine = try StratusSyncEngine(configuration)
