@@ -117,12 +117,18 @@ final class JSONValueDecoderTests: XCTestCase {
             "",
             " ",
             #"{"operations":[]} x"#,
-            #"{"operations":[1,]}"#,
-            #"{"operations":"\ud800"}"#,
             #"{"operations":[],"score":1E400}"#,
             String(repeating: "[", count: 600) + String(repeating: "]", count: 600),
         ]
         for text in texts { assertSame(Request.self, text) }
+        // A text that is no JSON is refused whole: JSONDecoder, which reads lazily, may name a
+        // member it mistyped before it reaches the fault.
+        for text in [#"{"operations":[1,]}"#, #"{"operations":"\ud800"}"#] {
+            XCTAssertThrowsError(try JSONDecoder().decode(Request.self, from: Data(text.utf8)))
+            XCTAssertThrowsError(try JSONValueDecoder.decode(Request.self, from: Data(text.utf8))) { error in
+                XCTAssertEqual(Self.describe(error), "dataCorrupted at ", text)
+            }
+        }
         assertSame([String: JSONValue].self, #"{"a":1.0,"b":[1,2.0,3.5],"c":{"d":1e2}}"#)
         assertSame(JSONValue.self, #"[0.1e1, 4503599627370496.0, 123456789012345678901234567890, -9223372036854775808, "s", {}]"#)
     }
