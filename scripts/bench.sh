@@ -24,7 +24,8 @@
 #                          URL is printed) until the file named in the log is removed
 #   STRATUS_BUILD          release (default) or debug
 #   STRATUS_BENCH_BIN      a folder with the stack's binaries to measure instead of this build's
-#                          (stratus, stratus-api, the workers; e.g. an earlier commit's, for an A/B);
+#                          (stratus, stratus-api, the workers; e.g. an earlier commit's, for an A/B;
+#                          then only the load generator, stratus-bench, is built here);
 #                          a migrations/ folder beside them is migrated instead of this tree's
 #   STRATUS_LOG_LEVEL      of every process (default: warning for the API, whose request logs cost
 #                          CPU, and info, a deployment's default, for the workers)
@@ -50,7 +51,10 @@ CONTAINER="iCloud.dev.stratus.bench"
 ensure_swift_on_path || die "swift is not on PATH"
 log "building ($BUILD)"
 swift build -c "$BUILD" --product stratus-bench
-swift build -c "$BUILD"
+# With STRATUS_BENCH_BIN the stack's binaries come from there: only the load generator is built.
+if [[ -z "${STRATUS_BENCH_BIN:-}" ]]; then
+    swift build -c "$BUILD"
+fi
 BIN="$(swift build -c "$BUILD" --show-bin-path)"
 BENCH_BIN="$BIN"
 if [[ -n "${STRATUS_BENCH_BIN:-}" ]]; then

@@ -60,21 +60,33 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         var commands: [RecordStore.Command] = []
         // By exact bytes: canonically equivalent names are distinct records.
         var names = Set<ExactName>()
+        var storeLimits = RecordStore.Limits()
+        storeLimits.maxRecordBytes = limits.maxRecordBytes
+        storeLimits.maxEventBytes = limits.maxEventBytes
+        storeLimits.userQuotaBytes = caller.limits.userQuota(default: limits.userQuotaBytes)
         for (index, operation) in parsed.operations.enumerated() {
             guard let type = RecordOperationType(rawValue: operation.operationType) else {
                 throw StratusError(.badRequest, "operations[\(index)]: unknown operationType '\(operation.operationType.prefix(64))'; use one of \(RecordOperationType.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             try ClientText.check(names: operation.desiredKeys, "operations[\(index)].desiredKeys", limit: limits.maxNames)
+            // A record whose fields as sent cannot fit its limit is refused before they are decoded.
+            let leastBytes = type.isDelete ? 0 : WriteLimits.leastRecordBytes(sent: operation.record.fields ?? [:], stop: storeLimits.maxRecordBytes)
             let input: RecordInput
             do {
-                input = try RecordWire.input(operation.record, operation: type, zone: zone)
+                input = try RecordWire.input(operation.record, operation: type, zone: zone, decodingFields: leastBytes <= storeLimits.maxRecordBytes)
             } catch {
                 throw StratusError(error.code, "operations[\(index)]: \(error.reason)")
             }
             guard names.insert(ExactName(input.recordName)).inserted else {
                 throw StratusError(.badRequest, "Record '\(ClientText.excerpt(input.recordName))' appears in more than one operation; send one operation per record")
             }
-            commands.append(RecordStore.Command(type: type, input: input))
+            var refusal: StratusError?
+            do {
+                try storeLimits.checkSentRecord(input.recordName, leastBytes: leastBytes)
+            } catch {
+                refusal = error
+            }
+            commands.append(RecordStore.Command(type: type, input: input, refusal: refusal))
         }
         // Default zones cannot be atomic (no zone-wide transaction); custom zones are atomic unless told otherwise.
         commands = try await assets.bind(commands, zone: zone, database: database, logger: context.logger)
@@ -83,10 +95,6 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         let atomic = !zone.isDefaultZone && (parsed.atomic ?? true)
         let deviceID = try DeviceHeader.deviceID(request)
         let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName, deviceID: deviceID)
-        var storeLimits = RecordStore.Limits()
-        storeLimits.maxRecordBytes = limits.maxRecordBytes
-        storeLimits.maxEventBytes = limits.maxEventBytes
-        storeLimits.userQuotaBytes = caller.limits.userQuota(default: limits.userQuotaBytes)
         let outcomes = try await records.modify(
             commands, zone: zone, in: database, atomic: atomic, causation: causation, deviceID: deviceID, limits: storeLimits, sharedWith: target.participant,
             logger: context.logger)

@@ -46,8 +46,11 @@ struct WireRecordInput: Decodable {
 /// Turns wire records into checked `RecordInput`s and stored records into wire dictionaries.
 enum RecordWire {
     /// Checks and converts one operation's record. References must stay within `zone`.
+    /// `decodingFields` false: the fields are left out unread (a record refused for its size before
+    /// they are decoded, `WriteLimits.checkSentRecord`).
     static func input(
-        _ wire: WireRecordInput, operation: RecordOperationType, zone: ZoneID, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
+        _ wire: WireRecordInput, operation: RecordOperationType, zone: ZoneID, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000),
+        decodingFields: Bool = true
     ) throws(StratusError) -> RecordInput {
         let recordName: String
         if let name = wire.recordName {
@@ -62,7 +65,7 @@ enum RecordWire {
         if let type = wire.recordType { try Record.validate(recordType: type) }
         var fields: [String: FieldValue] = [:]
         var removed: Set<String> = []
-        if operation.isDelete == false {
+        if operation.isDelete == false, decodingFields {
             for (name, json) in wire.fields ?? [:] {
                 try Record.validate(fieldName: name)
                 if FieldCoding.isRemoval(json) {

@@ -159,6 +159,13 @@ struct CloudKitClient: Sendable {
         return (status, (try? JSONParser.parse(Array(buffer.readableBytesView))) ?? .null)
     }
 
+    /// POSTs the bytes of a body as they are (hostile.cpu's, which no JSON writer would make) to
+    /// `operation` of the user's private database; a reply that is not JSON reads as null.
+    func postBytes(_ operation: String, _ bytes: [UInt8]) async throws -> (status: Int, body: JSONValue) {
+        let (status, buffer, _) = try await send(path: "private/\(operation)", bytes: bytes)
+        return (status, (try? JSONParser.parse(Array(buffer.readableBytesView))) ?? .null)
+    }
+
     /// POSTs `body` to `operation` of the user's private database and reads the whole reply as a
     /// `JSONValue` (every record parsed, as a client must) without turning it into Foundation
     /// values; fails unless the reply is 200 without an error, its own or a record's. For the sync

@@ -28,13 +28,22 @@ extension BenchSuite {
         let writers = Self.isolationWriters
         let shared = zone("Shared")
         let ownZones = (0..<writers).map { zone("Own\($0)") }
-        try await client.createZones([shared] + ownZones)
+        return try await oneZoneThenZones(client, names: ("isolation.onezone.c\(writers)", "isolation.zones.c\(writers)"), writers: "\(writers) writers",
+                                          concurrency: writers, shared: shared, own: ownZones)
+    }
+
+    /// Creates by `concurrency` clients, all in `shared`, then each in a zone of `own`: the two
+    /// results, named `names`.
+    func oneZoneThenZones(
+        _ client: CloudKitClient, names: (String, String), writers: String, concurrency: Int, shared: String, own: [String]
+    ) async throws -> [ScenarioResult] {
+        try await client.createZones([shared] + own)
         var results: [ScenarioResult] = []
         // Per client, its zone: the shared one, then a zone each.
-        for (name, zones, place) in [("isolation.onezone.c\(writers)", [shared], "one zone"), ("isolation.zones.c\(writers)", ownZones, "a zone each")] {
+        for (name, zones, place) in [(names.0, [shared], "one zone"), (names.1, own, "a zone each")] {
             try await settle(client)
             results.append(await creates(
-                client, name: name, operation: "records/modify, one create, \(writers) writers in \(place)", concurrency: writers, zones: zones))
+                client, name: name, operation: "records/modify, one create, \(writers) in \(place)", concurrency: concurrency, zones: zones))
         }
         return results
     }
@@ -55,5 +64,18 @@ extension BenchSuite {
         return await creates(
             client, name: name, operation: "records/modify, one create, \(writers) users each in a zone of their own", concurrency: writers,
             zones: [zone], signIns: signIns)
+    }
+
+    /// 1. Single-record creates by `settings.concurrency` clients of one user (the suite's): all in
+    /// one zone, then each in a zone of its own. Zones of one user share the user's rows (its quota
+    /// total, its database's change history) but no zone lock, so the second should be the faster
+    /// (issue 49's goal: at least 1.5×; `ratioToOneZone` on the second).
+    func createOneUser(_ client: CloudKitClient) async throws -> [ScenarioResult] {
+        let writers = settings.concurrency
+        var results = try await oneZoneThenZones(
+            client, names: ("create.c\(writers).onezone-user", "create.c\(writers).zones-user"), writers: "\(writers) clients of one user",
+            concurrency: writers, shared: zone("UserOne"), own: (0..<writers).map { zone("User\($0)") })
+        if results[0].perSecond > 0 { results[1].figures["ratioToOneZone"] = results[1].perSecond / results[0].perSecond }
+        return results
     }
 }

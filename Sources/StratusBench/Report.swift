@@ -64,14 +64,15 @@ public struct BenchSettings: Codable, Sendable {
     /// The retention window storage.churn prunes with, in seconds (0: every event all readers passed).
     public var churnWindowSeconds: Double = 0
     /// Only these scenario groups (idle, write, limit, isolation, rmw, batch, changes, query, lag,
-    /// notify, share, asset, gc, rebuild, sdk, storage, scale); nil: all but storage and scale.
+    /// notify, share, asset, gc, rebuild, sdk, storage, hostile, scale); nil: all but storage,
+    /// hostile and scale, which run only when named.
     public var groups: [String]?
 
     /// The full run's defaults.
     public init() {}
 
-    /// Whether `group` runs: the scale run only when named.
-    func runs(_ group: String) -> Bool { groups?.contains(group) ?? (group != "scale" && group != "storage") }
+    /// Whether `group` runs: the scale run, storage.churn and hostile.cpu only when named.
+    func runs(_ group: String) -> Bool { groups?.contains(group) ?? !["scale", "storage", "hostile"].contains(group) }
 }
 
 /// One scenario's measurements.

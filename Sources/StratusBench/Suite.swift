@@ -98,6 +98,7 @@ public struct BenchSuite: Sendable {
                 record(try await create(client, concurrency: concurrency))
             }
             if let result = try await createInOwnZones(client) { record(result) }
+            for result in try await createOneUser(client) { record(result) }
         }
         if settings.runs("limit") {
             try await limit.prepare(writers: many)
@@ -176,6 +177,9 @@ public struct BenchSuite: Sendable {
         }
         if settings.runs("sdk") {
             for result in try await sdk(measured: results) { record(result) }
+        }
+        if settings.runs("hostile") {
+            for result in try await hostile(client) { record(result) }
         }
         if settings.runs("storage") {
             try await settle(client)

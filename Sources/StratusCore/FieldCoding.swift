@@ -37,6 +37,7 @@ public enum FieldCoding {
                 throw mismatch(name, type, value)
             }
             var decoded: [FieldValue] = []
+            decoded.reserveCapacity(elements.count)
             for element in elements { decoded.append(try scalar(field: name, element, as: type.base, listType: type)) }
             return .list(type.base, decoded)
         }

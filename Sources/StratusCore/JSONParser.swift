@@ -24,9 +24,20 @@ public enum JSONParser {
         return try result.get()
     }
 
+    /// How a text is read into values.
+    public enum Reading: Sendable {
+        /// A number with a fraction or an exponent is a double, and a repeated member name's last
+        /// value counts: for text PostgreSQL wrote, where a stored double's `1.0` stays a double.
+        case exact
+        /// As `JSONDecoder` reads a request's values (`JSONValueDecoder`): a number with a fraction
+        /// or an exponent that is a whole number below 2^53 is an integer (`1.0`, `1e2`, `1e-400`),
+        /// and a repeated member name's first value counts.
+        case request
+    }
+
     /// Reads one JSON value from UTF-8 bytes.
-    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(Failure) -> JSONValue {
-        var reader = Reader(bytes: bytes)
+    public static func parse(_ bytes: UnsafeBufferPointer<UInt8>, reading: Reading = .exact) throws(Failure) -> JSONValue {
+        var reader = Reader(bytes: bytes, request: reading == .request)
         reader.skipWhitespace()
         let value = try reader.value(depth: 0)
         reader.skipWhitespace()
@@ -35,15 +46,20 @@ public enum JSONParser {
     }
 
     /// Reads one JSON value from UTF-8 bytes.
-    public static func parse(_ bytes: [UInt8]) throws(Failure) -> JSONValue {
-        try bytes.withUnsafeBufferPointer { (buffer) throws(Failure) -> JSONValue in try parse(buffer) }
+    public static func parse(_ bytes: [UInt8], reading: Reading = .exact) throws(Failure) -> JSONValue {
+        try bytes.withUnsafeBufferPointer { (buffer) throws(Failure) -> JSONValue in try parse(buffer, reading: reading) }
     }
 
     private struct Reader {
         let bytes: UnsafeBufferPointer<UInt8>
+        /// `Reading.request`.
+        let request: Bool
         var offset = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+        init(bytes: UnsafeBufferPointer<UInt8>, request: Bool) {
+            self.bytes = bytes
+            self.request = request
+        }
 
         func failure(_ reason: String) -> Failure { Failure(offset: offset, reason: reason) }
 
@@ -98,7 +114,8 @@ public enum JSONParser {
                 guard offset < bytes.count, bytes[offset] == UInt8(ascii: ":") else { throw failure("expected ':' after a member name") }
                 offset += 1
                 skipWhitespace()
-                members[key] = try value(depth: depth)
+                let member = try value(depth: depth)
+                if !request || members.index(forKey: key) == nil { members[key] = member }
                 skipWhitespace()
                 guard offset < bytes.count else { throw failure("the text ends inside an object") }
                 if bytes[offset] == UInt8(ascii: ",") {
@@ -296,6 +313,9 @@ public enum JSONParser {
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<offset]), as: UTF8.self)
             if integral, let value = Int64(text) { return .int(value) }
             guard let value = Double(text), value.isFinite else { throw Failure(offset: start, reason: "a number beyond a double's range") }
+            // JSONDecoder reads such a number as an integer when its double is one below 2^53
+            // (beyond, it reads the text again as a decimal; here it stays a double).
+            if request, value.magnitude < 9_007_199_254_740_992, let exact = Int64(exactly: value) { return .int(exact) }
             return .double(value)
         }
 

@@ -19,10 +19,14 @@ public struct RecordStore: Sendable {
     public struct Command: Sendable, Hashable {
         public var type: RecordOperationType
         public var input: RecordInput
+        /// The operation's failure, decided before its values were decoded (a record that cannot
+        /// fit its limit: `WriteLimits.checkSentRecord`); reported in the operation's place.
+        public var refusal: StratusError?
         /// Creates a command.
-        public init(type: RecordOperationType, input: RecordInput) {
+        public init(type: RecordOperationType, input: RecordInput, refusal: StratusError? = nil) {
             self.type = type
             self.input = input
+            self.refusal = refusal
         }
     }
 
@@ -92,6 +96,10 @@ public struct RecordStore: Sendable {
         }
         var outcomes: [Result<Outcome, Failure>] = []
         for command in commands {
+            if let refusal = command.refusal {
+                outcomes.append(.failure(Failure(error: refusal)))
+                continue
+            }
             do {
                 let outcome = try await SchemaGrowth.holdingLocks { schemaLocks in
                     let context = request.holding(schemaLocks)
@@ -353,6 +361,7 @@ struct ZoneWriter {
     var zoneKey: ZoneKey { context.zoneKey }
 
     mutating func apply(_ command: RecordStore.Command, in transaction: Transaction) async throws -> RecordStore.Outcome {
+        if let refusal = command.refusal { throw RecordStore.Failure(error: refusal) }
         let input = command.input
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         var current = try await load(input.recordName, in: transaction)

@@ -60,7 +60,7 @@ struct BenchCommand: AsyncParsableCommand {
     var churnRecords: Int?
     @Option(help: "Times storage.churn updates each record.")
     var churnUpdates = 10
-    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild, sdk, storage (run only when named), scale.")
+    @Option(help: "Only these scenario groups, comma-separated: idle, write, limit, isolation, rmw, batch, changes, query, lag, notify, share, asset, gc, rebuild, sdk, storage and hostile (each run only when named), scale.")
     var only: String?
     @Flag(help: "The scale run instead of the suite (with --only: besides those groups): --scale-records over --scale-zones, measured at a hundredth, a tenth and all of them.")
     var scale = false

@@ -241,6 +241,60 @@ final class WritePlanTests: XCTestCase {
         }
     }
 
+    /// The size counted from a record's fields as sent, before they are decoded, is never more than
+    /// what the decoded fields are stored as: it refuses only records `checkRecord` would refuse.
+    func testTheLeastSizeOfSentFieldsNeverPassesTheStoredSize() throws {
+        let samples: [String: JSONValue] = [
+            "s": .object(["value": .string("héllo \"quoted\" / slash")]),
+            "typed": .object(["value": .string("x"), "type": .string("STRING")]),
+            "i": .object(["value": .int(-1234567)]),
+            "iFromText": .object(["value": .string("000000000000000007"), "type": .string("INT64")]),
+            "d": .object(["value": .double(1.5)]),
+            "dWhole": .object(["value": .int(3), "type": .string("DOUBLE")]),
+            "t": .object(["value": .int(1_700_000_000_000), "type": .string("TIMESTAMP")]),
+            "b": .object(["value": .string("AAAA"), "type": .string("BYTES")]),
+            "r": .object(["value": .object(["recordName": .string("target"), "action": .string("DELETE_SELF")]), "type": .string("REFERENCE")]),
+            "rUntyped": .object(["value": .object(["recordName": .string("t2")])]),
+            "loc": .object(["value": .object(["latitude": .int(1), "longitude": .double(2.5)]), "type": .string("LOCATION")]),
+            "asset": .object(["value": .object(["fileChecksum": .string("abc"), "size": .int(1)]), "type": .string("ASSETID")]),
+            "il": .object(["value": .array([.int(1), .int(22), .int(-3)]), "type": .string("INT64_LIST")]),
+            "mixed": .object(["value": .array([.int(1), .double(0.5)])]),
+            "sl": .object(["value": .array([.string("a"), .string(""), .string("ünï")])]),
+            "rl": .object(["value": .array([.object(["recordName": .string("x")])]), "type": .string("REFERENCE_LIST")]),
+            "empty": .object(["value": .array([]), "type": .string("STRING_LIST")]),
+            "removed": .object([:]),
+        ]
+        // Each field alone, and all together.
+        var cases = samples.map { [$0.key: $0.value] }
+        cases.append(samples)
+        for fields in cases {
+            var decoded: [String: FieldValue] = [:]
+            for (name, json) in fields where !FieldCoding.isRemoval(json) { decoded[name] = try FieldCoding.decode(field: name, json) }
+            let stored = EventCoding.encode(decoded).count
+            let least = WriteLimits.leastRecordBytes(sent: fields)
+            XCTAssertLessThanOrEqual(least, stored, "\(fields.keys.sorted())")
+            XCTAssertGreaterThan(least, 0)
+        }
+    }
+
+    /// A list far over the limit is counted only until the count passes the limit, and refused.
+    func testASentRecordThatCannotFitIsRefusedBeforeItsValuesAreDecoded() {
+        var limits = WriteLimits()
+        limits.maxRecordBytes = 1_000
+        let list: [String: JSONValue] = ["l": .object(["value": .array(Array(repeating: .int(1), count: 100_000)), "type": .string("INT64_LIST")])]
+        let least = WriteLimits.leastRecordBytes(sent: list, stop: limits.maxRecordBytes)
+        XCTAssertGreaterThan(least, 1_000)
+        let full = WriteLimits.leastRecordBytes(sent: list)
+        XCTAssertEqual(full, 1 + (1 + 5 + 24) + (1 + 2 * 100_000), "every element and its comma, the field")
+        XCTAssertLessThanOrEqual(least, full, "the count stops once past the limit (the commas count at once)")
+        XCTAssertEqual(
+            refusal { try limits.checkSentRecord("n1", leastBytes: least) },
+            StratusError(.limitExceeded, "Record 'n1' is at least \(least) bytes; the limit is 1000"))
+        XCTAssertNil(refusal { try limits.checkSentRecord("n1", leastBytes: 1_000) })
+        let text: [String: JSONValue] = ["s": .object(["value": .string(String(repeating: "a", count: 2_000))])]
+        XCTAssertGreaterThan(WriteLimits.leastRecordBytes(sent: text), 2_000, "an untyped string is a STRING, stored as sent")
+    }
+
     func testAnEventTooLargeWithThePreviousValuesIsMadeWithoutThemAndRefusedOnlyIfStillTooLarge() throws {
         let database = DatabaseID(container: "c", environment: .development, scope: .private, owner: "_alice")
         let zone = ZoneID(zoneName: "Z", ownerRecordName: "_alice")

@@ -336,6 +336,47 @@ final class HostileInputTests: XCTestCase {
         }
     }
 
+    /// A record whose fields as sent cannot fit the record limit (1 MB) is refused with
+    /// LIMIT_EXCEEDED in its operation's place before its values are decoded: a list of 600,000
+    /// integers ending in a string, which decoding would refuse as BAD_REQUEST, is refused for its
+    /// size. The other record of the request is saved; in an atomic request nothing is; no refused
+    /// record is stored or makes an event.
+    func testARecordOverItsLimitIsRefusedBeforeItsValuesAreDecoded() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await Self.createZone(client, fixture, "Z")
+            let eventsBefore = try await Self.eventCount(fixture.store)
+            let huge = #"{"operationType": "create", "record": {"recordName": "huge", "recordType": "Note", "fields": {"#
+                + #""n": {"type": "INT64_LIST", "value": [1"# + String(repeating: ",1", count: 600_000) + #", "x"]}}}}"#
+            let small = #"{"operationType": "create", "record": {"recordName": "small", "recordType": "Note", "fields": {"n": {"value": 1}}}}"#
+            let (status, reply) = try await Self.send(client, fixture.path("records/modify"), #"""
+                {"zoneID": {"zoneName": "Z"}, "atomic": false, "operations": [\#(huge), \#(small)]}
+                """#)
+            XCTAssertEqual(status, 200, "\(reply)")
+            let records = reply["records"] as? [Body] ?? []
+            XCTAssertEqual(records.count, 2)
+            XCTAssertEqual(records.first?["serverErrorCode"] as? String, "LIMIT_EXCEEDED", "\(records.first ?? [:])")
+            XCTAssertEqual(records.first?["recordName"] as? String, "huge")
+            let reason = records.first?["reason"] as? String ?? ""
+            XCTAssertTrue(reason.contains("'huge' is at least") && reason.contains("the limit is 1000000"), reason)
+            XCTAssertEqual(records.last?["recordName"] as? String, "small")
+            XCTAssertNil(records.last?["serverErrorCode"])
+
+            let (atomicStatus, atomicReply) = try await Self.send(client, fixture.path("records/modify"), #"""
+                {"zoneID": {"zoneName": "Z"}, "atomic": true, "operations": [\#(small.replacingOccurrences(of: "small", with: "other")), \#(huge)]}
+                """#)
+            XCTAssertEqual(atomicStatus, 200, "\(atomicReply)")
+            let atomic = atomicReply["records"] as? [Body] ?? []
+            XCTAssertEqual(atomic.map { $0["serverErrorCode"] as? String }, ["ATOMIC_ERROR", "LIMIT_EXCEEDED"], "\(atomic)")
+
+            let looked = try await RecordAPITests.lookup(client, fixture, zone: "Z", ["huge", "other", "small"])
+            XCTAssertEqual(looked.map { $0["serverErrorCode"] as? String }, ["NOT_FOUND", "NOT_FOUND", nil], "\(looked)")
+            let events = try await EventLog(store: fixture.store).events(after: 0, limit: 100_000, logger: TestSupport.logger).dropFirst(eventsBefore)
+            XCTAssertTrue(events.contains { $0.payloadMentions(Data(#""small""#.utf8)) }, "the small record made its event")
+            XCTAssertFalse(events.contains { $0.payloadMentions(Data(#""huge""#.utf8)) || $0.payloadMentions(Data(#""other""#.utf8)) },
+                           "no refused record made an event")
+        }
+    }
+
     // MARK: 7. exact names
 
     /// Canonically equivalent names (NFC "é" and NFD "e" + U+0301, "K" and the Kelvin sign) are equal

@@ -22,6 +22,60 @@ public struct WriteLimits: Sendable, Hashable {
         }
     }
 
+    /// The fewest bytes a record's fields as sent (`fields` of a `records/modify` record, not yet
+    /// decoded) can come to once stored, counted from the parsed text in one pass, without
+    /// decoding a value: a number or another string at least one byte, a string of a STRING field
+    /// its UTF-8 and quotes, a reference its record name, a list its elements and commas, a field its name, the
+    /// shortest type name and its dictionary. The count stops once it passes `stop`.
+    /// `checkRecord` measures what the write stores; this lets a record that cannot fit be refused
+    /// before its values are decoded (docs/benchmarks.md, "Hostile bodies").
+    public static func leastRecordBytes(sent fields: [String: JSONValue], stop: Int = .max) -> Int {
+        // `{}`, and per field `"name":{"type":"INT64","value":…}` with the shortest type name and a
+        // comma (one fewer than the fields: `{` and `}` count one).
+        var total = 1
+        let shortestType = FieldType.Base.allCases.map(\.rawValue.utf8.count).min() ?? 1
+        for (name, field) in fields where !FieldCoding.isRemoval(field) {
+            guard total <= stop else { return total }
+            total += name.utf8.count + shortestType + 24
+            guard case .object(let members) = field, let value = members["value"] else { continue }
+            let type = members["type"].map { $0.stringValue.flatMap(FieldType.init(rawValue:)) } ?? (try? FieldCoding.infer(field: name, value))
+            total += leastBytes(value, base: type?.base, stop: stop - total)
+        }
+        return total
+    }
+
+    /// The fewest bytes `value` is stored as in a field of type `base` (nil: not known, so a string
+    /// counts only its quotes); at least `stop` once it passes it.
+    private static func leastBytes(_ value: JSONValue, base: FieldType.Base?, stop: Int) -> Int {
+        switch value {
+        case .array(let elements):
+            var total = 1 + elements.count
+            for element in elements {
+                guard total <= stop else { return total }
+                total += leastBytes(element, base: base, stop: stop - total)
+            }
+            return total
+        case .string(let text):
+            // Only a STRING's text is stored as sent (escapes only lengthen it); INT64 and DOUBLE
+            // from strings become numbers (one digit at the least), BYTES is written again as base64.
+            return base == .string ? text.utf8.count + 2 : 1
+        case .object(let members):
+            // A reference: `{"action":"NONE","recordName":"…"}`; anything else at least `{}`.
+            guard base == .reference, case .string(let name)? = members["recordName"] else { return 2 }
+            return name.utf8.count + 33
+        case .null, .bool, .int, .double:
+            return 1
+        }
+    }
+
+    /// Refuses a record whose fields as sent (`leastRecordBytes`) cannot fit in `maxRecordBytes`,
+    /// before its values are decoded: LIMIT_EXCEEDED, as `checkRecord` refuses it.
+    public func checkSentRecord(_ recordName: String, leastBytes: Int) throws(StratusError) {
+        guard leastBytes <= maxRecordBytes else {
+            throw StratusError(.limitExceeded, "Record '\(ClientText.excerpt(recordName))' is at least \(leastBytes) bytes; the limit is \(maxRecordBytes)")
+        }
+    }
+
     /// The `record.saved` event of a save, within `maxEventBytes`. The previous values (`before`)
     /// are a convenience for workers, which can look them up: an event too large with them is made
     /// without them, never refused for them. Refuses a record whose event is too large even so.
