@@ -88,7 +88,7 @@ final class BenchTests: XCTestCase {
         settings.shareSamples = 2
         try await runSuite(settings, processes: { _ in [WatchedProcess(name: "tests", pid: getpid())] }) { report, store in
             let expected = [
-                "create.c1", "create.c4", "create.c4.zones", "limit.create.c1", "limit.create.c4", "limit.create.c4.zones", "limit.batch200.c1",
+                "create.c1", "create.c4", "create.c4.zones", "create.c4.onezone-user", "create.c4.zones-user", "limit.create.c1", "limit.create.c4", "limit.create.c4.zones", "limit.batch200.c1",
                 "update.c1", "update.c4", "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1",
                 "changes.450", "sync.450", "limit.sync.450", "sync.450.max", "limit.sync.450.max",
                 "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout",
@@ -103,6 +103,8 @@ final class BenchTests: XCTestCase {
                 XCTAssertGreaterThan(scenario.p50, 0, scenario.name)
                 XCTAssertLessThanOrEqual(scenario.p50, scenario.p99, scenario.name)
             }
+            // One user's writers each in a zone of their own against all in one zone: the ratio is reported.
+            XCTAssertGreaterThan(report.scenario("create.c4.zones-user")?.figures["ratioToOneZone"] ?? 0, 0)
             let rmw = try XCTUnwrap(report.scenario("rmw.c4"))
             XCTAssertEqual(rmw.figures["lostUpdates"], 0)
             XCTAssertGreaterThan(rmw.figures["acknowledged"] ?? 0, 0)
