@@ -8,12 +8,13 @@ Here the tests named in the durations file (scripts/test-durations.txt: the last
 slowest, seconds first) start first, longest first, and the rest fill in around them.
 
     parallel-tests.py BUNDLE --workers N [--tests FILE] [--only REGEX] [--skip REGEX]... [--durations FILE]
-                      [--record FILE] [--xunit FILE] [--timeout SECONDS]
+                      [--record FILE] [--timeout SECONDS]
 
 Prints one line a test as it ends, the whole output of every failed test, and exits non-zero when
 any test failed, crashed or ran past --timeout (its process group is killed).
 """
 import argparse
+import collections
 import os
 import re
 import signal
@@ -22,7 +23,10 @@ import sys
 import tempfile
 import threading
 import time
-from xml.sax.saxutils import quoteattr
+
+
+# One test's end: its name, wall seconds, whether it passed, its output, and its process's CPU seconds.
+Result = collections.namedtuple("Result", "name seconds passed output cpu")
 
 
 def log(message):
@@ -58,7 +62,7 @@ class Run:
         self.pending = list(tests)
         self.arguments = arguments
         self.lock = threading.Lock()
-        self.results = []  # (name, seconds, passed, output, CPU seconds of the test's process)
+        self.results = []  # Result
         self.total = len(tests)
 
     def next_test(self):
@@ -96,7 +100,7 @@ class Run:
         elif status < 0:
             text += f"\n[stratus] ended by signal {-status}\n"
         with self.lock:
-            self.results.append((name, seconds, passed, text, cpu))
+            self.results.append(Result(name, seconds, passed, text, cpu))
             done = len(self.results)
             log(f"[{done}/{self.total}] {'passed' if passed else 'FAILED'} {name} ({seconds:.1f} s, {cpu:.1f} s of CPU)")
             if not passed:
@@ -108,17 +112,6 @@ class Run:
             self.run_one(name)
 
 
-def write_xunit(path, results):
-    with open(path, "w") as file:
-        failures = sum(1 for _, _, passed, _, _ in results if not passed)
-        file.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n<testsuite name="tests" tests="{len(results)}" failures="{failures}">\n')
-        for name, seconds, passed, _, _ in results:
-            classname, _, test = name.partition("/")
-            file.write(f"<testcase classname={quoteattr(classname)} name={quoteattr(test)} time=\"{seconds:.3f}\">")
-            file.write("</testcase>\n" if passed else "<failure message=\"failed\"></failure></testcase>\n")
-        file.write("</testsuite>\n</testsuites>\n")
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("bundle")
@@ -128,7 +121,6 @@ def main():
     parser.add_argument("--skip", action="append", default=[], help="leave out the tests that match")
     parser.add_argument("--durations", default=None, help="seconds and name a line: these start first, longest first")
     parser.add_argument("--record", default=None, help="write this run's durations here, slowest first")
-    parser.add_argument("--xunit", default=None)
     parser.add_argument("--timeout", type=float, default=900)
     arguments = parser.parse_args()
 
@@ -147,17 +139,20 @@ def main():
         thread.start()
     for thread in threads:
         thread.join()
-    if arguments.xunit:
-        write_xunit(arguments.xunit, run.results)
+    # What to look at when the tier grows: the slowest, and the ones whose own process computes most.
+    slowest = sorted(run.results, key=lambda result: -result.seconds)
+    log(f"{len(slowest)} tests, {sum(result.seconds for result in slowest):.0f} s in all; the slowest:")
+    for result in slowest[:10]:
+        log(f"  {result.seconds:6.1f} s  {result.name}")
     if arguments.record:
         with open(arguments.record, "w") as file:
-            for name, seconds, _, _, _ in sorted(run.results, key=lambda result: -result[1]):
-                file.write(f"{seconds:.1f} {name}\n")
-    heaviest = sorted(run.results, key=lambda result: -result[4])
-    log(f"the test processes used {sum(result[4] for result in run.results):.0f} s of CPU; the heaviest:")
-    for name, _, _, _, cpu in heaviest[:10]:
-        log(f"  {cpu:6.1f} s  {name}")
-    failed = [name for name, _, passed, _, _ in run.results if not passed]
+            for result in slowest:
+                file.write(f"{result.seconds:.1f} {result.name}\n")
+    heaviest = sorted(run.results, key=lambda result: -result.cpu)
+    log(f"the test processes used {sum(result.cpu for result in run.results):.0f} s of CPU; the heaviest:")
+    for result in heaviest[:10]:
+        log(f"  {result.cpu:6.1f} s  {result.name}")
+    failed = [result.name for result in run.results if not result.passed]
     for name in failed:
         log(f"failed: {name}")
     return 1 if failed else 0

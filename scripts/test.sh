@@ -259,18 +259,6 @@ finish_build() {
     timings+=("build: $((SECONDS - build_started)) s (status $build_status, $(busy_since $build_ticks))")
     record_status "build" "$build_status"
 }
-# Prints the slowest tests of a parallel run (its xUnit report): what to look at when the tier grows.
-slowest_tests() {
-    [[ -f "$1" ]] || return 0
-    "$(deps_python)" - "$1" <<'PYTHON' >&2 || true
-import sys
-import xml.etree.ElementTree as tree
-cases = [(float(case.get("time", 0)), case.get("classname", "") + "/" + case.get("name", "")) for case in tree.parse(sys.argv[1]).iter("testcase")]
-print(f"[stratus] {len(cases)} tests, {sum(seconds for seconds, _ in cases):.0f} s in all; the slowest:")
-for seconds, name in sorted(cases, reverse=True)[:10]:
-    print(f"[stratus]   {seconds:6.1f} s  {name}")
-PYTHON
-}
 # Runs a part in the background, its output to a log file of its own (printed when it ends).
 background_names=()
 background_pids=()
@@ -340,9 +328,7 @@ else
             # (scripts/parallel-tests.py); the run's own durations go to .build for the next.
             part "integration tests" "$(deps_python)" "$STRATUS_ROOT/scripts/parallel-tests.py" "$bundle" --tests "$work/tests.txt" \
                 --workers "${STRATUS_TEST_WORKERS:-6}" --skip "$unit_tests" --skip "$serial_tests" \
-                --durations "$STRATUS_ROOT/scripts/test-durations.txt" --record "$STRATUS_ROOT/.build/test-durations.txt" \
-                --xunit "$work/integration.xml"
-            slowest_tests "$work/integration.xml"
+                --durations "$STRATUS_ROOT/scripts/test-durations.txt" --record "$STRATUS_ROOT/.build/test-durations.txt"
         fi
         finish_background
         # Last, the serial tests and the drills that judge how much load gets through, beside each
