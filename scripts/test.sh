@@ -316,7 +316,7 @@ else
         fi
         if ((!fuzz_only)); then
             # The unit tests need no server and little CPU: they run beside the integration tests,
-            # from the test bundle itself (a second `swift test` would wait for the first's lock).
+            # from the test bundle itself (`swift test` would load the package again first).
             bundle="$(find "$bin" -maxdepth 1 -name '*PackageTests.xctest' | head -n 1)"
             classes="$(bundle_tests "$unit_tests" | sed 's,/.*,,' | sort -u | paste -sd, -)" || true
             if [[ -n "$classes" ]]; then
