@@ -339,6 +339,12 @@ final class UserDeletionTests: XCTestCase {
         _ = try await save(alice, zone: nil, [note("d1", "\(doomed) default")])
         _ = try await save(alice, "public", zone: nil, [note("p-alice", "\(doomed) public")])
         _ = try await save(bob, "public", zone: nil, [note("p-bob", "\(kept) public")])
+        // A public record alice deleted herself: its saved events hold her data too.
+        _ = try await save(alice, "public", zone: nil, [note("p-gone", "\(doomed) public, deleted by herself")])
+        let deleted = try await SharingTests.ok(client, fixture.path("records/modify", "public", as: alice), [
+            "operations": [["operationType": "forceDelete", "record": ["recordName": "p-gone"]]],
+        ])
+        XCTAssertEqual(SharingTests.list(deleted, "records").first?["deleted"] as? Bool, true, "\(deleted)")
         let photo = try await upload(alice, zone: "Notes", record: "photo", doomed)
         _ = try await save(alice, zone: "Notes", [["recordName": "photo", "recordType": "Photo", "fields": ["image": ["value": photo]]]])
         let bobsPhoto = try await upload(bob, zone: "BobTrip", record: "bob-photo", kept)

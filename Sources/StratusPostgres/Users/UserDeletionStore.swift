@@ -282,6 +282,9 @@ struct Job: Sendable {
     /// deleted with the user's). The contents stay; the change tags stay, so clients holding the
     /// records see them unchanged. Run again, it finds nothing left to rename.
     func handOverPublicRecords(to heir: String) async throws {
+        // The user's public records that are gone already are not handed over: their events are
+        // redacted first, while they still name the user.
+        try await redactEvents()
         let handedOver: Int64 = try await store.readCommitted(logger: logger) { transaction in
             let connection = transaction.connection
             let publicOwner = DatabaseID.publicOwner
@@ -430,10 +433,12 @@ struct Job: Sendable {
     }
 
     /// Takes the user's data out of the event log (`UserDeletion.redaction`): in the user's own
-    /// zones and for every record the job deleted elsewhere (found by the job's request id), a
-    /// saved record's event becomes `event.redacted` with an empty payload, a deletion keeps its
-    /// type without the record's image. Events the relay has not published yet stay queued and go
-    /// out redacted.
+    /// zones, for every record the job deleted elsewhere (found by the job's request id), and for
+    /// every public record the user created or saved that is gone already (deleted before the
+    /// account was, by the user or anyone else), a saved record's event becomes `event.redacted`
+    /// with an empty payload, a deletion keeps its type without the record's image. Events the
+    /// relay has not published yet stay queued and go out redacted. Run again, it finds nothing
+    /// left to redact; the hand-over to an heir runs it first, before it renames the user.
     func redactEvents() async throws {
         let redacted: Int64 = try await store.readCommitted(logger: logger) { transaction in
             let connection = transaction.connection
@@ -442,6 +447,19 @@ struct Job: Sendable {
                 WITH doomed AS (
                     SELECT DISTINCT zone_key, payload->>'recordName' AS record_name FROM events
                     WHERE causation->>'requestID' = \(requestID) AND type = \(RecordDeleted.eventType.rawValue)
+                    UNION
+                    -- Crosses owners: the public database's events, found by their zone keys; a record
+                    -- is gone when the public database has no row of that name in that zone.
+                    SELECT DISTINCT e.zone_key, e.payload->'record'->>'recordName' FROM events e
+                    WHERE split_part(e.zone_key, '/', 1) = \(container) AND split_part(e.zone_key, '/', 3) = 'public'
+                      AND e.type = \(RecordSaved.eventType.rawValue)
+                      AND (e.causation->>'userRecordName' = \(user) OR e.payload#>>'{record,created,userRecordName}' = \(user)
+                           OR e.payload#>>'{record,modified,userRecordName}' = \(user))
+                      AND NOT EXISTS (
+                          SELECT 1 FROM records r
+                          WHERE r.container = \(container) AND r.environment = split_part(e.zone_key, '/', 2) AND r.scope = 'public'
+                            AND r.owner = split_part(e.zone_key, '/', 4) AND r.zone_name = split_part(e.zone_key, '/', 5)
+                            AND r.record_name = e.payload->'record'->>'recordName')
                 ),
                 touched AS (
                     SELECT e.id, e.type FROM events e
