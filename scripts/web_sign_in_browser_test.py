@@ -9,13 +9,17 @@ opens it in a window on a click, and waits for the window to post the web auth t
 calls users/caller with the token. Then it signs in again through the trusted issuer's button,
 calling stratus-api directly on its own port this time (another origin: CORS): the hosted page
 sends the window to the test's OpenID provider, which posts a signed ID token back to Stratus's
-callback, whose page hands the token to the app. Settings from the environment:
+callback, whose page hands the token to the app. Last, it signs in through a second issuer's button,
+which uses the authorization-code flow with PKCE: the provider sends the window back to Stratus's
+callback with a code, which Stratus exchanges at the provider's token endpoint. Settings from the
+environment:
 
   WEB_API_URL        stratus-api, e.g. http://127.0.0.1:PORT
   WEB_APP_PORT       the port this script serves the app on (stratus-api's STRATUS_PUBLIC_URL)
   WEB_CONTAINER / WEB_API_TOKEN   the container and its API token
   WEB_LOGIN / WEB_PASSWORD / WEB_USER   a user's credentials and user record name
   WEB_PROVIDER_LABEL the label of the trusted issuer's button on the hosted page
+  WEB_CODE_PROVIDER_LABEL  the label of the button of the issuer with a token endpoint (the code flow)
 
 Prints each step; exits 0 when every check held, 1 (with the reason) otherwise. SIGTERM ends the
 browser and its driver before exiting.
@@ -43,6 +47,7 @@ LOGIN = os.environ["WEB_LOGIN"]
 PASSWORD = os.environ["WEB_PASSWORD"]
 USER = os.environ["WEB_USER"]
 PROVIDER_LABEL = os.environ["WEB_PROVIDER_LABEL"]
+CODE_PROVIDER_LABEL = os.environ["WEB_CODE_PROVIDER_LABEL"]
 APP = f"http://127.0.0.1:{PORT}"
 STARTED = time.monotonic()
 
@@ -201,6 +206,20 @@ def run(driver):
     check(user == USER, f"users/caller with the handed token names {USER}, not {user!r}")
 
     # Again through the trusted issuer, calling stratus-api on its own origin (CORS).
+    provider_user = provider_sign_in(driver, wait, app_window, PROVIDER_LABEL)
+    check(provider_user.startswith("_") and provider_user != USER, f"users/caller names the provider account's new user, not {provider_user!r}")
+    print(f"[web sign-in browser test] provider user {provider_user}", flush=True)
+
+    # And through the issuer with a token endpoint: the authorization-code flow with PKCE.
+    code_user = provider_sign_in(driver, wait, app_window, CODE_PROVIDER_LABEL)
+    check(code_user.startswith("_") and code_user not in (USER, provider_user), f"users/caller names the code flow account's new user, not {code_user!r}")
+    print(f"[web sign-in browser test] code flow user {code_user}", flush=True)
+
+
+def provider_sign_in(driver, wait, app_window, label):
+    """Opens the hosted page from the app (calling stratus-api on its own origin), clicks the
+    button saying `label`, waits for the window to hand the token back and close, and returns the
+    user record name the app's call with that token names."""
     driver.find_element(By.ID, "direct").click()
     wait.until(lambda d: len(d.window_handles) == 2 or d.find_element(By.ID, "state").text.startswith("direct call failed"))
     state = driver.find_element(By.ID, "state").text
@@ -208,18 +227,18 @@ def run(driver):
     check(state.startswith(f"direct 421 {APP}/auth/1/{CONTAINER}/signin/page?request="), f"a cross-origin call reads the 421 and its redirectURL: {state}")
     driver.switch_to.window(next(handle for handle in driver.window_handles if handle != app_window))
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "a.provider"))
-    button = driver.find_element(By.CSS_SELECTOR, "a.provider")
-    step(f"the provider's button: {button.text!r}")
-    check(button.text == PROVIDER_LABEL, f"the button says {PROVIDER_LABEL!r}, not {button.text!r}")
-    button.click()
+    labels = [element.text for element in driver.find_elements(By.CSS_SELECTOR, "a.provider")]
+    step(f"the providers' buttons: {labels!r}")
+    buttons = [element for element in driver.find_elements(By.CSS_SELECTOR, "a.provider") if element.text == label]
+    check(len(buttons) == 1, f"one button says {label!r}: {labels!r}")
+    buttons[0].click()
     wait.until(lambda d: len(d.window_handles) == 1)
-    step("the sign-in window closed after the provider's answer")
+    step(f"the sign-in window closed after the answer to {label!r}")
     driver.switch_to.window(app_window)
     wait.until(lambda d: d.find_element(By.ID, "user").text != "")
-    provider_user = driver.find_element(By.ID, "user").text
-    step(f"the app's direct call with the token the provider sign-in handed: {provider_user!r}")
-    check(provider_user.startswith("_") and provider_user != USER, f"users/caller names the provider account's new user, not {provider_user!r}")
-    print(f"[web sign-in browser test] provider user {provider_user}", flush=True)
+    user = driver.find_element(By.ID, "user").text
+    step(f"the app's direct call with the token {label!r} handed: {user!r}")
+    return user
 
 
 def main():

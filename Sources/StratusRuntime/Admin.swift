@@ -8,11 +8,15 @@ import StratusWorkers
 
 /// What the admin CLI does, as functions tests can call too.
 public enum Admin {
-    /// Applies pending migrations; returns their names.
+    /// Applies pending migrations; returns their names. Then seals the trusted issuers' client
+    /// secrets still stored in plain text (from before migration 0049) with the server's key.
     public static func migrate(_ configuration: StratusConfiguration, logger: Logger) async throws -> [String] {
         let migrations = try Migration.load(from: Migration.defaultDirectory())
         return try await StratusProcess.withStore(configuration, logger: logger) { store in
-            try await Migrator(store: store, migrations: migrations).migrate(logger: logger)
+            let applied = try await Migrator(store: store, migrations: migrations).migrate(logger: logger)
+            let sealed = try await IdentityStore(store: store).sealPlainClientSecrets(key: configuration.api.secretKey, logger: logger)
+            if sealed > 0 { logger.notice("sealed the client secrets stored in plain text", metadata: ["issuers": "\(sealed)"]) }
+            return applied
         }
     }
 
@@ -300,7 +304,7 @@ public enum Admin {
     public static func trustIssuer(container: String, _ issuer: TrustedIssuer, _ configuration: StratusConfiguration, logger: Logger) async throws {
         try await withMigratedStore(configuration, logger: logger) { store in
             do {
-                try await IdentityStore(store: store).trust(container: container, issuer, logger: logger)
+                try await IdentityStore(store: store).trust(container: container, issuer, sealingWith: configuration.api.secretKey, logger: logger)
             } catch let error as StratusError {
                 throw ConfigurationProblem(error.reason)
             }

@@ -354,7 +354,7 @@ extension ContainerCommand {
             func run() async throws {
                 let (configuration, logger) = try options.resolve(label: "stratus-container")
                 for issuer in try await Admin.trustedIssuers(container: container, configuration, logger: logger) {
-                    let web = [issuer.webClientID, issuer.authorizationURL, issuer.redirectURL, issuer.tokenURL, issuer.clientSecret.map { _ in "secret set" }]
+                    let web = [issuer.webClientID, issuer.authorizationURL, issuer.redirectURL, issuer.tokenURL, issuer.hasClientSecret ? "secret set" : nil]
                         .map { $0 ?? "-" }.joined(separator: "\t")
                     print("\(issuer.issuer)\t\(issuer.keySetURL)\t\(issuer.audiences.joined(separator: ","))\t\(web)")
                 }

@@ -211,6 +211,55 @@ final class ProviderSignInTests: XCTestCase {
         }
     }
 
+    /// The client secret as the database keeps it: sealed under a key derived from the server's,
+    /// bound to its container and issuer; it opens only with that key and for that row, and a value
+    /// that does not open is a clear AUTHENTICATION_FAILED that names no secret.
+    func testAClientSecretIsSealedForItsRowAndOpensOnlyWithTheServersKey() throws {
+        let secret = "a client secret/+="
+        let issuer = try TrustedIssuer(
+            issuer: "https://i.example", keySetURL: "https://i.example/keys", audiences: ["web"], webClientID: "web", tokenURL: "https://i.example/token",
+            clientSecret: secret
+        ).validated()
+        let sealed = try XCTUnwrap(issuer.sealClientSecret(container: "iCloud.a", key: key))
+        XCTAssertNil(Data(sealed.bytes).range(of: Data(secret.utf8)), "the sealed bytes do not hold the secret")
+        XCTAssertEqual(sealed.bytes.first, SealedSecret.version)
+        XCTAssertNotEqual(issuer.sealClientSecret(container: "iCloud.a", key: key), sealed, "a fresh nonce each time")
+        var stored = issuer
+        stored.clientSecret = nil
+        stored.sealedClientSecret = sealed
+        XCTAssertTrue(stored.hasClientSecret)
+        XCTAssertEqual(try stored.openClientSecret(container: "iCloud.a", key: key), secret)
+        XCTAssertFalse(stored.description.contains(secret))
+        func refused(_ candidate: TrustedIssuer, container: String = "iCloud.a", key: SecretKey, _ what: String) {
+            XCTAssertThrowsError(try candidate.openClientSecret(container: container, key: key), what) {
+                let error = $0 as? StratusError
+                XCTAssertEqual(error?.code, .authenticationFailed, what)
+                XCTAssertTrue(error?.reason.contains("does not open with this server's key") == true, "\(what): \(String(describing: error))")
+                XCTAssertFalse("\($0)".contains(secret), what)
+            }
+        }
+        refused(stored, key: SecretKey.generate(), "another server key")
+        refused(stored, container: "iCloud.b", key: key, "another container's row")
+        var moved = stored
+        moved.issuer = "https://other.example"
+        refused(moved, key: key, "another issuer's row")
+        let damages: [[UInt8]] = [
+            [], [SealedSecret.version], Array(sealed.bytes.dropLast()), [2] + Array(sealed.bytes.dropFirst()),
+            [UInt8](repeating: 1, count: SealedSecret.maxBytes + 1),
+        ]
+        for bytes in damages {
+            var damaged = stored
+            damaged.sealedClientSecret = SealedSecret(bytes: bytes)
+            refused(damaged, key: key, "damaged bytes (\(bytes.count))")
+        }
+        // A row stored before secrets were sealed still signs in until `stratus migrate` seals it.
+        XCTAssertEqual(try issuer.openClientSecret(container: "iCloud.a", key: key), secret)
+        let publicClient = TrustedIssuer(issuer: "https://i.example", keySetURL: "https://i.example/keys", audiences: ["web"])
+        XCTAssertNil(publicClient.sealClientSecret(container: "iCloud.a", key: key))
+        XCTAssertNil(try publicClient.openClientSecret(container: "iCloud.a", key: key))
+        XCTAssertFalse(publicClient.hasClientSecret)
+    }
+
     func testAllowedOrigins() throws {
         XCTAssertNil(try AllowedOrigins.validated(["*"]), "'*' alone: any origin")
         XCTAssertEqual(try AllowedOrigins.validated(["HTTPS://App.Example", "https://app.example/", "http://localhost:8080"]),

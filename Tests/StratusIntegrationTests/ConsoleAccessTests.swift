@@ -1,10 +1,13 @@
 import Crypto
 import Foundation
+import Hummingbird
 import HummingbirdTesting
+import Logging
 import PostgresNIO
 import StratusAPI
 import StratusCore
 import StratusPostgres
+import StratusRuntime
 import StratusTesting
 import XCTest
 
@@ -94,6 +97,78 @@ final class ConsoleAccessTests: XCTestCase {
                 "login": "carol@example.com", "password": "a user password",
             ]))
             XCTAssertEqual(taken.status, 409)
+        }
+    }
+
+    /// The sign-in page's issuer form with a token URL and a client secret: the issuer is stored
+    /// with the token URL and the secret sealed (the row does not hold it; it opens with the
+    /// server's key); the secret is never shown back, never in the audit entry, never logged —
+    /// nor when the form is refused.
+    func testAnIssuersTokenURLAndClientSecretAreSetFromTheConsoleAndTheSecretIsNeverShownAuditedOrLogged() async throws {
+        let secret = "a console client secret/+=&<x>"
+        let key = SecretKey.generate()
+        let logs = ObserverProjectionTests.CapturedLogs()
+        let logger = Logger(label: "console-issuer-test") { _ in ObserverProjectionTests.CapturingLogHandler(logs: logs) }
+        try await TestSupport.withMigratedStore { store, _ in
+            _ = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
+            var configuration = APIConfiguration(secretKey: key)
+            configuration.console.workers = StratusProcess.workerNames
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: configuration)
+            try await Application(router: router, logger: logger).test(.router) { client in
+                let browser = Browser(client)
+                let csrf = try await ConsoleDataTests.signIn(browser, store: store)
+                let before = try await AuditLog(store: store).entries(AuditLog.Filter(), limit: 1, logger: TestSupport.logger).first?.sequence ?? 0
+                let issuer = "https://accounts.example.com"
+                let fields = [
+                    "issuer": issuer, "jwksURL": "https://accounts.example.com/keys", "audiences": "com.example.app, web.example",
+                    "webClientID": "web.example", "tokenURL": "https://accounts.example.com/oauth/token", "clientSecret": secret,
+                ]
+                // Refused (a secret with no token URL): nothing stored, the secret not echoed.
+                var withoutTokenURL = fields
+                withoutTokenURL["tokenURL"] = ""
+                let refused = try await browser.request("/console/access/issuers/add", method: .post, form: Self.form(csrf, withoutTokenURL))
+                XCTAssertEqual(refused.status, 400, refused.html)
+                XCTAssertTrue(refused.html.contains("needs a token URL"), refused.html)
+                XCTAssertFalse(refused.html.contains("console client secret"), "a refused form does not show the secret back")
+                let none = try await IdentityStore(store: store).trustedIssuers(container: Self.container, logger: TestSupport.logger)
+                XCTAssertEqual(none.map(\.issuer), [])
+
+                let added = try await browser.request("/console/access/issuers/add", method: .post, form: Self.form(csrf, fields))
+                XCTAssertEqual(added.status, 303, added.html)
+                let page = try await browser.request(try XCTUnwrap(added.location))
+                XCTAssertEqual(page.status, 200, page.html)
+                XCTAssertTrue(page.html.contains("the code flow with PKCE through https://accounts.example.com/oauth/token (with a client secret)"), page.html)
+                XCTAssertFalse(page.html.contains("console client secret"), "the page does not show the secret")
+                XCTAssertTrue(page.html.contains("id=\"client-secret\" name=\"clientSecret\" type=\"password\""), "the field is a password field, empty")
+
+                // Stored: the token URL, and the secret only sealed.
+                let foundStored = try await IdentityStore(store: store).trustedIssuer(container: Self.container, issuer: issuer, logger: TestSupport.logger)
+                let stored = try XCTUnwrap(foundStored)
+                XCTAssertEqual(stored.tokenURL, "https://accounts.example.com/oauth/token")
+                XCTAssertNil(stored.clientSecret, "no plain-text secret is stored")
+                XCTAssertEqual(try stored.openClientSecret(container: Self.container, key: key), secret)
+                let plain = try await TestSupport.count(store, """
+                    SELECT count(*)::bigint FROM trusted_issuers
+                    WHERE client_secret IS NOT NULL OR position(convert_to(\(secret), 'UTF8') IN client_secret_sealed) > 0
+                       OR position(convert_to('console client secret', 'UTF8') IN client_secret_sealed) > 0
+                    """)
+                XCTAssertEqual(plain, 0, "the row holds the secret only sealed")
+
+                // Audited as set, never the secret.
+                let entries = try await AuditCoverageTests.entries(after: before, store)
+                XCTAssertEqual(entries.map(\.action), [AuditAction.issuerTrust.rawValue])
+                let entry = try XCTUnwrap(entries.first)
+                XCTAssertEqual(entry.subject, issuer)
+                XCTAssertTrue(entry.details.contains("clientSecret=set"), entry.details)
+                XCTAssertTrue(entry.details.contains("tokenURL=https://accounts.example.com/oauth/token"), entry.details)
+                XCTAssertFalse(entry.details.contains("console client secret"), entry.details)
+                let audited = try await TestSupport.count(store, "SELECT count(*)::bigint FROM audit_log WHERE details::text LIKE '%console client secret%'")
+                XCTAssertEqual(audited, 0, "the secret is not in the audit log")
+
+                let logged = logs.lines.withLock { $0.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n") }
+                XCTAssertFalse(logged.isEmpty, "the requests were logged")
+                XCTAssertFalse(logged.contains("console client secret") || logged.contains("console%20client%20secret"), "the secret is never logged: \(logged)")
+            }
         }
     }
 

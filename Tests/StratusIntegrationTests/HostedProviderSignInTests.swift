@@ -6,6 +6,7 @@ import StratusAPI
 import StratusCore
 import StratusPostgres
 import StratusPushTestSupport
+import StratusRuntime
 import StratusTesting
 import Synchronization
 import XCTest
@@ -168,7 +169,10 @@ final class HostedProviderSignInTests: XCTestCase {
     /// The provider's token endpoint, as an OpenID provider's: a code it issued, not exchanged
     /// before, for the redirect URL it was issued for, with the client's secret (HTTP Basic) and a
     /// `code_verifier` whose S256 is the request's challenge; anything else is `invalid_grant`.
-    static func tokenEndpoint(_ request: ReceivedRequest, grants: borrowing Mutex<[String: Grant]>, issuer: IdentityTests.TestIssuer, secret: String) -> ReceiverReply {
+    static func tokenEndpoint(
+        _ request: ReceivedRequest, grants: borrowing Mutex<[String: Grant]>, issuer: IdentityTests.TestIssuer, secret: String, client webClient: String = HostedProviderSignInTests.webClient,
+        claims: Body = [:]
+    ) -> ReceiverReply {
         let fields = Dictionary(
             String(decoding: request.body, as: UTF8.self).split(separator: "&").map { pair -> (String, String) in
                 let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
@@ -187,7 +191,7 @@ final class HostedProviderSignInTests: XCTestCase {
             return grant
         }
         guard let grant else { return refused }
-        let idToken = issuer.token(["aud": webClient, "nonce": grant.nonce, "sub": "code-subject"])
+        let idToken = issuer.token((["aud": webClient, "nonce": grant.nonce, "sub": "code-subject"] as Body).merging(claims) { $1 })
         return .answer(status: 200, headers: [("Content-Type", "application/json")], body: #"{"token_type":"Bearer","access_token":"a","id_token":"\#(idToken)"}"#)
     }
 
@@ -206,11 +210,18 @@ final class HostedProviderSignInTests: XCTestCase {
         }) { provider in
             try await TestSupport.withMigratedStore { store, _ in
                 let apiToken = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
+                let key = SecretKey.generate()
                 try await IdentityStore(store: store).trust(container: Self.container, TrustedIssuer(
                     issuer: IdentityTests.issuer, keySetURL: provider.url("/keys"), audiences: [Self.webClient], webClientID: Self.webClient,
                     authorizationURL: "https://login.issuer.example/authorize?response_mode=form_post", tokenURL: provider.url("/token"), clientSecret: secret),
-                    logger: TestSupport.logger)
-                var configuration = APIConfiguration(secretKey: SecretKey.generate())
+                    sealingWith: key, logger: TestSupport.logger)
+                // The row holds the secret only sealed; the exchange below opens it with the server's key.
+                let plain = try await TestSupport.count(store, """
+                    SELECT count(*)::bigint FROM trusted_issuers WHERE client_secret IS NOT NULL OR client_secret_sealed IS NULL
+                       OR position(convert_to(\(secret), 'UTF8') IN client_secret_sealed) > 0
+                    """)
+                XCTAssertEqual(plain, 0, "the stored value is not the secret")
+                var configuration = APIConfiguration(secretKey: key)
                 configuration.keySets.allowPrivateAddresses = true
                 configuration.publicURL = "https://cloud.example"
                 let logs = ObserverProjectionTests.CapturedLogs()
@@ -295,6 +306,78 @@ final class HostedProviderSignInTests: XCTestCase {
                     let logged = logs.lines.withLock { $0.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n") }
                     XCTAssertFalse(logged.contains(secret) || logged.contains(verifier), "neither the client secret nor the verifier is logged: \(logged)")
                 }
+            }
+        }
+    }
+
+    /// A client secret stored before secrets were sealed is sealed by `stratus migrate` (and works
+    /// until then); a secret sealed under another server key is a clear AUTHENTICATION_FAILED at
+    /// the callback, with nothing exchanged, stored or logged of the secret, and an error logged
+    /// for the operator; a secret given to the store without a key is refused.
+    func testStoredClientSecretsAreSealedByMigrateAndAnotherKeyIsAClearError() async throws {
+        try await TestSupport.withMigratedStore { store, url in
+            let apiToken = try await ContainerStore(store: store).create(container: Self.container, label: "test", logger: TestSupport.logger)
+            let identities = IdentityStore(store: store)
+            let key = SecretKey.generate()
+            let trusted = TrustedIssuer(
+                issuer: IdentityTests.issuer, keySetURL: "https://issuer.example/keys", audiences: [Self.webClient], webClientID: Self.webClient,
+                authorizationURL: "https://issuer.example/authorize", tokenURL: "https://issuer.example/token", clientSecret: "an old plain secret")
+            do {
+                try await identities.trust(container: Self.container, trusted, logger: TestSupport.logger)
+                XCTFail("a secret without a key to seal it is refused")
+            } catch let error as StratusError {
+                XCTAssertTrue(error.reason.contains("stored only sealed"), error.reason)
+            }
+            let nothing = try await identities.trustedIssuers(container: Self.container, logger: TestSupport.logger)
+            XCTAssertEqual(nothing.count, 0, "nothing stored")
+
+            // A row as it was before migration 0049: the secret in plain text.
+            var publicClient = trusted
+            publicClient.clientSecret = nil
+            try await identities.trust(container: Self.container, publicClient, logger: TestSupport.logger)
+            _ = try await TestSupport.count(store, "WITH u AS (UPDATE trusted_issuers SET client_secret = 'an old plain secret' RETURNING 1) SELECT count(*)::bigint FROM u")
+            let foundLegacy = try await identities.trustedIssuer(container: Self.container, issuer: IdentityTests.issuer, logger: TestSupport.logger)
+            let legacy = try XCTUnwrap(foundLegacy)
+            XCTAssertEqual(try legacy.openClientSecret(container: Self.container, key: key), "an old plain secret", "used as it is until sealed")
+            let configuration = try StratusConfiguration.fromEnvironment(["STRATUS_DATABASE_URL": url, "STRATUS_SECRET_KEY": key.hex])
+            _ = try await Admin.migrate(configuration, logger: TestSupport.logger)
+            let plain = try await TestSupport.count(store, """
+                SELECT count(*)::bigint FROM trusted_issuers WHERE client_secret IS NOT NULL OR client_secret_sealed IS NULL
+                   OR position(convert_to('an old plain secret', 'UTF8') IN client_secret_sealed) > 0
+                """)
+            XCTAssertEqual(plain, 0, "migrate sealed the plain-text secret and emptied its column")
+            let foundSealed = try await identities.trustedIssuer(container: Self.container, issuer: IdentityTests.issuer, logger: TestSupport.logger)
+            let sealed = try XCTUnwrap(foundSealed)
+            XCTAssertNil(sealed.clientSecret)
+            XCTAssertEqual(try sealed.openClientSecret(container: Self.container, key: key), "an old plain secret")
+            let again = try await identities.sealPlainClientSecrets(key: key, logger: TestSupport.logger)
+            XCTAssertEqual(again, 0, "nothing left to seal")
+
+            // A server with another key: the callback refuses clearly before any exchange.
+            var other = APIConfiguration(secretKey: SecretKey.generate())
+            other.publicURL = "https://cloud.example"
+            let logs = ObserverProjectionTests.CapturedLogs()
+            let logger = Logger(label: "sealed-secret-test") { _ in ObserverProjectionTests.CapturingLogHandler(logs: logs) }
+            let router = buildRouter(APIDependencies(store: store, readiness: [], metrics: { "" }), configuration: other)
+            try await Application(router: router, logger: logger).test(.router) { client in
+                let needed = try await Self.call(client, AuthTests.path("users/caller", database: "private", container: Self.container) + "?ckAPIToken=\(apiToken)")
+                let redirect = try XCTUnwrap(URLComponents(string: needed.json["redirectURL"] as? String ?? ""), needed.text)
+                let request = try XCTUnwrap(redirect.queryItems?.first { $0.name == "request" }?.value)
+                let start = try await Self.call(
+                    client, "/auth/1/\(Self.container)/signin/provider?" + Self.form([("ckSignInRequest", request), ("issuer", IdentityTests.issuer)]))
+                XCTAssertEqual(start.status, 302, start.text)
+                let state = try XCTUnwrap(URLComponents(string: start.headers[.location] ?? "")?.queryItems?.first { $0.name == "state" }?.value)
+                let users = try await TestSupport.count(store, "SELECT count(*)::bigint FROM users")
+                let answer = try await Self.call(client, "/auth/1/\(Self.container)/signin/provider/callback?" + Self.form([("code", "a-code"), ("state", state)]))
+                XCTAssertEqual(answer.status, 401, answer.text)
+                XCTAssertEqual(answer.json["serverErrorCode"] as? String, "AUTHENTICATION_FAILED", answer.text)
+                XCTAssertTrue((answer.json["reason"] as? String ?? "").contains("does not open with this server's key"), answer.text)
+                XCTAssertFalse(answer.text.contains("an old plain secret"))
+                let usersAfter = try await TestSupport.count(store, "SELECT count(*)::bigint FROM users")
+                XCTAssertEqual(usersAfter, users, "nothing stored")
+                XCTAssertEqual(logs.count(.error, "a trusted issuer's client secret does not open with this server's key"), 1, "the operator is told")
+                let logged = logs.lines.withLock { $0.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n") }
+                XCTAssertFalse(logged.contains("an old plain secret"), logged)
             }
         }
     }

@@ -32,8 +32,9 @@ final class IdentityCLITests: XCTestCase {
             let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-client-secret-\(UUID().uuidString.prefix(8))").path
             _ = FileManager.default.createFile(atPath: secretFile, contents: Data("a client secret\n".utf8))
             defer { try? FileManager.default.removeItem(atPath: secretFile) }
+            let key = SecretKey.generate()
             let code = try await PushAdminCLITests.cli(
-                web + ["--token-url", "https://appleid.apple.com/auth/token", "--client-secret-file", secretFile], settings)
+                web + ["--token-url", "https://appleid.apple.com/auth/token", "--client-secret-file", secretFile], settings.merging(["STRATUS_SECRET_KEY": key.hex]) { $1 })
             XCTAssertEqual(code.status, 0, code.output)
             XCTAssertTrue(code.output.contains("authorization-code flow with PKCE and a client secret"), code.output)
             let codeList = try await PushAdminCLITests.cli(["container", "auth", "list", Self.container], settings)
@@ -42,7 +43,11 @@ final class IdentityCLITests: XCTestCase {
                     + "\thttps://appleid.apple.com/auth/token\tsecret set",
             ])
             let kept = try await IdentityStore(store: store).trustedIssuer(container: Self.container, issuer: "https://appleid.apple.com", logger: TestSupport.logger)
-            XCTAssertEqual(kept?.clientSecret, "a client secret", "the file's line end is not part of the secret")
+            XCTAssertNil(kept?.clientSecret, "kept only sealed")
+            XCTAssertEqual(try kept?.openClientSecret(container: Self.container, key: key), "a client secret", "the file's line end is not part of the secret")
+            let plain = try await TestSupport.count(
+                store, "SELECT count(*)::bigint FROM trusted_issuers WHERE client_secret IS NOT NULL OR position('a client secret'::bytea IN client_secret_sealed) > 0")
+            XCTAssertEqual(plain, 0, "the row does not hold the secret")
             let audited = try await TestSupport.count(store, "SELECT count(*)::bigint FROM audit_log WHERE details::text LIKE '%a client secret%'")
             XCTAssertEqual(audited, 0, "the secret is not in the audit log")
             let secretSet = try await TestSupport.count(store, "SELECT count(*)::bigint FROM audit_log WHERE details::text LIKE '%clientSecret%'")

@@ -76,7 +76,7 @@ struct ConsoleIdentityPage<Context: StratusRequestContext>: Sendable {
                         issuer: try form.required("issuer", label: "The issuer"), keySetURL: try form.required("jwksURL", label: "The key set URL"),
                         audiences: audiences, webClientID: optional("webClientID"), authorizationURL: optional("authorizationURL"),
                         redirectURL: optional("redirectURL"), tokenURL: optional("tokenURL"), clientSecret: optional("clientSecret"))
-                    try await identities.trust(container: container, issuer, logger: logger)
+                    try await identities.trust(container: container, issuer, sealingWith: routes.data.secretKey, logger: logger)
                     var details = [("jwksURL", issuer.keySetURL), ("audiences", audiences.joined(separator: ","))]
                     for name in ["webClientID", "authorizationURL", "redirectURL", "tokenURL"] { if let value = optional(name) { details.append((name, value)) } }
                     // The secret itself is never audited: only that one is set.
@@ -140,7 +140,7 @@ struct ConsoleIdentityPage<Context: StratusRequestContext>: Sendable {
             "modes": SignUpMode.allCases.map { ["name": $0.rawValue, "selected": $0 == mode] as [String: Any] },
             "invitations": invitations.map { ["email": $0] },
             "issuers": issuers.map { issuer in
-                let flow = issuer.tokenURL.map { url in ", the code flow with PKCE through \(url)" + (issuer.clientSecret == nil ? "" : " (with a client secret)") } ?? ""
+                let flow = issuer.tokenURL.map { url in ", the code flow with PKCE through \(url)" + (issuer.hasClientSecret ? " (with a client secret)" : "") } ?? ""
                 let web = issuer.webClientID.map { client in "client id \(client)" + (issuer.authorizationURL.map { url in ", \(url)" } ?? "") + flow }
                 return ["issuer": issuer.issuer, "keySetURL": issuer.keySetURL, "audiences": issuer.audiences.joined(separator: ", "), "web": web ?? "from the app only"]
             },

@@ -99,10 +99,18 @@ struct ProviderSignInRoutes<Context: StratusRequestContext>: Sendable {
             guard let tokenURL = trusted.tokenURL else {
                 throw StratusError(.authenticationFailed, "this container no longer signs in with '\(ClientText.excerpt(state.issuer))' through a token endpoint")
             }
+            let clientSecret: String?
+            do {
+                clientSecret = try trusted.openClientSecret(container: container, key: authenticator.secretKey)
+            } catch {
+                // The operator's to fix (the secret was stored under another key): said in the log, never the secret.
+                context.logger.error("a trusted issuer's client secret does not open with this server's key", metadata: ["issuer": "\(trusted.issuer)"])
+                throw error
+            }
             idToken = try await issuerKeys.exchange(
                 ProviderTokenRequest(
                     code: code, codeVerifier: state.codeVerifier(key: authenticator.secretKey), clientID: clientID,
-                    redirectURL: redirectURL(of: trusted, container: container, request: request), clientSecret: trusted.clientSecret),
+                    redirectURL: redirectURL(of: trusted, container: container, request: request), clientSecret: clientSecret),
                 at: tokenURL)
         } else {
             idToken = try answer.requireIDToken()

@@ -29,8 +29,12 @@ public struct TrustedIssuer: Sendable, Equatable, CustomStringConvertible {
     /// browser (`response_type=id_token`).
     public var tokenURL: String?
     /// The web client's secret, sent to the token endpoint (HTTP Basic) when set; a secret: never
-    /// logged, described or shown.
+    /// logged, described or shown. As given (by the CLI or the console), or read from a row stored
+    /// before secrets were sealed; the database keeps it only as `sealedClientSecret`.
     public var clientSecret: String?
+    /// The client secret as the database keeps it, sealed under the server's key
+    /// (`SealedSecret`); opened only to send it to the token endpoint.
+    public var sealedClientSecret: SealedSecret?
 
     /// Creates an issuer.
     public init(
@@ -50,9 +54,25 @@ public struct TrustedIssuer: Sendable, Equatable, CustomStringConvertible {
     /// Whether the hosted page signs in through the authorization-code flow with PKCE.
     public var usesCodeFlow: Bool { tokenURL != nil }
 
+    /// Whether the web client has a secret (given, or stored sealed).
+    public var hasClientSecret: Bool { clientSecret != nil || sealedClientSecret != nil }
+
+    /// The client secret sealed for storage as this container's (nil: none).
+    public func sealClientSecret(container: String, key: SecretKey) -> SealedSecret? {
+        clientSecret.map { SealedSecret.seal($0, purpose: .clientSecret, binding: [container, issuer], key: key) }
+    }
+
+    /// The client secret to send to the token endpoint: the stored one opened with the server's
+    /// key (AUTHENTICATION_FAILED, naming no secret, when it does not open), or one not sealed yet;
+    /// nil for a public client.
+    public func openClientSecret(container: String, key: SecretKey) throws(StratusError) -> String? {
+        if let sealedClientSecret { return try sealedClientSecret.open(purpose: .clientSecret, binding: [container, issuer], key: key) }
+        return clientSecret
+    }
+
     public var description: String {
         "TrustedIssuer(issuer: \(issuer), keySetURL: \(keySetURL), audiences: \(audiences), webClientID: \(webClientID ?? "none"), "
-            + "tokenURL: \(tokenURL ?? "none"), clientSecret: \(clientSecret == nil ? "none" : "<redacted>"))"
+            + "tokenURL: \(tokenURL ?? "none"), clientSecret: \(hasClientSecret ? "<redacted>" : "none"))"
     }
 
     /// The issuer with its text checked: an issuer of 1 to 2,048 bytes, an absolute http(s) URL

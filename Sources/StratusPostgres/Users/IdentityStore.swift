@@ -17,19 +17,24 @@ public struct IdentityStore: Sendable {
     // MARK: Trusted issuers
 
     /// Trusts an issuer for a container, or replaces what is known of it; NOT_FOUND when the
-    /// container does not exist.
-    public func trust(container: String, _ issuer: TrustedIssuer, logger: Logger) async throws {
+    /// container does not exist. A client secret is stored only sealed with `key` (the server's
+    /// secret key); one given without a key is refused.
+    public func trust(container: String, _ issuer: TrustedIssuer, sealingWith key: SecretKey? = nil, logger: Logger) async throws {
         let issuer = try issuer.validated()
+        if issuer.clientSecret != nil, key == nil {
+            throw StratusError(.internalError, "a client secret is stored only sealed, and no server key was given to seal it")
+        }
+        let sealed = key.flatMap { issuer.sealClientSecret(container: container, key: $0)?.bytes }
         try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
-                INSERT INTO trusted_issuers (container, issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret)
+                INSERT INTO trusted_issuers (container, issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret_sealed)
                 SELECT container, \(issuer.issuer), \(issuer.keySetURL), \(issuer.audiences), \(issuer.webClientID), \(issuer.authorizationURL),
-                       \(issuer.redirectURL), \(issuer.tokenURL), \(issuer.clientSecret)
+                       \(issuer.redirectURL), \(issuer.tokenURL), \(sealed.map { Data($0) })
                 FROM containers WHERE container = \(container)
                 ON CONFLICT (container, issuer) DO UPDATE SET jwks_url = EXCLUDED.jwks_url, audiences = EXCLUDED.audiences,
                     web_client_id = EXCLUDED.web_client_id, authorization_url = EXCLUDED.authorization_url, redirect_url = EXCLUDED.redirect_url,
-                    token_url = EXCLUDED.token_url, client_secret = EXCLUDED.client_secret
+                    token_url = EXCLUDED.token_url, client_secret = NULL, client_secret_sealed = EXCLUDED.client_secret_sealed
                 RETURNING 1
                 """, logger: logger)
             for try await _ in rows { return }
@@ -37,11 +42,50 @@ public struct IdentityStore: Sendable {
         }
     }
 
+    /// Seals the client secrets stored in plain text before secrets were sealed (migration 0049)
+    /// with `key`, and empties their plain-text column; returns how many. `stratus migrate` runs it
+    /// after the migrations, so a deployment's secrets are sealed as it upgrades.
+    public func sealPlainClientSecrets(key: SecretKey, logger: Logger) async throws -> Int {
+        var sealed = 0
+        while true {
+            let batch = try await store.withConnection { connection in
+                let rows = try await connection.query(
+                    """
+                    SELECT container, issuer, client_secret FROM trusted_issuers WHERE client_secret IS NOT NULL
+                    ORDER BY container, issuer LIMIT 100
+                    """, logger: logger)
+                var found: [(String, String, String)] = []
+                for try await row in rows.decode((String, String, String).self) { found.append(row) }
+                return found
+            }
+            if batch.isEmpty { return sealed }
+            var changed = 0
+            for (container, issuer, secret) in batch {
+                let value = SealedSecret.seal(secret, purpose: .clientSecret, binding: [container, issuer], key: key)
+                changed += try await store.withConnection { connection in
+                    // Only the value read: a secret set again meanwhile is already sealed.
+                    let rows = try await connection.query(
+                        """
+                        UPDATE trusted_issuers SET client_secret_sealed = \(Data(value.bytes)), client_secret = NULL
+                        WHERE container = \(container) AND issuer = \(issuer) AND client_secret = \(secret)
+                        RETURNING 1
+                        """, logger: logger)
+                    var count = 0
+                    for try await _ in rows { count += 1 }
+                    return count
+                }
+            }
+            sealed += changed
+            // Rows that changed under this pass are another writer's; nothing is left to seal here.
+            if changed == 0 { return sealed }
+        }
+    }
+
     /// The issuers a container trusts, by issuer.
     public func trustedIssuers(container: String, logger: Logger) async throws -> [TrustedIssuer] {
         try await issuers(
             """
-            SELECT issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret
+            SELECT issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret, client_secret_sealed
             FROM trusted_issuers WHERE container = \(container) ORDER BY issuer
             """, logger: logger)
     }
@@ -50,7 +94,7 @@ public struct IdentityStore: Sendable {
     public func trustedIssuer(container: String, issuer: String, logger: Logger) async throws -> TrustedIssuer? {
         try await issuers(
             """
-            SELECT issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret
+            SELECT issuer, jwks_url, audiences, web_client_id, authorization_url, redirect_url, token_url, client_secret, client_secret_sealed
             FROM trusted_issuers WHERE container = \(container) AND issuer = \(issuer)
             """, logger: logger
         ).first
@@ -71,12 +115,14 @@ public struct IdentityStore: Sendable {
         try await store.withConnection { connection in
             var found: [TrustedIssuer] = []
             let rows = try await connection.query(query, logger: logger)
-            for try await (issuer, url, audiences, client, authorization, redirect, token, secret) in rows.decode(
-                (String, String, [String], String?, String?, String?, String?, String?).self)
+            for try await (issuer, url, audiences, client, authorization, redirect, token, secret, sealed) in rows.decode(
+                (String, String, [String], String?, String?, String?, String?, String?, Data?).self)
             {
-                found.append(TrustedIssuer(
+                var trusted = TrustedIssuer(
                     issuer: issuer, keySetURL: url, audiences: audiences, webClientID: client, authorizationURL: authorization, redirectURL: redirect,
-                    tokenURL: token, clientSecret: secret))
+                    tokenURL: token, clientSecret: secret)
+                trusted.sealedClientSecret = sealed.map { SealedSecret(bytes: Array($0)) }
+                found.append(trusted)
             }
             return found
         }
