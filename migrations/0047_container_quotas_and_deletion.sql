@@ -38,7 +38,10 @@ SELECT c.container, 0,
        (SELECT count(*) FROM records AS r WHERE r.container = c.container),
        (SELECT count(*) FROM zones AS z WHERE z.container = c.container AND NOT z.deleted),
        (SELECT coalesce(sum(s.bytes), 0) FROM storage_usage AS s WHERE s.container = c.container),
-       (SELECT coalesce(sum(a.size), 0) FROM assets AS a WHERE a.container = c.container AND a.usage_owner IS NOT NULL)
+       -- Bytes shared by re-referenced assets count once, as storage_usage counts them.
+       (SELECT coalesce(sum(b.size), 0) FROM (
+            SELECT DISTINCT ON (coalesce(a.blob_id, a.asset_id)) a.size FROM assets AS a
+            WHERE a.container = c.container AND a.usage_owner IS NOT NULL AND a.size IS NOT NULL) AS b)
 FROM containers AS c;
 
 -- A container's deletion is a job (docs/operations.md, "Deleting a container"): from the moment it

@@ -124,6 +124,54 @@ final class ContainerWideQuotaTests: XCTestCase {
         }
     }
 
+    /// Migration 0047 counts what containers already held: live records and zones, the users'
+    /// stored bytes, and asset bytes shared by a re-referenced asset once.
+    func testTheMigrationCountsWhatContainersAlreadyHeld() async throws {
+        let url = try await TestSupport.createDatabase()
+        let migrations = try TestSupport.migrations()
+        try await TestSupport.withStore(url: url) { store in
+            try await Migrator(store: store, migrations: migrations.filter { $0.version < 47 }).migrate(logger: TestSupport.logger)
+            try await store.withConnection { connection in
+                try await connection.query("INSERT INTO containers (container) VALUES ('c'), ('other')", logger: TestSupport.logger)
+                for (zone, deleted) in [("Z1", false), ("Z2", false), ("Gone", true)] {
+                    try await connection.query("""
+                        INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter, deleted)
+                        VALUES ('c', 'development', 'private', '_alice', \(zone), \(UUID()), 1, \(deleted))
+                        """, logger: TestSupport.logger)
+                }
+                for name in ["r1", "r2", "r3"] {
+                    try await connection.query("""
+                        INSERT INTO records (container, environment, scope, owner, zone_name, record_name, record_type, fields, change_tag,
+                            created_at, created_by, modified_at, modified_by)
+                        VALUES ('c', 'development', 'private', '_alice', 'Z1', \(name), 'Note', '{"text": {"value": "hello"}}'::jsonb, 't', 0, '_alice', 0, '_alice')
+                        """, logger: TestSupport.logger)
+                }
+                try await connection.query("""
+                    INSERT INTO storage_usage (container, environment, owner, shard, bytes)
+                    VALUES ('c', 'development', '_alice', 0, 700), ('c', 'production', '_bob', 3, 50), ('other', 'development', '_carol', 0, 9)
+                    """, logger: TestSupport.logger)
+                let source = UUID()
+                for (asset, blob, size, owner) in [(source, nil, 100, "_alice"), (UUID(), source, 100, "_alice"), (UUID(), nil, nil, nil)] as [(UUID, UUID?, Int64?, String?)] {
+                    try await connection.query("""
+                        INSERT INTO assets (asset_id, container, environment, scope, owner, zone_name, record_name, record_type, field_name, state,
+                            size, blob_id, usage_owner)
+                        VALUES (\(asset), 'c', 'development', 'private', '_alice', 'Z1', 'r1', 'Photo', 'image',
+                                \(size == nil ? "uploading" : "uploaded"), \(size), \(blob), \(owner))
+                        """, logger: TestSupport.logger)
+                }
+            }
+            try await Migrator(store: store, migrations: migrations).migrate(logger: TestSupport.logger)
+            let counted = try await store.withConnection { connection in
+                try await ContainerCounts.totals(container: "c", on: connection, logger: TestSupport.logger)
+            }
+            XCTAssertEqual(counted, ContainerTotals(records: 3, zones: 2, bytes: 750, assetBytes: 100))
+            let other = try await store.withConnection { connection in
+                try await ContainerCounts.totals(container: "other", on: connection, logger: TestSupport.logger)
+            }
+            XCTAssertEqual(other, ContainerTotals(bytes: 9))
+        }
+    }
+
     func testTheCLISetsAndShowsTheQuotasAndTheUsage() async throws {
         try await ContainerLimitsTests.withTwoAPIs(ContainerLimits()) { fixture, first, _ in
             _ = try await Self.modify(first, fixture, [QuotaTests.save("a0", bytes: 100), QuotaTests.save("a1", bytes: 100)])
