@@ -153,6 +153,40 @@ final class ContainerDeletionTests: XCTestCase {
         }
     }
 
+    /// A deletion started by another process is heard by two caching API processes within a
+    /// second: every request is refused with the deletion's error, and a new token is refused too.
+    func testADeletionIsHeardByEveryAPIProcessWithinASecond() async throws {
+        try await TestSupport.withMigratedStore { store, url in
+            let container = ContainerTenancyTests.container
+            let apiToken = try await ContainerStore(store: store).create(container: container, label: "test", logger: TestSupport.logger)
+            let query = AuthTests.path("records/query") + "?ckAPIToken=\(apiToken)"
+            let queryBody = try AuthTests.json(["query": ["recordType": "Note"]])
+            try await ContainerTenancyTests.withTwoCachingAPIs(store: store, url: url, secretKey: SecretKey.generate()) { other, first, second in
+                for client in [first, second] {
+                    let (status, answer) = try await AuthTests.send(client, query, body: queryBody)
+                    XCTAssertEqual(status, 200, "served (and cached) before the deletion: \(answer)")
+                }
+                let started = try await ContainerDeletionStore(store: other).start(container: container, requestedBy: "test", logger: TestSupport.logger)
+                XCTAssertEqual(started.step, .users)
+                for (name, client) in [("first", first), ("second", second)] {
+                    try await TestSupport.eventually(timeout: .seconds(1), "the \(name) API process to refuse the container being deleted") {
+                        try await AuthTests.send(client, query, body: queryBody).0 != 200
+                    }
+                    let (status, answer) = try await AuthTests.send(client, query, body: queryBody)
+                    XCTAssertEqual(status, 403, "\(answer)")
+                    XCTAssertEqual(answer["serverErrorCode"] as? String, "ACCESS_DENIED", "\(answer)")
+                    XCTAssertTrue((answer["reason"] as? String ?? "").contains("being deleted"), "\(answer)")
+                }
+                do {
+                    _ = try await ContainerStore(store: other).create(container: container, label: "again", logger: TestSupport.logger)
+                    XCTFail("a container being deleted gets no new token")
+                } catch let error as StratusError {
+                    XCTAssertEqual(error.code, .exists)
+                }
+            }
+        }
+    }
+
     /// The console's form: a wrong confirmation changes nothing; the right one refuses the
     /// container's requests at once, the page shows the deletion, and stratus-gc's runner finishes it.
     func testTheConsoleStartsADeletionThatTheRunnerFinishes() async throws {
