@@ -76,7 +76,11 @@ public struct ZoneStore: Sendable {
                         }
                     }
                     let incarnation = after?.incarnation ?? row!.zone.incarnation
+                    // A created zone adds one to the container's count (`ContainerCounts`) in the same statement.
                     try await connection.query("""
+                        WITH tallied AS (
+                            INSERT INTO container_usage (container, shard, zones) SELECT \(database.container), \(transaction.containerShard), 1 WHERE \(creates)
+                            ON CONFLICT (container, shard) DO UPDATE SET zones = container_usage.zones + EXCLUDED.zones)
                         INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter, deleted, default_time_to_live)
                         VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner),
                                 \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil), \(after?.defaultTimeToLive))
@@ -96,7 +100,6 @@ public struct ZoneStore: Sendable {
                                 """, binds: Self.zoneBinds(database, zoneID.zoneName)), logger: logger)
                         }
                     }
-                    if creates { try await ContainerCounts.add(ContainerTotals(zones: 1), container: database.container, in: transaction) }
                     if after == nil, let zones = containerZones { containerZones = zones - 1 }
                     try await EventLog.append(events, in: transaction)
                     if var after {
