@@ -48,7 +48,7 @@ fi
 unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests|StratusKitTests)\.'
 # (WorkerIdleTests' PostgreSQL restart runs in the parallel tier: it waits more than it measures, and
 # its bound, ten seconds, holds under load.)
-serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests/(testAWait|testAnIdleWorkerPauses)|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension|ContainerLimitsTests/testTwoAPIProcessesHoldAContainersRate)'
+serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests/(testAWait|testAnIdleWorkerPauses)|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension|ContainerDeletionTests/testADeletionIsHeard|ContainerLimitsTests/testTwoAPIProcessesHoldAContainersRate)'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
 # Those that judge how much load gets through run after the tests, beside the serial tests only; the rest in the background.
 read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"

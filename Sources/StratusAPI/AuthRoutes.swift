@@ -65,6 +65,7 @@ struct AuthRoutes<Context: StratusRequestContext>: Sendable {
                 throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(container))'")
             }
             suspended = access.suspended
+            try ContainerSuspension.check(suspended, deleting: access.deleting, container: container)
         }
         try ContainerSuspension.check(suspended, container: container)
         return container

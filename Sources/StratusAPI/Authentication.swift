@@ -119,7 +119,7 @@ struct Authenticator: Sendable {
         else {
             throw StratusError(.authenticationFailed, "ckAPIToken is not valid for container '\(ClientText.excerpt(container))'")
         }
-        try ContainerSuspension.check(access.suspended, container: access.container)
+        try ContainerSuspension.check(access.suspended, deleting: access.deleting, container: access.container)
         var caller = Caller(container: access.container, credential: .apiToken(apiToken), allowsAnonymousPublic: access.allowsAnonymousPublic)
         caller.limits = access.limits
         caller.origin = SignInPageRequest.origin(request.headers[.origin])
@@ -163,7 +163,7 @@ struct Authenticator: Sendable {
         guard key.container == container else {
             throw StratusError(.authenticationFailed, "The server-to-server key is not valid for container '\(ClientText.excerpt(container))'")
         }
-        try ContainerSuspension.check(key.containerSuspended, container: key.container)
+        try ContainerSuspension.check(key.containerSuspended, deleting: key.containerDeleting, container: key.container)
         try ServerSignature.checkDate(date, now: Int64(Date().timeIntervalSince1970))
         return SignedRequest(key: key, date: date, signature: signature, subpaths: subpaths)
     }

@@ -64,6 +64,7 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         storeLimits.maxRecordBytes = limits.maxRecordBytes
         storeLimits.maxEventBytes = limits.maxEventBytes
         storeLimits.userQuotaBytes = caller.limits.userQuota(default: limits.userQuotaBytes)
+        storeLimits.containerQuota = caller.limits.quota
         for (index, operation) in parsed.operations.enumerated() {
             guard let type = RecordOperationType(rawValue: operation.operationType) else {
                 throw StratusError(.badRequest, "operations[\(index)]: unknown operationType '\(operation.operationType.prefix(64))'; use one of \(RecordOperationType.allCases.map(\.rawValue).joined(separator: ", "))")

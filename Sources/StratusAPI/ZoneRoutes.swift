@@ -105,7 +105,7 @@ struct ZoneRoutes<Context: StratusRequestContext>: Sendable {
         }
         // The device a zone change comes from, as for records: its own couriers are not pushed it.
         let causation = Causation(requestID: context.requestID, userRecordName: caller.userRecordName, deviceID: try DeviceHeader.deviceID(request))
-        let outcomes = try await zones.modify(commands, in: database, causation: causation, logger: context.logger)
+        let outcomes = try await zones.modify(commands, in: database, causation: causation, quota: caller.limits.quota, logger: context.logger)
         let results: [ZoneResult] = zip(commands, outcomes).map { command, outcome in
             switch outcome {
             case .success(.saved(let zone)): .zone(.custom(zone, key: secretKey))

@@ -11,9 +11,17 @@ public struct ContainerStore: Sendable {
     public init(store: PostgresStore) { self.store = store }
 
     /// Creates the container if needed and a new API token for it; returns the token (shown once, stored as a digest).
+    /// Refused (EXISTS) while the container is being deleted; once its deletion finished, the name is
+    /// created afresh.
     public func create(container: String, label: String, logger: Logger) async throws -> String {
         let token = APIToken.generate()
         try await store.withConnection { connection in
+            let busy = try await connection.query("""
+                SELECT 1 FROM containers WHERE container = \(container) AND deleting_at IS NOT NULL
+                UNION ALL SELECT 1 FROM container_deletions WHERE container = \(container) AND finished_at IS NULL
+                """, logger: logger)
+            for try await _ in busy { throw ContainerDeletion.busy(container: container) }
+            try await connection.query("DELETE FROM container_deletions WHERE container = \(container)", logger: logger)
             try await connection.query(
                 "INSERT INTO containers (container) VALUES (\(container)) ON CONFLICT DO NOTHING", logger: logger)
             try await connection.query(
@@ -36,6 +44,8 @@ public struct ContainerStore: Sendable {
         public var sessionActive: Bool?
         /// Whether an operator suspended the container: its requests are refused.
         public var suspended: Bool
+        /// Whether the container is being deleted (`ContainerDeletion`): its requests are refused.
+        public var deleting = false
         /// The container's own limits (read with the rest, so they cost no statement of their own).
         public var limits: ContainerLimits
 
@@ -73,7 +83,7 @@ public struct ContainerStore: Sendable {
         return try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
-                SELECT t.container, c.allow_anonymous_public, c.suspended_at IS NOT NULL,
+                SELECT t.container, c.allow_anonymous_public, c.suspended_at IS NOT NULL, c.deleting_at IS NOT NULL,
                        \(unescaped: ContainerLimitsRow.columns),
                        (SELECT u.credential_epoch FROM users u WHERE u.user_record_name = \(user) AND u.container = t.container),
                        (SELECT s.revoked_at IS NULL FROM sessions s
@@ -81,11 +91,13 @@ public struct ContainerStore: Sendable {
                 FROM api_tokens t JOIN containers c USING (container)
                 WHERE t.token_digest = \(digest)
                 """, preparedIn: statements, logger: logger)
-            for try await (container, anonymous, suspended, rate, burst, userRate, userBurst, quota, subscriptions, epoch, active)
-                in rows.decode((String, Bool, Bool, Double?, Double?, Double?, Double?, Int64?, Int32?, Int64?, Bool?).self) {
-                return Access(
+            for try await (container, anonymous, suspended, deleting, rate, burst, userRate, userBurst, quota, subscriptions, records, zones, bytes, assetBytes, epoch, active)
+                in rows.decode((String, Bool, Bool, Bool, Double?, Double?, Double?, Double?, Int64?, Int32?, Int64?, Int64?, Int64?, Int64?, Int64?, Bool?).self) {
+                var access = Access(
                     container: container, allowsAnonymousPublic: anonymous, credentialEpoch: epoch, sessionActive: active, suspended: suspended,
-                    limits: ContainerLimitsRow.limits(rate, burst, userRate, userBurst, quota, subscriptions))
+                    limits: ContainerLimitsRow.limits((rate, burst, userRate, userBurst, quota, subscriptions, records, zones, bytes, assetBytes)))
+                access.deleting = deleting
+                return access
             }
             return nil
         }

@@ -223,7 +223,8 @@ public final class PostgresStore: Service, Sendable {
                         try await Self.locked(locks, on: connection, logger: logger) {
                             try await usageShards.withShard { shard in
                                 try await Self.inTransaction(
-                                    connection, isolation: isolation, usageShard: shard, statements: statements, logger: logger, body)
+                                    connection, isolation: isolation, usageShard: shard, containerShard: usageShards.containerShard(shard),
+                                    statements: statements, logger: logger, body)
                             }
                         }
                     }
@@ -268,13 +269,14 @@ public final class PostgresStore: Service, Sendable {
     }
 
     private static func inTransaction<T>(
-        _ connection: PostgresConnection, isolation: StaticString, usageShard: Int16, statements: PreparedStatements, logger: Logger,
+        _ connection: PostgresConnection, isolation: StaticString, usageShard: Int16, containerShard: Int16, statements: PreparedStatements, logger: Logger,
         _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         try await connection.query(PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \(isolation)"), logger: logger)
         let value: T
         do {
-            value = try await body(Transaction(connection: connection, logger: logger, usageShard: usageShard, statements: statements))
+            value = try await body(Transaction(
+                connection: connection, logger: logger, usageShard: usageShard, containerShard: containerShard, statements: statements))
         } catch {
             // A failed ROLLBACK leaves nothing to undo: the connection is closed by the pool. A closed
             // connection rolled the transaction back as it went.
@@ -303,13 +305,16 @@ public struct Transaction: Sendable {
     /// The `storage_usage` row this transaction adds to (`UsageShards`); read-only transactions,
     /// which add nothing, have shard 0.
     let usageShard: Int16
+    /// The `container_usage` row this transaction adds to (`UsageShards.containerShard`).
+    let containerShard: Int16
     /// The store's prepared statements (`prepared(_:)`); nil: every statement is planned at its call.
     let statements: PreparedStatements?
 
-    init(connection: PostgresConnection, logger: Logger, usageShard: Int16 = 0, statements: PreparedStatements? = nil) {
+    init(connection: PostgresConnection, logger: Logger, usageShard: Int16 = 0, containerShard: Int16? = nil, statements: PreparedStatements? = nil) {
         self.connection = connection
         self.logger = logger
         self.usageShard = usageShard
+        self.containerShard = containerShard ?? usageShard
         self.statements = statements
     }
 

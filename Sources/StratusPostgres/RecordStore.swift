@@ -296,6 +296,10 @@ struct ZoneWriter {
     var usageChange: [String: Int64] = [:]
     /// The record names of the commands applied, in order, with what each changed its user's bytes by.
     var applied: [(recordName: String, bytes: Int64)] = []
+    /// What this transaction changed its container's records and bytes by (`ContainerCounts`).
+    var containerChange = ContainerTotals()
+    /// What each command applied changed its container's records by, in `applied`'s order.
+    var appliedRecords: [Int64] = []
     /// Whom the writer acts for when it deletes an expired record: the record's creator (so its
     /// DELETE_SELF referrers go with it as they would in its creator's own delete); nil: the caller.
     var actingUser: String?
@@ -443,9 +447,12 @@ struct ZoneWriter {
             events.append(event)
             // Its bytes are known once the row is written (`flush`).
             applied.append((record.recordName, 0))
+            appliedRecords.append(before == nil ? 1 : 0)
             return .saved(record)
         case .delete(let record):
+            let records = containerChange.records
             applied.append((record.recordName, -(try await delete([record], in: transaction))))
+            appliedRecords.append(containerChange.records - records)
             return .deleted(recordName: record.recordName)
         }
     }
@@ -518,13 +525,19 @@ struct ZoneWriter {
                 INSERT INTO storage_usage (container, environment, owner, shard, bytes)
                 SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(transaction.usageShard), -sum(bytes) FROM gone
                 GROUP BY usage_owner HAVING sum(bytes) <> 0
-                ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
-            SELECT usage_owner, sum(bytes)::int8 FROM gone GROUP BY usage_owner
+                ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes),
+            tallied AS (
+                INSERT INTO container_usage (container, shard, records, bytes)
+                SELECT \(database.container), \(transaction.containerShard), -count(*), -coalesce(sum(bytes), 0) FROM gone HAVING count(*) > 0
+                \(unescaped: ContainerCounts.addRecordsAndBytes))
+            SELECT usage_owner, sum(bytes)::int8, count(*)::int8 FROM gone GROUP BY usage_owner
             """, logger: transaction.logger)
         var freed: Int64 = 0
-        for try await (owner, bytes) in gone.decode((String, Int64).self) {
+        for try await (owner, bytes, count) in gone.decode((String, Int64, Int64).self) {
             usageChange[owner, default: 0] -= bytes
             freed += bytes
+            containerChange.records -= count
+            containerChange.bytes -= bytes
         }
         try await transaction.connection.query("""
             DELETE FROM record_references WHERE \(zone: context.zone.zoneName, of: database) AND record_name = ANY(\(list))
@@ -580,6 +593,7 @@ struct ZoneWriter {
     /// transaction's snapshot: writers of the same user that commit meanwhile are not seen, so
     /// concurrent writers may pass the quota by what they add between them (docs/configuration.md).
     private func checkQuota(in transaction: Transaction) async throws {
+        try await checkContainerQuota(in: transaction)
         let quota = context.limits.userQuotaBytes
         guard quota > 0 else { return }
         for (owner, change) in usageChange.sorted(by: { $0.key < $1.key }) where StorageQuota.needsCheck(quota: quota, change: change) {
@@ -589,6 +603,21 @@ struct ZoneWriter {
             if let refusal = StorageQuota.refusal(quota: quota, total: total, change: change, applied: applied) {
                 throw RecordStore.ItemRefused(recordName: refusal.recordName, failure: RecordStore.Failure(error: refusal.error))
             }
+        }
+    }
+
+    /// Refuses the transaction (`ItemRefused`) when it adds records or bytes to a container that
+    /// then holds more than its quota (`ContainerQuota` decides, and whom to blame). Without a
+    /// container quota, or when the transaction adds nothing one limits, it reads nothing. As with
+    /// the user's quota, the totals are this transaction's snapshot's.
+    private func checkContainerQuota(in transaction: Transaction) async throws {
+        let quota = context.limits.containerQuota
+        guard quota.needsCheck(containerChange) else { return }
+        let container = context.database.container
+        let total = try await ContainerCounts.totals(container: container, on: transaction.connection, logger: transaction.logger)
+        let entries = zip(applied, appliedRecords).map { ContainerQuota.Applied(recordName: $0.recordName, records: $1, bytes: $0.bytes) }
+        if let refusal = quota.refusal(container: container, total: total, change: containerChange, applied: entries) {
+            throw RecordStore.ItemRefused(recordName: refusal.recordName, failure: RecordStore.Failure(error: refusal.error))
         }
     }
 
@@ -665,6 +694,9 @@ struct ZoneWriter {
         var freedBytes: [String: Int64] = [:]
         for row in replaced.compactMap({ $0 }) { freedBytes[row.usageOwner, default: 0] += row.bytes }
         let freed = freedBytes.sorted { $0.key < $1.key }
+        let freedTotal = freed.reduce(Int64(0)) { $0 + $1.value }
+        // The saves of records no row held add one record each to the container's count.
+        let newRecords = Int64(replaced.filter { $0 == nil }.count)
         // A re-created record is live again: its tombstone goes. The record keeps the tombstone's
         // creation version, the first version at which a device may hold some incarnation of it,
         // so a later delete is reported to every such device (sync skips tombstones of records
@@ -710,14 +742,23 @@ struct ZoneWriter {
                     SELECT usage_owner, -bytes FROM unnest(\(freed.map(\.key))::text[], \(freed.map(\.value))::int8[]) AS f(usage_owner, bytes)
                 ) AS change
                 GROUP BY usage_owner HAVING sum(bytes) <> 0
-                ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes)
+                ON CONFLICT (container, environment, owner, shard) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes),
+            tallied AS (
+                INSERT INTO container_usage (container, shard, records, bytes)
+                SELECT \(database.container), \(transaction.containerShard), d.records, d.bytes
+                FROM (SELECT \(newRecords)::int8, (SELECT coalesce(sum(bytes), 0) FROM stored)::int8 - \(freedTotal)::int8) AS d(records, bytes)
+                WHERE d.records <> 0 OR d.bytes <> 0
+                \(unescaped: ContainerCounts.addRecordsAndBytes))
             SELECT record_name, created_version, usage_owner, bytes FROM stored
             """, prepared: RecordKeys.single(created))
+        containerChange.records += newRecords
+        containerChange.bytes -= freedTotal
         var changes: [ExactName: Int64] = [:]
         for (name, row) in zip(names, replaced) { changes[ExactName(name)] = -(row?.bytes ?? 0) }
         for (owner, bytes) in freed { usageChange[owner, default: 0] -= bytes }
         for try await (name, createdVersion, owner, bytes) in rows.decode((String, Int64?, String, Int64).self) {
             usageChange[owner, default: 0] += bytes
+            containerChange.bytes += bytes
             changes[ExactName(name), default: 0] += bytes
             stored[ExactName(name)] = StoredRow(usageOwner: owner, bytes: bytes)
             if case .some(.some(var record)) = known[ExactName(name)], record.createdVersion != createdVersion {

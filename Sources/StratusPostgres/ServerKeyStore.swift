@@ -15,6 +15,8 @@ public struct ServerKey: Sendable {
     public var userRecordName: String
     /// Whether an operator suspended the container: its requests are refused.
     public var containerSuspended: Bool = false
+    /// Whether the key's container is being deleted: its requests are refused.
+    public var containerDeleting: Bool = false
     /// The container's own limits.
     public var containerLimits = ContainerLimits()
 }
@@ -57,16 +59,18 @@ public struct ServerKeyStore: Sendable {
         return try await store.withConnection { connection in
             let rows = try await connection.query(
                 """
-                SELECT k.container, k.public_key, k.user_record_name, c.suspended_at IS NOT NULL,
+                SELECT k.container, k.public_key, k.user_record_name, c.suspended_at IS NOT NULL, c.deleting_at IS NOT NULL,
                        \(unescaped: ContainerLimitsRow.columns)
                 FROM server_keys AS k JOIN containers AS c USING (container)
                 WHERE k.key_id = \(id.lowercased()) AND k.revoked_at IS NULL
                 """, logger: logger)
-            for try await (container, der, user, suspended, rate, burst, userRate, userBurst, quota, subscriptions)
-                in rows.decode((String, Data, String, Bool, Double?, Double?, Double?, Double?, Int64?, Int32?).self) {
-                return ServerKey(
+            for try await (container, der, user, suspended, deleting, rate, burst, userRate, userBurst, quota, subscriptions, records, zones, bytes, assetBytes)
+                in rows.decode((String, Data, String, Bool, Bool, Double?, Double?, Double?, Double?, Int64?, Int32?, Int64?, Int64?, Int64?, Int64?).self) {
+                var key = ServerKey(
                     keyID: id.lowercased(), container: container, publicKey: try ServerPublicKey(der: der), userRecordName: user, containerSuspended: suspended,
-                    containerLimits: ContainerLimitsRow.limits(rate, burst, userRate, userBurst, quota, subscriptions))
+                    containerLimits: ContainerLimitsRow.limits((rate, burst, userRate, userBurst, quota, subscriptions, records, zones, bytes, assetBytes)))
+                key.containerDeleting = deleting
+                return key
             }
             return nil
         }

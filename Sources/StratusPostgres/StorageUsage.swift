@@ -40,6 +40,13 @@ public enum StorageUsage {
             """, logger: transaction.logger)
     }
 
+    /// Adds an asset's `bytes` (negative: frees them) to `owner`'s total and to the container's
+    /// stored and asset bytes (`ContainerCounts`) in `transaction`.
+    static func addAsset(_ bytes: Int64, container: String, environment: String, owner: String, in transaction: Transaction) async throws {
+        try await add(bytes, container: container, environment: environment, owner: owner, in: transaction)
+        try await ContainerCounts.add(ContainerTotals(bytes: bytes, assetBytes: bytes), container: container, in: transaction)
+    }
+
     /// `owner`'s total bytes, as the transaction of `connection` sees them.
     public static func total(container: String, environment: String, owner: String, on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
         let rows = try await connection.query("""
@@ -50,13 +57,19 @@ public enum StorageUsage {
         return 0
     }
 
-    /// Deletes a zone's records and frees their bytes, in one statement.
-    static func deleteRecords(of database: DatabaseID, zoneName: String, in transaction: Transaction) async throws {
+    /// Deletes a zone's records and frees their bytes, in one statement, and takes them and the
+    /// zone off the container's counts (`ContainerCounts`).
+    static func deleteZone(of database: DatabaseID, zoneName: String, in transaction: Transaction) async throws {
         try await transaction.connection.query("""
             WITH gone AS (
                 DELETE FROM records WHERE container = \(database.container) AND environment = \(database.environment.rawValue)
                   AND scope = \(database.scope.rawValue) AND owner = \(database.owner) AND zone_name = \(zoneName)
-                RETURNING \(unescaped: usageOwner) AS usage_owner, \(unescaped: recordBytes) AS bytes)
+                RETURNING \(unescaped: usageOwner) AS usage_owner, \(unescaped: recordBytes) AS bytes),
+            tallied AS (
+                INSERT INTO container_usage (container, shard, records, zones, bytes)
+                SELECT \(database.container), \(transaction.containerShard), -count(*), -1, -coalesce(sum(bytes), 0) FROM gone
+                ON CONFLICT (container, shard) DO UPDATE SET records = container_usage.records + EXCLUDED.records,
+                    zones = container_usage.zones + EXCLUDED.zones, bytes = container_usage.bytes + EXCLUDED.bytes)
             INSERT INTO storage_usage (container, environment, owner, shard, bytes)
             SELECT \(database.container), \(database.environment.rawValue), usage_owner, \(transaction.usageShard), -sum(bytes) FROM gone
             GROUP BY usage_owner HAVING sum(bytes) <> 0
@@ -76,6 +89,13 @@ public enum StorageUsage {
 /// `shards` transactions at once, a transaction gets a random shard.
 final class UsageShards: Sendable {
     private let free: Mutex<[Int16]>
+    /// This process's slot among `ContainerCounts.slots`: the container's rows it adds to.
+    let slot = Int16.random(in: 0..<ContainerCounts.slots)
+
+    /// The `container_usage` row of a transaction holding `shard`: the shard within this process's
+    /// slot, so transactions of one process never share a container's row while they hold distinct
+    /// shards, and two processes share one only when they drew the same slot.
+    func containerShard(_ shard: Int16) -> Int16 { slot * StorageUsage.shards + shard }
 
     init() {
         free = Mutex(Array(0..<StorageUsage.shards).shuffled())

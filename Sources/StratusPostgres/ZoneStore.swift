@@ -20,14 +20,18 @@ public struct ZoneStore: Sendable {
 
     /// Applies zone commands in one transaction under their zones' locks, appending their events.
     /// Each command's outcome is returned in order; a command that fails fails the whole call.
+    /// With a container `quota` on zones, a command that would create a zone past it fails
+    /// (`QUOTA_EXCEEDED`, `ContainerQuota.zoneRefusal`); deleting zones always passes.
     public func modify(
-        _ commands: [ZoneCommand], in database: DatabaseID, causation: Causation, logger: Logger
+        _ commands: [ZoneCommand], in database: DatabaseID, causation: Causation, quota: ContainerQuota = ContainerQuota(), logger: Logger
     ) async throws -> [Swift.Result<Result, StratusError>] {
         // The same per-zone locks record writers take: a zone change queues behind them instead of aborting.
         let locks = commands.map { ZoneKey(database: database, zoneName: $0.zoneID.zoneName).rawValue }
         return try await store.locked(logger: logger, locks: locks) { transaction in
             let connection = transaction.connection
             var outcomes: [Swift.Result<Result, StratusError>] = []
+            // The container's live zones, read once when a quota asks, counted on as zones are created.
+            var containerZones: Int64?
             for command in commands {
                 let zoneID = command.zoneID
                 let row = try await Self.row(database: database, zoneName: zoneID.zoneName, on: connection, logger: logger)
@@ -44,6 +48,19 @@ public struct ZoneStore: Sendable {
                 case .unchanged(let zone):
                     outcomes.append(.success(.saved(zone)))
                 case .changed(let payloads, let after):
+                    let creates = current == nil && after != nil
+                    if creates, quota.maxZones > 0 {
+                        var zones = containerZones ?? 0
+                        if containerZones == nil {
+                            zones = try await ContainerCounts.totals(container: database.container, on: connection, logger: logger).zones
+                        }
+                        if let refusal = quota.zoneRefusal(container: database.container, zones: zones, zoneName: zoneID.zoneName) {
+                            containerZones = zones
+                            outcomes.append(.failure(refusal))
+                            continue
+                        }
+                        containerZones = zones + 1
+                    }
                     let key = ZoneKey(database: database, zoneName: zoneID.zoneName)
                     var sequence = row?.zone.changeCounter ?? 0
                     var events: [NewEvent] = []
@@ -59,7 +76,11 @@ public struct ZoneStore: Sendable {
                         }
                     }
                     let incarnation = after?.incarnation ?? row!.zone.incarnation
+                    // A created zone adds one to the container's count (`ContainerCounts`) in the same statement.
                     try await connection.query("""
+                        WITH tallied AS (
+                            INSERT INTO container_usage (container, shard, zones) SELECT \(database.container), \(transaction.containerShard), 1 WHERE \(creates)
+                            ON CONFLICT (container, shard) DO UPDATE SET zones = container_usage.zones + EXCLUDED.zones)
                         INSERT INTO zones (container, environment, scope, owner, zone_name, incarnation, change_counter, deleted, default_time_to_live)
                         VALUES (\(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner),
                                 \(zoneID.zoneName), \(incarnation), \(sequence), \(after == nil), \(after?.defaultTimeToLive))
@@ -72,13 +93,14 @@ public struct ZoneStore: Sendable {
                     if after == nil {
                         // A deleted zone takes its records with it (their bytes are freed); its zone.deleted
                         // event speaks for them all.
-                        try await StorageUsage.deleteRecords(of: database, zoneName: zoneID.zoneName, in: transaction)
+                        try await StorageUsage.deleteZone(of: database, zoneName: zoneID.zoneName, in: transaction)
                         for table in ["record_references", "record_tombstones", "shares"] {
                             try await connection.query(PostgresQuery(unsafeSQL: """
                                 DELETE FROM \(table) WHERE container = $1 AND environment = $2 AND scope = $3 AND owner = $4 AND zone_name = $5
                                 """, binds: Self.zoneBinds(database, zoneID.zoneName)), logger: logger)
                         }
                     }
+                    if after == nil, let zones = containerZones { containerZones = zones - 1 }
                     try await EventLog.append(events, in: transaction)
                     if var after {
                         after.changeCounter = sequence

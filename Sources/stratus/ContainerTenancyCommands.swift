@@ -109,11 +109,20 @@ struct ContainerLimitOptions: ParsableArguments {
     var userQuotaBytes: String?
     @Option(help: "Subscriptions each user may keep per database (0: none; default: 1000).")
     var maxSubscriptionsPerUser: String?
+    @Option(help: "Records the whole container may hold, every user, database and environment (0 or default: no container-wide limit).")
+    var maxRecords: String?
+    @Option(help: "Custom zones the whole container may hold (0 or default: no container-wide limit).")
+    var maxZones: String?
+    @Option(help: "Bytes of records and assets the whole container may hold (0 or default: no container-wide limit).")
+    var quotaBytes: String?
+    @Option(help: "Bytes of assets the whole container may hold (0 or default: no container-wide limit).")
+    var assetQuotaBytes: String?
 
     /// The limits given, by name, with their text.
     var changes: [(ContainerLimits.Setting, String)] {
         [(.requestRate, requestRate), (.requestBurst, requestBurst), (.userRequestRate, userRequestRate), (.userRequestBurst, userRequestBurst),
-         (.userQuotaBytes, userQuotaBytes), (.maxSubscriptionsPerUser, maxSubscriptionsPerUser)]
+         (.userQuotaBytes, userQuotaBytes), (.maxSubscriptionsPerUser, maxSubscriptionsPerUser), (.maxRecords, maxRecords), (.maxZones, maxZones),
+         (.quotaBytes, quotaBytes), (.assetQuotaBytes, assetQuotaBytes)]
             .compactMap { setting, text in text.map { (setting, $0) } }
     }
 
@@ -125,6 +134,77 @@ struct ContainerLimitOptions: ParsableArguments {
             } catch {
                 throw ValidationError(error.reason)
             }
+        }
+    }
+}
+
+/// Deleting a container: every request refused from the start, then all its data, and last the
+/// container itself (docs/operations.md, "Deleting a container").
+extension ContainerCommand {
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: """
+            Delete a container and everything of it (docs/operations.md, "Deleting a container"): its requests are refused on every API \
+            process from the start; run it again to finish a deletion that stopped. Asks to type the identifier unless --yes is given.
+            """)
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+        @Flag(help: "Do not ask for confirmation (scripts; without a terminal the command refuses to run unless it is given).")
+        var yes = false
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-container")
+            if !yes {
+                guard isatty(STDIN_FILENO) == 1 else { throw ValidationError("not confirmed: no terminal to ask on; pass --yes to delete '\(container)'") }
+                FileHandle.standardOutput.write(Data("This deletes container '\(container)' and all its data for good. Type its identifier to confirm: ".utf8))
+                guard await Self.line()?.trimmingCharacters(in: .whitespacesAndNewlines) == container else {
+                    throw ValidationError("not confirmed: nothing was deleted")
+                }
+            }
+            let actor = Admin.cliActor(explicit: options.actor)
+            let result = try await Admin.deleteContainer(
+                container, requestedBy: actor.name, pauseAfterUsers: try Admin.containerDeletionPause(), configuration, logger: logger
+            ) { progress in
+                print("container deletion \(progress.line)")
+            }
+            print("deleted \(container)")
+            try await options.audit(
+                .containerDelete, container: container,
+                details: [("users", "\(result.usersDeleted)"), ("rows", "\(result.rowsDeleted)"), ("assets", "\(result.assetsDeleted)")],
+                configuration, logger)
+        }
+
+        /// A line typed on the terminal, read as it becomes readable (no thread waits on it).
+        static func line() async -> String? {
+            let stream = AsyncStream<Data> { continuation in
+                FileHandle.standardInput.readabilityHandler = { handle in
+                    let data = handle.availableData
+                    continuation.yield(data)
+                    if data.isEmpty || data.contains(UInt8(ascii: "\n")) { continuation.finish() }
+                }
+            }
+            var typed = Data()
+            for await data in stream {
+                typed.append(data)
+                if typed.count > 1024 { break }
+            }
+            FileHandle.standardInput.readabilityHandler = nil
+            return typed.isEmpty ? nil : String(decoding: typed, as: UTF8.self)
+        }
+    }
+
+    struct Deletion: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show how far a container's deletion is.")
+        @OptionGroup var options: CommonOptions
+        @Argument(help: "The container identifier.")
+        var container: String
+
+        func run() async throws {
+            let (configuration, logger) = try options.resolve(label: "stratus-container")
+            guard let progress = try await Admin.containerDeletion(container, configuration, logger: logger) else {
+                throw ValidationError("no deletion of '\(container)' was started")
+            }
+            print(progress.line)
         }
     }
 }

@@ -149,7 +149,7 @@ struct Reindex: AsyncParsableCommand {
 
 struct ContainerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "container", abstract: "Manage containers.",
-        subcommands: [Create.self, Set.self, List.self, Show.self, Suspend.self, Resume.self, Auth.self, Invite.self, Invitations.self])
+        subcommands: [Create.self, Set.self, List.self, Show.self, Suspend.self, Resume.self, Delete.self, Deletion.self, Auth.self, Invite.self, Invitations.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a container (if new) and a new API token for it; prints the token once.")

@@ -166,6 +166,9 @@ final class AuditCoverageTests: XCTestCase {
             _ = try await ContainerStore(store: store).create(container: copy, label: "copy", logger: TestSupport.logger)
             try await run("import", [archive, "--container", copy, "--map-user", "\(carol)=\(carol)-copy"], .archiveImport, container: copy, subject: archive)
             try await run("user delete", [container, "--user", carol], .userDelete, container: container, subject: carol)
+            let gone = container + ".gone"
+            _ = try await ContainerStore(store: store).create(container: gone, label: "gone", logger: TestSupport.logger)
+            try await run("container delete", [gone, "--yes"], .containerDelete, container: gone)
 
             let audited = Set(AuditCatalog.cliCommands.filter { !$0.value.actions.isEmpty }.keys)
             XCTAssertEqual(audited.subtracting(walked).sorted(), [], "every audited subcommand is walked here")
@@ -173,7 +176,7 @@ final class AuditCoverageTests: XCTestCase {
             // Commands that change nothing append nothing; a refused command appends nothing either.
             for arguments in [["webhook", "list"], ["schema", "export", container], ["container", "auth", "list", container], ["container", "list"],
                               ["container", "invitations", container], ["session", "list", container, "--user", carol],
-                              ["user", "deletion", container, "--user", carol], ["audit", "list"], ["audit", "verify"]] {
+                              ["user", "deletion", container, "--user", carol], ["container", "deletion", gone], ["audit", "list"], ["audit", "verify"]] {
                 let result = try await StratusExecutable.run("stratus", arguments, settings: settings)
                 XCTAssertEqual(result.status, 0, "\(arguments): \(result.output)")
             }
@@ -354,6 +357,10 @@ final class AuditCoverageTests: XCTestCase {
             XCTAssertEqual(origins, .some(["https://app.example", "http://localhost:3000"]), "a refused form changes nothing")
             try await post("/console/tenancy/suspend", ["container": container, "reason": "an audit"], .containerSuspend)
             try await post("/console/tenancy/resume", ["container": container], .containerResume)
+            let gone = container + ".gone"
+            _ = try await ContainerStore(store: store).create(container: gone, label: "gone", logger: TestSupport.logger)
+            try await post("/console/tenancy/delete", ["container": gone, "confirm": "not it"], status: 400, nil)
+            try await post("/console/tenancy/delete", ["container": gone, "confirm": gone], .containerDelete, container: gone)
 
             // The audit page lists them, newest first, filtered.
             let page = try await browser.request("/console/audit?action=key.create")

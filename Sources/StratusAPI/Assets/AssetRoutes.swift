@@ -187,6 +187,7 @@ struct AssetRoutes<Context: StratusRequestContext>: Sendable {
             let value = AssetValue(receipt: receipt, size: size, fileChecksum: AssetValue.fileChecksum(digest))
             try await assets.finishUpload(
                 grant.assetID, size: size, fileChecksum: value.fileChecksum, usageOwner: grant.usageOwner, quota: quota,
+                containerQuota: (own ?? ContainerLimits()).quota,
                 logger: context.logger)
             return json(JSONValue.object(["singleFile": value.json]))
         } catch {

@@ -130,7 +130,7 @@ enum ConsoleTemplates {
         <form method="post" action="/console/tenancy/limits">
         <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
         <fieldset>
-        <legend>Limits (a number; 0: none; default: the process's setting)</legend>
+        <legend>Limits (a number; 0: none; default: the process's setting, none for the container-wide max-records, max-zones, quota-bytes and asset-quota-bytes)</legend>
         {{#limits}}<label for="limit-{{name}}">{{name}}</label>
         <input id="limit-{{name}}" name="{{name}}" value="{{value}}" maxlength="32" class="mono">
         {{/limits}}
@@ -148,6 +148,16 @@ enum ConsoleTemplates {
         <p><button type="submit" id="change-origins">Change origins</button></p>
         </fieldset>
         </form>
+        {{#deletingAt}}<p>Deletion: <strong id="container-deletion">{{deletion}}</strong>, started {{deletingAt}}: every request is refused (ACCESS_DENIED); stratus-gc (or <code>stratus container delete</code>) finishes it.</p>{{/deletingAt}}
+        {{^deletingAt}}<form method="post" action="/console/tenancy/delete">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="container" value="{{container}}">
+        <fieldset>
+        <legend>Delete the container: all its data, for good; every request is refused from the start</legend>
+        <label for="delete-confirm">Type the container's identifier to confirm</label>
+        <input id="delete-confirm" name="confirm" maxlength="255" class="mono" autocomplete="off">
+        <p><button type="submit" id="delete-container" class="secondary">Delete the container</button></p>
+        </fieldset>
+        </form>{{/deletingAt}}
         <form method="get" action="/console/zones">
         <input type="hidden" name="container" value="{{container}}">
         <fieldset>

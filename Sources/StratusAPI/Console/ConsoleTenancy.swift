@@ -42,6 +42,21 @@ struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
                 }
             }
         }
+        // As `stratus container delete`: the form's confirmation names the container. The job starts
+        // here (every API process refuses the container's requests from its commit); stratus-gc's
+        // runner, or the CLI run again, carries it out.
+        router.post("/console/tenancy/delete") { request, context in
+            await routes.page(request, context) {
+                try await access.change(request, context, done: "deleting", action: .containerDelete, back: back) { container, form, logger in
+                    guard form["confirm"]?.trimmingCharacters(in: .whitespaces) == container else {
+                        throw StratusError(.badRequest, "Type the container's identifier to confirm its deletion; nothing was deleted")
+                    }
+                    let progress = try await ContainerDeletionStore(store: routes.data.store).start(
+                        container: container, requestedBy: "console", logger: logger)
+                    return ("", [("step", progress.step.rawValue)])
+                }
+            }
+        }
         // As `stratus container set --allowed-origin`: one origin a line, or `*` alone for any.
         router.post("/console/tenancy/origins") { request, context in
             await routes.page(request, context) {
@@ -91,6 +106,7 @@ struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
         case "resumed": "The container serves again."
         case "limits-changed": "The limits were changed: every API process applies them from its next request."
         case "origins-changed": "The allowed origins were changed: every API process applies them within 5 seconds."
+        case "deleting": "The container is being deleted: every API process refuses its requests; stratus-gc deletes its data, then the container."
         default: nil
         }
     }
@@ -114,6 +130,10 @@ struct ConsoleTenancy<Context: StratusRequestContext>: Sendable {
             values["allowedOrigins"] = Self.text(origins)
         }
         if let suspended = usage.suspendedAt { values["suspendedAt"] = time.string(from: suspended) }
+        if let deleting = usage.deletingAt {
+            values["deletingAt"] = time.string(from: deleting)
+            values["deletion"] = try await ContainerDeletionStore(store: routes.data.store).progress(container: container, logger: logger)?.line ?? "starting"
+        }
         return values
     }
 }

@@ -30,6 +30,8 @@ public enum AuditCatalog {
         "container show": .changesNothing("shows a container's usage and limits"),
         "container suspend": .audited([.containerSuspend]),
         "container resume": .audited([.containerResume]),
+        "container delete": .audited([.containerDelete]),
+        "container deletion": .changesNothing("shows how far a container's deletion is"),
         "container auth add": .audited([.issuerTrust]),
         "container auth list": .changesNothing("lists the issuers a container trusts"),
         "container auth remove": .audited([.issuerDistrust]),
@@ -92,6 +94,7 @@ public enum AuditCatalog {
         "/console/schema/roles": .audited([.roleAssign, .roleRemove]),
         "/console/tenancy/suspend": .audited([.containerSuspend]),
         "/console/tenancy/resume": .audited([.containerResume]),
+        "/console/tenancy/delete": .audited([.containerDelete]),
         "/console/tenancy/limits": .audited([.containerSettings]),
         "/console/tenancy/origins": .audited([.containerSettings]),
     ]

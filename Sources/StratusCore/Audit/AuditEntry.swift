@@ -14,6 +14,7 @@ public enum AuditAction: String, Sendable, CaseIterable, Codable {
     case containerSettings = "container.settings"
     case containerSuspend = "container.suspend"
     case containerResume = "container.resume"
+    case containerDelete = "container.delete"
     case tokenCreate = "token.create"
     case tokenRevoke = "token.revoke"
     case keyCreate = "key.create"

@@ -17,12 +17,26 @@ public struct ContainerLimits: Sendable, Hashable {
     public var userQuotaBytes: Int64?
     /// Subscriptions each user may keep per database.
     public var maxSubscriptionsPerUser: Int?
+    /// Records the whole container may hold (`ContainerQuota`); nil or 0: no container-wide limit
+    /// (there is no process setting), as for the three below.
+    public var maxRecords: Int64?
+    /// Live custom zones the whole container may hold.
+    public var maxZones: Int64?
+    /// Bytes of records and assets the whole container may hold.
+    public var quotaBytes: Int64?
+    /// Bytes of assets the whole container may hold.
+    public var assetQuotaBytes: Int64?
 
     /// Creates limits; nothing given: the process's settings everywhere.
     public init(
         requestRate: Double? = nil, requestBurst: Double? = nil, userRequestRate: Double? = nil, userRequestBurst: Double? = nil,
-        userQuotaBytes: Int64? = nil, maxSubscriptionsPerUser: Int? = nil
+        userQuotaBytes: Int64? = nil, maxSubscriptionsPerUser: Int? = nil,
+        maxRecords: Int64? = nil, maxZones: Int64? = nil, quotaBytes: Int64? = nil, assetQuotaBytes: Int64? = nil
     ) {
+        self.maxRecords = maxRecords
+        self.maxZones = maxZones
+        self.quotaBytes = quotaBytes
+        self.assetQuotaBytes = assetQuotaBytes
         self.requestRate = requestRate
         self.requestBurst = requestBurst
         self.userRequestRate = userRequestRate
@@ -42,6 +56,15 @@ public struct ContainerLimits: Sendable, Hashable {
         case userRequestBurst = "user-request-burst"
         case userQuotaBytes = "user-quota-bytes"
         case maxSubscriptionsPerUser = "max-subscriptions-per-user"
+        case maxRecords = "max-records"
+        case maxZones = "max-zones"
+        case quotaBytes = "quota-bytes"
+        case assetQuotaBytes = "asset-quota-bytes"
+    }
+
+    /// The container-wide quotas these limits set.
+    public var quota: ContainerQuota {
+        ContainerQuota(maxRecords: maxRecords ?? 0, maxZones: maxZones ?? 0, quotaBytes: quotaBytes ?? 0, assetQuotaBytes: assetQuotaBytes ?? 0)
     }
 
     /// The text of a limit's value: `default` for the process's setting, else the number.
@@ -57,6 +80,10 @@ public struct ContainerLimits: Sendable, Hashable {
         case .userRequestBurst: return number(userRequestBurst)
         case .userQuotaBytes: return userQuotaBytes.map(String.init) ?? "default"
         case .maxSubscriptionsPerUser: return maxSubscriptionsPerUser.map(String.init) ?? "default"
+        case .maxRecords: return maxRecords.map(String.init) ?? "default"
+        case .maxZones: return maxZones.map(String.init) ?? "default"
+        case .quotaBytes: return quotaBytes.map(String.init) ?? "default"
+        case .assetQuotaBytes: return assetQuotaBytes.map(String.init) ?? "default"
         }
     }
 
@@ -72,6 +99,10 @@ public struct ContainerLimits: Sendable, Hashable {
             case .userRequestBurst: userRequestBurst = nil
             case .userQuotaBytes: userQuotaBytes = nil
             case .maxSubscriptionsPerUser: maxSubscriptionsPerUser = nil
+            case .maxRecords: maxRecords = nil
+            case .maxZones: maxZones = nil
+            case .quotaBytes: quotaBytes = nil
+            case .assetQuotaBytes: assetQuotaBytes = nil
             }
             return
         }
@@ -95,6 +126,15 @@ public struct ContainerLimits: Sendable, Hashable {
         case .maxSubscriptionsPerUser:
             guard trimmed.utf8.count <= 10, let value = Int32(trimmed), value >= 0 else { throw refused("a number from 0 to \(Int32.max)") }
             maxSubscriptionsPerUser = Int(value)
+        case .maxRecords, .maxZones, .quotaBytes, .assetQuotaBytes:
+            let what = setting == .maxRecords || setting == .maxZones ? "a count, 0 or more" : "a number of bytes, 0 or more"
+            guard trimmed.utf8.count <= 20, let value = Int64(trimmed), value >= 0 else { throw refused(what) }
+            switch setting {
+            case .maxRecords: maxRecords = value
+            case .maxZones: maxZones = value
+            case .quotaBytes: quotaBytes = value
+            default: assetQuotaBytes = value
+            }
         }
     }
 

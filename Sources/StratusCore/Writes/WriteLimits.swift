@@ -11,6 +11,8 @@ public struct WriteLimits: Sendable, Hashable {
     /// Bytes of records (fields as stored) one user may keep per container and environment,
     /// counted in `storage_usage`; 0: no quota.
     public var userQuotaBytes: Int64 = 0
+    /// The container's quotas over all its users (`ContainerQuota`); none by default.
+    public var containerQuota = ContainerQuota()
 
     /// Creates the defaults.
     public init() {}

@@ -59,7 +59,12 @@ public struct AssetStore: Sendable {
     /// Completes an upload with its size and checksum, counting its bytes against `usageOwner`
     /// (`StorageUsage`) in the same transaction; with a `quota` (bytes, > 0) an upload that takes the
     /// user past it is refused (`QUOTA_EXCEEDED`) and nothing of it is kept in the table.
-    public func finishUpload(_ id: UUID, size: Int64, fileChecksum: String, usageOwner: String, quota: Int64, logger: Logger) async throws {
+    /// With a `containerQuota`, an upload that takes the container past its stored or asset bytes is
+    /// refused the same way (`ContainerQuota.assetRefusal`).
+    public func finishUpload(
+        _ id: UUID, size: Int64, fileChecksum: String, usageOwner: String, quota: Int64, containerQuota: ContainerQuota = ContainerQuota(),
+        logger: Logger
+    ) async throws {
         try await store.readCommitted(logger: logger) { transaction in
             let rows = try await transaction.connection.query("""
                 UPDATE assets SET state = 'uploaded', size = \(size), file_checksum = \(fileChecksum), usage_owner = \(usageOwner)
@@ -69,7 +74,11 @@ public struct AssetStore: Sendable {
             var tenancy: (String, String)?
             for try await row in rows.decode((String, String).self) { tenancy = row }
             guard case let (container, environment)? = tenancy else { return }
-            try await StorageUsage.add(size, container: container, environment: environment, owner: usageOwner, in: transaction)
+            try await StorageUsage.addAsset(size, container: container, environment: environment, owner: usageOwner, in: transaction)
+            if containerQuota.needsCheck(ContainerTotals(bytes: size, assetBytes: size)) {
+                let total = try await ContainerCounts.totals(container: container, on: transaction.connection, logger: transaction.logger)
+                if let refusal = containerQuota.assetRefusal(container: container, total: total, size: size) { throw refusal }
+            }
             guard quota > 0 else { return }
             let total = try await StorageUsage.total(container: container, environment: environment, owner: usageOwner, on: transaction.connection, logger: transaction.logger)
             if total > quota {
@@ -268,7 +277,7 @@ public struct AssetStore: Sendable {
             // asset's, on the same node).
             try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(id)", logger: transaction.logger)
             if freeingBytes, case let (container, environment, owner?, size?)? = gone {
-                try await StorageUsage.add(-size, container: container, environment: environment, owner: owner, in: transaction)
+                try await StorageUsage.addAsset(-size, container: container, environment: environment, owner: owner, in: transaction)
             }
         }
     }

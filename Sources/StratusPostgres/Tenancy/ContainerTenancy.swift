@@ -11,15 +11,17 @@ public struct ContainerUsage: Sendable, Equatable {
     public var createdAt: Date
     /// When an operator suspended it; nil while it serves.
     public var suspendedAt: Date?
+    /// When its deletion started (`ContainerDeletion`); nil unless it is being deleted.
+    public var deletingAt: Date? = nil
     /// Users in its directory.
     public var users: Int64
-    /// Live zones, every database and environment.
+    /// Live custom zones, every database and environment (`container_usage`, as its quota counts them).
     public var zones: Int64
-    /// Live records, every database and environment.
+    /// Records, every database and environment (`container_usage`).
     public var records: Int64
-    /// Bytes its records count against the users' quotas (`storage_usage`).
+    /// Bytes its records and assets count against the users' and the container's quotas (`container_usage`).
     public var recordBytes: Int64
-    /// Asset uploads and the bytes they hold.
+    /// Asset uploads, and the bytes of those stored (`container_usage`).
     public var assets: Int64
     public var assetBytes: Int64
     /// Subscriptions, every database and environment.
@@ -42,46 +44,48 @@ extension ContainerStore {
         }
     }
 
-    /// Whether an operator suspended the container (false for one that does not exist).
+    /// Whether an operator suspended the container, or is deleting it (false for one that does not exist).
     public func isSuspended(container: String, logger: Logger) async throws -> Bool {
         try await store.withConnection { connection in
             let rows = try await connection.query(
-                "SELECT suspended_at IS NOT NULL FROM containers WHERE container = \(container)", logger: logger)
+                "SELECT suspended_at IS NOT NULL OR deleting_at IS NOT NULL FROM containers WHERE container = \(container)", logger: logger)
             for try await suspended in rows.decode(Bool.self) { return suspended }
             return false
         }
     }
 
     /// The containers (at most `limit`, by identifier from after `after`) with what each holds.
-    /// Counted when asked, for an operator's listing: index scans per container, one pass over the assets.
+    /// Zones, records and bytes are `container_usage`'s sums (what the quotas check); users, assets and
+    /// subscriptions are counted when asked, for an operator's listing.
     public func usage(of only: String? = nil, after: String? = nil, limit: Int = 100, logger: Logger) async throws -> [ContainerUsage] {
         try await store.withConnection { connection in
             // Indexed counts per container of the page; the assets (kept by id) in one pass for the page.
             // Crosses owners: an operator's figures over a whole container or all of them (asked of every node, when sharded).
             let rows = try await connection.query("""
                 WITH page AS (
-                    SELECT container, created_at, suspended_at FROM containers
+                    SELECT container, created_at, suspended_at, deleting_at FROM containers
                     WHERE (\(only)::text IS NULL OR container = \(only)) AND (\(after)::text IS NULL OR container > \(after))
                     ORDER BY container
                     LIMIT \(Int64(max(1, min(limit, 1000))))),
                 held AS (
-                    SELECT a.container, count(*) AS assets, coalesce(sum(a.size), 0)::bigint AS bytes
-                    FROM assets AS a JOIN page USING (container) GROUP BY a.container)
-                SELECT c.container, c.created_at, c.suspended_at,
+                    SELECT a.container, count(*) AS assets FROM assets AS a JOIN page USING (container) GROUP BY a.container),
+                counted AS (
+                    SELECT u.container, sum(u.records)::bigint AS records, sum(u.zones)::bigint AS zones, sum(u.bytes)::bigint AS bytes,
+                           sum(u.asset_bytes)::bigint AS asset_bytes
+                    FROM container_usage AS u JOIN page USING (container) GROUP BY u.container)
+                SELECT c.container, c.created_at, c.suspended_at, c.deleting_at,
                        (SELECT count(*) FROM users AS u WHERE u.container = c.container),
-                       (SELECT count(*) FROM zones AS z WHERE z.container = c.container AND NOT z.deleted),
-                       (SELECT count(*) FROM records AS r WHERE r.container = c.container),
-                       (SELECT coalesce(sum(s.bytes), 0)::bigint FROM storage_usage AS s WHERE s.container = c.container),
-                       coalesce(held.assets, 0), coalesce(held.bytes, 0),
+                       coalesce(counted.zones, 0), coalesce(counted.records, 0), coalesce(counted.bytes, 0),
+                       coalesce(held.assets, 0), coalesce(counted.asset_bytes, 0),
                        (SELECT count(*) FROM subscriptions AS s WHERE s.container = c.container)
-                FROM page AS c LEFT JOIN held USING (container)
+                FROM page AS c LEFT JOIN held USING (container) LEFT JOIN counted USING (container)
                 ORDER BY c.container
                 """, logger: logger)
             var found: [ContainerUsage] = []
-            for try await (container, created, suspended, users, zones, records, recordBytes, assets, assetBytes, subscriptions)
-                in rows.decode((String, Date, Date?, Int64, Int64, Int64, Int64, Int64, Int64, Int64).self) {
+            for try await (container, created, suspended, deleting, users, zones, records, recordBytes, assets, assetBytes, subscriptions)
+                in rows.decode((String, Date, Date?, Date?, Int64, Int64, Int64, Int64, Int64, Int64, Int64).self) {
                 found.append(ContainerUsage(
-                    container: container, createdAt: created, suspendedAt: suspended, users: users, zones: zones, records: records,
+                    container: container, createdAt: created, suspendedAt: suspended, deletingAt: deleting, users: users, zones: zones, records: records,
                     recordBytes: recordBytes, assets: assets, assetBytes: assetBytes, subscriptions: subscriptions))
             }
             return found
@@ -93,15 +97,17 @@ extension ContainerStore {
 enum ContainerLimitsRow {
     /// The columns, of `containers` as `c`, in the order `limits` takes them.
     static let columns =
-        "c.request_rate, c.request_burst, c.user_request_rate, c.user_request_burst, c.user_quota_bytes, c.max_subscriptions_per_user"
+        "c.request_rate, c.request_burst, c.user_request_rate, c.user_request_burst, c.user_quota_bytes, c.max_subscriptions_per_user, "
+        + "c.max_records, c.max_zones, c.quota_bytes, c.asset_quota_bytes"
+
+    /// The columns' types, in order.
+    typealias Columns = (Double?, Double?, Double?, Double?, Int64?, Int32?, Int64?, Int64?, Int64?, Int64?)
 
     /// The limits from the columns' values.
-    static func limits(
-        _ rate: Double?, _ burst: Double?, _ userRate: Double?, _ userBurst: Double?, _ quota: Int64?, _ subscriptions: Int32?
-    ) -> ContainerLimits {
+    static func limits(_ row: Columns) -> ContainerLimits {
         ContainerLimits(
-            requestRate: rate, requestBurst: burst, userRequestRate: userRate, userRequestBurst: userBurst, userQuotaBytes: quota,
-            maxSubscriptionsPerUser: subscriptions.map(Int.init))
+            requestRate: row.0, requestBurst: row.1, userRequestRate: row.2, userRequestBurst: row.3, userQuotaBytes: row.4,
+            maxSubscriptionsPerUser: row.5.map(Int.init), maxRecords: row.6, maxZones: row.7, quotaBytes: row.8, assetQuotaBytes: row.9)
     }
 }
 
@@ -111,10 +117,7 @@ extension ContainerStore {
         try await store.withConnection { connection in
             let rows = try await connection.query(
                 "SELECT \(unescaped: ContainerLimitsRow.columns) FROM containers AS c WHERE c.container = \(container)", logger: logger)
-            for try await (rate, burst, userRate, userBurst, quota, subscriptions)
-                in rows.decode((Double?, Double?, Double?, Double?, Int64?, Int32?).self) {
-                return ContainerLimitsRow.limits(rate, burst, userRate, userBurst, quota, subscriptions)
-            }
+            for try await row in rows.decode(ContainerLimitsRow.Columns.self) { return ContainerLimitsRow.limits(row) }
             return nil
         }
     }
@@ -127,7 +130,9 @@ extension ContainerStore {
             let rows = try await connection.query("""
                 UPDATE containers SET request_rate = \(limits.requestRate), request_burst = \(limits.requestBurst),
                     user_request_rate = \(limits.userRequestRate), user_request_burst = \(limits.userRequestBurst),
-                    user_quota_bytes = \(limits.userQuotaBytes), max_subscriptions_per_user = \(limits.maxSubscriptionsPerUser.map { Int32(clamping: $0) })
+                    user_quota_bytes = \(limits.userQuotaBytes), max_subscriptions_per_user = \(limits.maxSubscriptionsPerUser.map { Int32(clamping: $0) }),
+                    max_records = \(limits.maxRecords), max_zones = \(limits.maxZones), quota_bytes = \(limits.quotaBytes),
+                    asset_quota_bytes = \(limits.assetQuotaBytes)
                 WHERE container = \(container) RETURNING 1
                 """, logger: logger)
             for try await _ in rows { return true }

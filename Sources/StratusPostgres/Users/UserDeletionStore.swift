@@ -404,32 +404,16 @@ struct Job: Sendable {
     /// The user's assets — of their private zones, or uploaded by them (their usage) anywhere —
     /// a batch at a time: each one's bytes, unless another asset still holds them, then its rows.
     func deleteAssets(_ deleteBlob: UserDeletionStore.BlobDeleter) async throws {
-        while true {
-            let batch: [(asset: UUID, blob: UUID, shared: Bool)] = try await store.withConnection { connection in
-                let rows = try await connection.query("""
-                    SELECT a.asset_id, coalesce(a.blob_id, a.asset_id),
-                           EXISTS (SELECT 1 FROM assets o WHERE o.asset_id <> a.asset_id AND coalesce(o.blob_id, o.asset_id) = coalesce(a.blob_id, a.asset_id)
-                                   AND NOT (o.container = \(container) AND ((o.scope = 'private' AND o.owner = \(user)) OR o.usage_owner = \(user))))
-                    FROM assets a
-                    WHERE a.container = \(container) AND ((a.scope = 'private' AND a.owner = \(user)) OR a.usage_owner = \(user))
-                    ORDER BY a.asset_id LIMIT \(UserDeletion.batch)
-                    """, logger: logger)
-                var batch: [(UUID, UUID, Bool)] = []
-                for try await row in rows.decode((UUID, UUID, Bool).self) { batch.append(row) }
-                return batch
-            }
-            guard !batch.isEmpty else { return }
-            for asset in batch {
-                if !asset.shared { try await deleteBlob(asset.blob) }
-                try await store.readCommitted(logger: logger) { transaction in
-                    // Crosses owners: an asset's reference entry found by the asset's id (the entry's zone is
-                    // the asset's, on the same node).
-                    _ = try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(asset.asset)", logger: logger)
-                    _ = try await transaction.connection.query("DELETE FROM assets WHERE asset_id = \(asset.asset)", logger: logger)
-                }
-            }
-            try await count("assets_deleted", batch.count)
-        }
+        try await AssetDeletion.inBatches(store: store, deleteBlob: deleteBlob, logger: logger, next: { connection in
+            try await connection.query("""
+                SELECT a.asset_id, coalesce(a.blob_id, a.asset_id),
+                       EXISTS (SELECT 1 FROM assets o WHERE o.asset_id <> a.asset_id AND coalesce(o.blob_id, o.asset_id) = coalesce(a.blob_id, a.asset_id)
+                               AND NOT (o.container = \(container) AND ((o.scope = 'private' AND o.owner = \(user)) OR o.usage_owner = \(user))))
+                FROM assets a
+                WHERE a.container = \(container) AND ((a.scope = 'private' AND a.owner = \(user)) OR a.usage_owner = \(user))
+                ORDER BY a.asset_id LIMIT \(UserDeletion.batch)
+                """, logger: logger)
+        }, counted: { try await count("assets_deleted", $0) })
     }
 
     /// Takes the user's data out of the event log (`UserDeletion.redaction`): in the user's own
@@ -503,7 +487,13 @@ struct Job: Sendable {
             "DELETE FROM share_participants WHERE \(own)",
             "DELETE FROM shares WHERE \(own)",
             "DELETE FROM zones WHERE \(own)",
-            "DELETE FROM storage_usage WHERE container = $1 AND owner = $2",
+            // What still counts against the user leaves the container's stored bytes with their rows.
+            """
+            WITH gone AS (DELETE FROM storage_usage WHERE container = $1 AND owner = $2 RETURNING bytes)
+            INSERT INTO container_usage (container, shard, bytes)
+            SELECT $1, 0, -sum(bytes) FROM gone HAVING coalesce(sum(bytes), 0) <> 0
+            ON CONFLICT (container, shard) DO UPDATE SET bytes = container_usage.bytes + EXCLUDED.bytes
+            """,
             "DELETE FROM schema_role_members WHERE container = $1 AND user_record_name = $2",
             "DELETE FROM users WHERE container = $1 AND user_record_name = $2",
         ])
@@ -514,6 +504,45 @@ extension UserDeletionStore {
     static func progress(container: String, user: String, on store: PostgresStore, logger: Logger) async throws -> UserDeletion.Progress {
         try await store.withConnection { connection in
             try await progress(container: container, user: user, on: connection, logger: logger) ?? UserDeletion.Progress(step: .zones)
+        }
+    }
+}
+
+/// Deleting assets for good, a batch at a time (a user's deletion, a container's): each one's bytes
+/// from the blob store unless an asset outside what is deleted holds them, then its rows; the bytes
+/// it counted are freed (for its user and its container) with the last asset holding them.
+enum AssetDeletion {
+    /// Runs batches that `next` selects (asset id, blob id, whether an asset left alone shares the
+    /// blob) until it selects none, reporting each batch's size to `counted`.
+    static func inBatches(
+        store: PostgresStore, deleteBlob: UserDeletionStore.BlobDeleter, logger: Logger,
+        next: @escaping @Sendable (PostgresConnection) async throws -> PostgresRowSequence, counted: (Int) async throws -> Void
+    ) async throws {
+        while true {
+            let batch: [(asset: UUID, blob: UUID, shared: Bool)] = try await store.withConnection { connection in
+                var batch: [(UUID, UUID, Bool)] = []
+                for try await row in try await next(connection).decode((UUID, UUID, Bool).self) { batch.append(row) }
+                return batch
+            }
+            guard !batch.isEmpty else { return }
+            for asset in batch {
+                if !asset.shared { try await deleteBlob(asset.blob) }
+                try await store.readCommitted(logger: logger) { transaction in
+                    // Crosses owners: an asset's reference entry found by the asset's id (the entry's zone is
+                    // the asset's, on the same node).
+                    _ = try await transaction.connection.query("DELETE FROM asset_references WHERE asset_id = \(asset.asset)", logger: logger)
+                    let rows = try await transaction.connection.query(
+                        "DELETE FROM assets WHERE asset_id = \(asset.asset) RETURNING container, environment, usage_owner, size", logger: logger)
+                    var gone: (String, String, String?, Int64?)?
+                    for try await row in rows.decode((String, String, String?, Int64?).self) { gone = row }
+                    guard !asset.shared, case let (container, environment, owner?, size?)? = gone else { return }
+                    let holders = try await transaction.connection.query(
+                        "SELECT 1 FROM assets WHERE asset_id = \(asset.blob) OR blob_id = \(asset.blob) LIMIT 1", logger: logger)
+                    for try await _ in holders { return }
+                    try await StorageUsage.addAsset(-size, container: container, environment: environment, owner: owner, in: transaction)
+                }
+            }
+            try await counted(batch.count)
         }
     }
 }

@@ -7,10 +7,12 @@ import StratusPostgres
 
 /// Takes up users' deletions that were started and not finished — a user's own request (the API
 /// records the job and signs them out), or an operator's `stratus user delete` that stopped — and
-/// runs each to its end. Runs inside stratus-gc, which holds the blob store. A job another process
-/// is running (its advisory lock) is left to it.
+/// runs each to its end; so too containers' deletions (`ContainerDeletion`: the console starts them,
+/// or a `stratus container delete` stopped). Runs inside stratus-gc, which holds the blob store. A
+/// job another process is running (its advisory lock) is left to it.
 public struct UserDeletionRunner: Service {
     let deletions: UserDeletionStore
+    let containerDeletions: ContainerDeletionStore
     let blobs: any BlobStore
     let interval: Duration
     let logger: Logger
@@ -18,6 +20,7 @@ public struct UserDeletionRunner: Service {
     /// Creates the runner.
     public init(store: PostgresStore, blobs: any BlobStore, interval: Duration = .seconds(10), logger: Logger) {
         self.deletions = UserDeletionStore(store: store)
+        self.containerDeletions = ContainerDeletionStore(store: store)
         self.blobs = blobs
         self.interval = interval
         self.logger = logger
@@ -27,10 +30,21 @@ public struct UserDeletionRunner: Service {
         try await repeatPass(every: interval, what: "user deletion", logger: logger) { try await runOnce() }
     }
 
-    /// Runs every unfinished deletion it can lock; returns how many it finished.
+    /// Runs every unfinished deletion it can lock (containers' first); returns how many it finished.
     @discardableResult
     public func runOnce() async throws -> Int {
         var finished = 0
+        for container in try await containerDeletions.unfinished(limit: 100, logger: logger) {
+            do {
+                let progress = try await containerDeletions.run(container: container, deleteBlob: Self.blobDeleter(blobs, logger: logger), logger: logger)
+                if progress.finished {
+                    finished += 1
+                    logger.info("container deleted", metadata: ["container": "\(container)"])
+                }
+            } catch let error as StratusError where error.code == .tryAgainLater {
+                continue
+            }
+        }
         for job in try await deletions.unfinished(limit: 100, logger: logger) {
             do {
                 let progress = try await deletions.run(
