@@ -58,12 +58,50 @@ public enum ProcessTracing {
         }
         var configuration = OTel.Configuration.default
         configuration.serviceName = logger.label
-        configuration.diagnosticLogger = .custom(logger)
+        // The exporter logs each OTEL_* variable it reads with its value; a header's value may be a
+        // collector's credential, so values are never logged.
+        var diagnostics = logger
+        diagnostics.handler = ValuesRedacted(wrapped: logger.handler)
+        configuration.diagnosticLogger = .custom(diagnostics)
         configuration.logs.enabled = false
         configuration.metrics.enabled = false
         let backend = try OTel.makeTracingBackend(configuration: configuration)
         InstrumentationSystem.bootstrap(backend.factory)
         logger.info("tracing on: spans are exported over OTLP")
         return [backend.service]
+    }
+}
+
+/// The exporter's diagnostic log without the values of the settings it read (`environment_value`,
+/// `previous_value`, `new_value`): which variables were read stays visible, what they held never
+/// reaches the log (`OTEL_EXPORTER_OTLP_HEADERS` may hold a credential).
+struct ValuesRedacted: LogHandler {
+    static let hidden: Set<String> = ["environment_value", "previous_value", "new_value"]
+    var wrapped: any LogHandler
+
+    var metadata: Logger.Metadata {
+        get { wrapped.metadata }
+        set { wrapped.metadata = newValue.filter { !Self.hidden.contains($0.key) } }
+    }
+
+    var logLevel: Logger.Level {
+        get { wrapped.logLevel }
+        set { wrapped.logLevel = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { wrapped[metadataKey: key] }
+        set { wrapped[metadataKey: key] = Self.hidden.contains(key) ? newValue.map { _ in "<redacted>" } : newValue }
+    }
+
+    var metadataProvider: Logger.MetadataProvider? {
+        get { wrapped.metadataProvider }
+        set { wrapped.metadataProvider = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var event = event
+        event.metadata = event.metadata?.filter { !Self.hidden.contains($0.key) }
+        wrapped.log(event: event)
     }
 }

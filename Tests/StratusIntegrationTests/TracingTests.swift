@@ -108,6 +108,8 @@ final class TracingTests: XCTestCase {
             let traced = base.merging([
                 "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(collectorPort)",
                 "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_BSP_SCHEDULE_DELAY": "100",
+                // A collector's credential, as a deployment would send it: never in a log.
+                "OTEL_EXPORTER_OTLP_HEADERS": "x-collector-key=collector-secret-4f1c",
             ]) { $1 }
             // The API first: its relay makes the topic the workers read.
             try await StratusExecutable.with("stratus-api", settings: traced.merging(["STRATUS_HTTP_PORT": "\(port)"]) { $1 }) { api in
@@ -178,6 +180,11 @@ final class TracingTests: XCTestCase {
                             SELECT count(*) FROM events WHERE payload::text LIKE '%"traced"%' AND causation->>'traceParent' LIKE \("00-\(traceID)-%")
                             """)
                         XCTAssertEqual(tracedEvents, 1)
+                        for process in [api, indexer, subscriptions] {
+                            XCTAssertFalse(process.output().contains("collector-secret-4f1c"), "\(process.name) logged the collector's credential")
+                            XCTAssertTrue(process.output().contains("_HEADERS") && process.output().contains("<redacted>"),
+                                          "the exporter says what it read, not what it held")
+                        }
                         // No statement's text or values, and no credential, in any span.
                         for span in received.spans {
                             for value in span.attributes.values + [span.name] {
