@@ -55,6 +55,9 @@ public struct APIConfiguration: Sendable {
     public var containerMetrics = 0
     /// `STRATUS_METRICS_CONTAINERS_SECONDS`: how often the containers' usage is read for `/metrics`.
     public var containerMetricsInterval: Duration = .seconds(60)
+    /// Whether each request gets a trace span (`RequestTracingMiddleware`): on when the process
+    /// exports traces (`OTEL_TRACES_EXPORTER`, docs/configuration.md); off, no middleware is added.
+    public var tracing = false
     /// How long a connection may stay idle (no request in progress, nothing received) before the
     /// server closes it; nil keeps idle connections open for ever.
     public var idleTimeout: Duration? = .seconds(60)

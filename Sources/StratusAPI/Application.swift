@@ -57,6 +57,7 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     let router = Router(context: APIRequestContext.self)
     let recentErrors = RecentErrors()
     router.add(middleware: RequestIDMiddleware())
+    if configuration.tracing { router.add(middleware: RequestTracingMiddleware()) }
     if configuration.console.enabled { router.add(middleware: RecentErrorsMiddleware(recent: recentErrors)) }
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: MetricsMiddleware())

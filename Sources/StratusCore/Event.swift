@@ -30,12 +30,44 @@ public struct Causation: Sendable, Hashable, Codable {
     public var userRecordName: String?
     /// The device id the client sent, if any.
     public var deviceID: String?
+    /// The trace the event continues, as a W3C `traceparent` (`TraceParent`): set when the event is
+    /// appended under a traced request or apply, so the relay's and the workers' spans join its trace.
+    /// Only a well-formed value is kept.
+    public var traceParent: String? {
+        get { _traceParent }
+        set { _traceParent = newValue.flatMap(TraceParent.validated) }
+    }
+    private var _traceParent: String?
 
     /// Creates a causation.
-    public init(requestID: String, userRecordName: String? = nil, deviceID: String? = nil) {
+    public init(requestID: String, userRecordName: String? = nil, deviceID: String? = nil, traceParent: String? = nil) {
         self.requestID = requestID
         self.userRecordName = userRecordName
         self.deviceID = deviceID
+        self.traceParent = traceParent
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case requestID, userRecordName, deviceID, traceParent
+    }
+
+    /// Reads a causation; a `traceParent` that is not well formed is dropped, never trusted.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            requestID: try container.decode(String.self, forKey: .requestID),
+            userRecordName: try container.decodeIfPresent(String.self, forKey: .userRecordName),
+            deviceID: try container.decodeIfPresent(String.self, forKey: .deviceID),
+            traceParent: try? container.decodeIfPresent(String.self, forKey: .traceParent))
+    }
+
+    /// Writes the members that are set (no `traceParent` key for an untraced event).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(requestID, forKey: .requestID)
+        try container.encodeIfPresent(userRecordName, forKey: .userRecordName)
+        try container.encodeIfPresent(deviceID, forKey: .deviceID)
+        try container.encodeIfPresent(traceParent, forKey: .traceParent)
     }
 }
 
@@ -191,6 +223,7 @@ public enum EventCoding {
         var causation: [String: JSONValue] = ["requestID": .string(envelope.causation.requestID)]
         if let user = envelope.causation.userRecordName { causation["userRecordName"] = .string(user) }
         if let device = envelope.causation.deviceID { causation["deviceID"] = .string(device) }
+        if let trace = envelope.causation.traceParent { causation["traceParent"] = .string(trace) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(envelope.payload.count + 256)
         bytes += #"{"causation":"#.utf8
@@ -256,9 +289,12 @@ extension EventEnvelope {
               let requestID = string(cause["requestID"]), let user = optionalString(cause["userRecordName"]),
               let device = optionalString(cause["deviceID"])
         else { return nil }
+        // A trace context of another type is ignored like a malformed one: it only joins a trace.
+        let trace = optionalString(cause["traceParent"]) ?? nil
         self.init(
             id: id, zoneKey: ZoneKey(rawValue: zoneKey), zoneSequence: sequence, type: EventType(type), schemaVersion: schemaVersion,
-            payload: Data(), causation: Causation(requestID: requestID, userRecordName: user, deviceID: device), createdAt: createdAt)
+            payload: Data(), causation: Causation(requestID: requestID, userRecordName: user, deviceID: device, traceParent: trace),
+            createdAt: createdAt)
     }
 
     /// Whether the payload's bytes contain `text` anywhere (a key, a type name, or by chance a value).

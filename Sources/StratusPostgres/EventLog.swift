@@ -20,6 +20,12 @@ public struct EventLog: Sendable {
     /// inserts what it is given, so its plan never depends on the tables.
     public static func append(_ events: [NewEvent], in transaction: Transaction) async throws {
         guard !events.isEmpty else { return }
+        // Under a traced request or apply, each event carries its trace on (the relay's and the
+        // workers' spans join it); untraced, the events are written as they came.
+        var events = events
+        if let trace = TraceContext.currentTraceParent() {
+            for index in events.indices where events[index].causation.traceParent == nil { events[index].causation.traceParent = trace }
+        }
         for try await _ in try await transaction.prepared(appendQuery(events)) {}
     }
 

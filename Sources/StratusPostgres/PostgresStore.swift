@@ -7,6 +7,7 @@ import ServiceLifecycle
 import StratusConnections
 import StratusCore
 import Synchronization
+import Tracing
 
 /// The connection pools of a process (one per event loop, `LoopPools`), and the serializable
 /// transaction helper every write goes through.
@@ -171,9 +172,10 @@ public final class PostgresStore: Service, Sendable {
     public func serializable<T: Sendable>(
         logger: Logger,
         lock: String? = nil,
+        file: StaticString = #fileID, function: StaticString = #function,
         _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
-        try await serializable(logger: logger, locks: lock.map { [$0] } ?? [], body)
+        try await serializable(logger: logger, locks: lock.map { [$0] } ?? [], file: file, function: function, body)
     }
 
     /// `serializable(logger:lock:_:)` with several lock keys, taken in sorted order so two
@@ -181,9 +183,10 @@ public final class PostgresStore: Service, Sendable {
     public func serializable<T: Sendable>(
         logger: Logger,
         locks: [String],
+        file: StaticString = #fileID, function: StaticString = #function,
         _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
-        try await transaction(isolation: "SERIALIZABLE", logger: logger, locks: locks, body)
+        try await transaction(isolation: "SERIALIZABLE", logger: logger, locks: locks, caller: (file, function), body)
     }
 
     /// Runs `body` in a REPEATABLE READ transaction after taking `locks`, with the same retries as
@@ -193,21 +196,39 @@ public final class PostgresStore: Service, Sendable {
     /// snapshot still fails the transaction (PostgreSQL's first-updater-wins), so the outcome is
     /// serializable. Unlike SERIALIZABLE it takes no predicate locks: those lie on whole index pages
     /// shared with other zones' rows and would make independent writers abort each other.
-    public func locked<T: Sendable>(logger: Logger, locks: [String], _ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
+    public func locked<T: Sendable>(
+        logger: Logger, locks: [String], file: StaticString = #fileID, function: StaticString = #function,
+        _ body: @escaping @Sendable (Transaction) async throws -> T
+    ) async throws -> T {
         // Without a lock nothing orders the writers: then only SERIALIZABLE is safe.
-        try await transaction(isolation: locks.isEmpty ? "SERIALIZABLE" : "REPEATABLE READ", logger: logger, locks: locks, body)
+        try await transaction(
+            isolation: locks.isEmpty ? "SERIALIZABLE" : "REPEATABLE READ", logger: logger, locks: locks, caller: (file, function), body)
     }
 
     /// Runs `body` in a READ COMMITTED transaction with the same retries (deadlocks, a rollback at
     /// commit) as `serializable`. Only for writes that are correct under concurrency statement by
     /// statement — the query index rebuild, whose upserts keep the newer version row by row — where
     /// one large serializable transaction would abort on every write the live indexer makes nearby.
-    public func readCommitted<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (Transaction) async throws -> T) async throws -> T {
-        try await transaction(isolation: "READ COMMITTED", logger: logger, locks: [], body)
+    public func readCommitted<T: Sendable>(
+        logger: Logger, file: StaticString = #fileID, function: StaticString = #function,
+        _ body: @escaping @Sendable (Transaction) async throws -> T
+    ) async throws -> T {
+        try await transaction(isolation: "READ COMMITTED", logger: logger, locks: [], caller: (file, function), body)
+    }
+
+    /// The one transaction helper: within a traced request or apply, one span (`StoreTracing`)
+    /// named after the caller covers the transaction with its lock waits and retries.
+    private func transaction<T: Sendable>(
+        isolation: StaticString, logger: Logger, locks: [String], caller: (file: StaticString, function: StaticString),
+        _ body: @escaping @Sendable (Transaction) async throws -> T
+    ) async throws -> T {
+        try await StoreTracing.span(isolation: isolation, caller: caller) { span in
+            try await self.transaction(isolation: isolation, logger: logger, locks: locks, span: span, body)
+        }
     }
 
     private func transaction<T: Sendable>(
-        isolation: StaticString, logger: Logger, locks: [String], _ body: @escaping @Sendable (Transaction) async throws -> T
+        isolation: StaticString, logger: Logger, locks: [String], span: (any Span)?, _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         let locks = Array(Set(locks)).sorted()
         let usageShards = usageShards
@@ -231,6 +252,7 @@ public final class PostgresStore: Service, Sendable {
                 }
             } catch let error where PostgresErrors.isSerializationFailure(error) || error is TransactionRolledBack {
                 StoreMetrics.serializationRetries.increment()
+                span?.attributes["stratus.transaction.retries"] = attempt
                 guard attempt < maxAttempts else {
                     logger.warning("serializable transaction gave up", metadata: ["attempts": "\(attempt)"])
                     throw StratusError(.tryAgainLater, "The zone is busy; retry the request", retryAfter: retryAfterSeconds)

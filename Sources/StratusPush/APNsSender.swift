@@ -47,6 +47,8 @@ public final class APNsSender: Sendable {
             tlsConfiguration: tls, redirectConfiguration: .disallow,
             timeout: .init(connect: TimeAmount(configuration.connectTimeout)))
         http.httpVersion = .automatic
+        // No client spans: they would record the device token in the URL's path.
+        http.tracing.tracer = nil
         self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http, backgroundActivityLogger: logger)
         self.credentials = credentials
         self.configuration = configuration

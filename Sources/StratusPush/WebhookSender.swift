@@ -36,6 +36,9 @@ public final class WebhookSender: Sendable {
         // A receiver that refuses connections fails the attempt at once: the delivery loop's
         // backoff retries it, and a dead receiver should not hold a delivery for its whole timeout.
         http.connectionPool.retryConnectionEstablishment = false
+        // No client spans: they would record the receiver's whole URL, which may carry its token
+        // (the dispatcher's delivery span names the notification instead).
+        http.tracing.tracer = nil
         self.client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http, backgroundActivityLogger: logger)
         self.configuration = configuration
         self.logger = logger

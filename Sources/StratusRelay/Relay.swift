@@ -5,6 +5,7 @@ import ServiceLifecycle
 import StratusCore
 import StratusKafka
 import StratusPostgres
+import Tracing
 
 /// How the relay publishes.
 public struct RelayConfiguration: Sendable {
@@ -154,7 +155,28 @@ public final class Relay: Service, Sendable {
         let messages = batch.map { event in
             KafkaOutgoingMessage(topic: configuration.topic, key: Array(event.zoneKey.rawValue.utf8), value: Array(EventCoding.encodeEnvelope(event)))
         }
-        let results = try await producer.send(messages, timeout: configuration.sendTimeout)
+        // A publish span for each event that carries a trace (none when tracing is off), in its trace.
+        let spans: [(any Span)?] = !batch.contains(where: { $0.causation.traceParent != nil }) ? [] : batch.map { event in
+            TraceContext.context(of: event).map { startSpan("publish \(configuration.topic)", context: $0, ofKind: .producer) }
+        }
+        let results: [Result<Void, KafkaError>]
+        do {
+            results = try await producer.send(messages, timeout: configuration.sendTimeout)
+        } catch {
+            for span in spans { span?.setStatus(SpanStatus(code: .error, message: "\(error)")); span?.end() }
+            throw error
+        }
+        for (index, span) in spans.enumerated() {
+            guard let span else { continue }
+            if span.isRecording {
+                span.attributes["messaging.system"] = "kafka"
+                span.attributes["messaging.destination.name"] = configuration.topic
+                span.attributes["stratus.event.id"] = batch[index].id
+                span.attributes["stratus.event.type"] = batch[index].type.rawValue
+            }
+            if case .failure(let error) = results[index] { span.setStatus(SpanStatus(code: .error, message: error.message)) }
+            span.end()
+        }
         var failedZones = Set<ZoneKey>()
         var published: [Int64] = []
         var rejected: [(id: Int64, reason: String)] = []

@@ -39,6 +39,8 @@ public struct StratusConfiguration: Sendable {
     public var metricsPort: Int
     /// `STRATUS_LOG_LEVEL`.
     public var logLevel: Logger.Level
+    /// `OTEL_TRACES_EXPORTER` (and the standard `OTEL_*` variables the exporter reads): off unless `otlp`.
+    public var tracing = TracingSettings.off
     /// `STRATUS_TOMBSTONE_RETENTION_DAYS`: how long deleted records stay visible to sync (then tokens
     /// older than that must reset).
     public var tombstoneRetention: Duration
@@ -230,6 +232,8 @@ public struct StratusConfiguration: Sendable {
                 "STRATUS_SHUTDOWN_DEADLINE_SECONDS must be 0 (cancel at once) to \(Self.maxShutdownDeadlineSeconds), got \(shutdownSeconds)")
         }
         configuration.shutdownDeadline = .seconds(shutdownSeconds)
+        configuration.tracing = try TracingSettings(environment: environment)
+        configuration.api.tracing = configuration.tracing.enabled
         configuration.preparedStatements = try int("STRATUS_PREPARED_STATEMENTS", configuration.preparedStatements)
         guard (0...10_000).contains(configuration.preparedStatements) else {
             throw ConfigurationProblem("STRATUS_PREPARED_STATEMENTS must be 0 (none) to 10000, got \(configuration.preparedStatements)")

@@ -72,7 +72,7 @@ public enum StratusProcess {
     public static func runAPI(_ configuration: StratusConfiguration, logger: Logger) async throws {
         try await verifyMigrated(configuration, logger: logger)
         let store = try openStore(configuration, keepsConnectionsOpen: true, applicationName: "stratus-api", logger: logger)
-        var services: [any Service] = [store]
+        var services: [any Service] = try ProcessTracing.services(configuration.tracing, logger: logger) + [store]
         if configuration.embeddedRelay {
             try verifyKafkaLibrary()
             services.append(Relay(store: store, kafka: configuration.kafka, configuration: configuration.relay, logger: logger))
@@ -117,7 +117,9 @@ public enum StratusProcess {
         try verifyKafkaLibrary()
         try await verifyMigrated(configuration, logger: logger)
         let store = try openStore(configuration, logger: logger)
-        var services: [any Service] = [store, Relay(store: store, kafka: configuration.kafka, configuration: configuration.relay, logger: logger)]
+        var services: [any Service] = try ProcessTracing.services(configuration.tracing, logger: logger) + [
+            store, Relay(store: store, kafka: configuration.kafka, configuration: configuration.relay, logger: logger),
+        ]
         if configuration.metricsPort > 0 {
             services.append(MetricsServer(host: configuration.api.host, port: configuration.metricsPort, logger: logger))
         }
@@ -132,7 +134,9 @@ public enum StratusProcess {
         logger[metadataKey: "worker"] = "\(definition.name)"
         try await verifyMigrated(configuration, logger: logger)
         let store = try openStore(configuration, applicationName: definition.name, logger: logger)
-        var services: [any Service] = [store, worker(definition, store: store, configuration, logger: logger)]
+        var services: [any Service] = try ProcessTracing.services(configuration.tracing, logger: logger) + [
+            store, worker(definition, store: store, configuration, logger: logger),
+        ]
         services += definition.services(WorkerContext(store: store, settings: configuration.workerSettings, logger: logger))
         if configuration.metricsPort > 0 {
             services.append(MetricsServer(host: configuration.api.host, port: configuration.metricsPort, logger: logger))

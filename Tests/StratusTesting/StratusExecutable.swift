@@ -34,9 +34,12 @@ public final class StratusExecutable: @unchecked Sendable {
 
     /// The environment of a Stratus process for the test: this process's, without any Stratus
     /// setting of the developer's shell (the test run's own `STRATUS_TEST_*` kept, so
-    /// scripts/test.sh can stop a child a crashed test left), plus `settings`.
+    /// scripts/test.sh can stop a child a crashed test left) nor any `OTEL_*` one (tracing is on
+    /// only where a test turns it on), plus `settings`.
     public static func environment(_ settings: [String: String]) -> [String: String] {
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("STRATUS_") || $0.key.hasPrefix("STRATUS_TEST_") }
+        var environment = ProcessInfo.processInfo.environment.filter {
+            (!$0.key.hasPrefix("STRATUS_") || $0.key.hasPrefix("STRATUS_TEST_")) && !$0.key.hasPrefix("OTEL_")
+        }
         environment["STRATUS_MIGRATIONS_DIR"] = TestSupport.repositoryRoot.appendingPathComponent("migrations").path
         environment["STRATUS_LOG_LEVEL"] = "info"
         environment["STRATUS_SECRET_KEY"] = SecretKey.generate().hex

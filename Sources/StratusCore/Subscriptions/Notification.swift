@@ -53,6 +53,8 @@ public struct NotificationDraft: Sendable, Hashable {
     /// The device the change came from, when the subscriber made it
     /// (`SubscriptionEvaluation.origin`): that device's couriers are not handed it.
     public var deviceID: String?
+    /// The trace of the write that caused it (`Causation.traceParent`), which its deliveries continue.
+    public var traceParent: String?
 
     /// Creates a draft.
     public init(owner: OwnedSubscription, eventID: Int64, dedupeKey: String, zoneID: ZoneID, reason: QueryNotificationReason?,

@@ -79,6 +79,9 @@ public enum SubscriptionEvaluation {
                     recordName: nil, fields: [:], collapseID: nil, deviceID: device))
             }
         }
+        if let trace = causation.traceParent {
+            for index in drafts.indices { drafts[index].traceParent = trace }
+        }
         return drafts
     }
 

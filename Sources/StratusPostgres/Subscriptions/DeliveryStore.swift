@@ -58,6 +58,8 @@ public struct DeliveryStore: Sendable {
         public var payload: String
         /// When the notification was logged, in milliseconds (for the delivery lag).
         public var loggedAt: Int64
+        /// The trace of the write that caused it (`TraceContext`), nil when it was not traced.
+        public var traceParent: String?
     }
 
     /// Registers a webhook for a container with a new secret; returns it (the secret is shown once).
@@ -156,18 +158,18 @@ public struct DeliveryStore: Sendable {
                     RETURNING d.delivery_id, d.channel, d.target, d.attempts, d.notification_id)
                 SELECT c.delivery_id, c.channel, c.target, c.attempts, c.notification_id, n.container, n.environment, n.subscriber,
                        n.subscription_id, n.notification_type, n.reason, n.zone_name, n.zone_owner, n.scope, n.record_name, n.collapse_id,
-                       n.payload::text, (extract(epoch FROM n.created_at) * 1000)::bigint
+                       n.payload::text, (extract(epoch FROM n.created_at) * 1000)::bigint, n.trace_parent
                 FROM claimed c JOIN notifications n ON n.notification_id = c.notification_id
                 """, logger: logger)
             var due: [Due] = []
             for try await row in rows.decode(
-                (Int64, String, String, Int, UUID, String, String, String, String, String, String?, String, String, String, String?, String?, String, Int64).self
+                (Int64, String, String, Int, UUID, String, String, String, String, String, String?, String, String, String, String?, String?, String, Int64, String?).self
             ) {
                 due.append(Due(
                     deliveryID: row.0, channel: row.1, target: row.2, attempts: row.3, notificationID: row.4, container: row.5,
                     environment: row.6, subscriber: row.7, subscriptionID: row.8, type: row.9, reason: row.10,
                     zoneID: ZoneID(zoneName: row.11, ownerRecordName: row.12), scope: row.13, recordName: row.14, collapseID: row.15,
-                    payload: row.16, loggedAt: row.17))
+                    payload: row.16, loggedAt: row.17, traceParent: row.18))
             }
             return due
         }

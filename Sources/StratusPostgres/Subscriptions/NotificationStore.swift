@@ -109,6 +109,7 @@ public struct NotificationStore: Sendable {
             row["record_name"] = draft.recordName.map(JSONValue.string) ?? .null
             row["collapse_id"] = draft.collapseID.map(JSONValue.string) ?? .null
             row["device_id"] = draft.deviceID.map(JSONValue.string) ?? .null
+            row["trace_parent"] = draft.traceParent.map(JSONValue.string) ?? .null
             row["payload"] = draft.payload(notificationID: notificationID, badge: unread)
             rows.append(.object(row))
         }
@@ -118,13 +119,14 @@ public struct NotificationStore: Sendable {
             WITH logged AS (
                 INSERT INTO notifications (container, environment, subscriber, position, notification_id, scope, owner, subscription_id,
                                            dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id,
-                                           device_id, payload)
+                                           device_id, payload, trace_parent)
                 SELECT container, environment, subscriber, position, notification_id, scope, owner, subscription_id,
-                       dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id, device_id, payload
+                       dedupe_key, event_id, notification_type, reason, zone_name, zone_owner, record_name, collapse_id, device_id, payload,
+                       trace_parent
                 FROM jsonb_to_recordset(\(JSONValue.array(rows).text)::jsonb) AS n(
                     container text, environment text, subscriber text, position bigint, notification_id uuid, scope text, owner text,
                     subscription_id text, dedupe_key text, event_id bigint, notification_type text, reason text, zone_name text,
-                    zone_owner text, record_name text, collapse_id text, device_id text, payload jsonb)
+                    zone_owner text, record_name text, collapse_id text, device_id text, payload jsonb, trace_parent text)
                 RETURNING notification_id, container, environment, subscriber)
             INSERT INTO notification_deliveries (notification_id, channel, target)
             SELECT l.notification_id, 'webhook', w.webhook_id::text FROM logged l JOIN webhooks w ON w.container = l.container

@@ -32,7 +32,7 @@ public struct Applier: Sendable {
     public func apply(_ event: EventEnvelope, from message: DeadLetterMessage? = nil, logger: Logger) async throws -> Outcome {
         let projection = projection
         let worker = projection.name
-        return try await store.serializable(logger: logger) { transaction in
+        return try await ApplyTracing.span(worker, CollectionOfOne(event)) { try await store.serializable(logger: logger) { transaction -> Outcome in
             guard let sequence = event.zoneSequence else {
                 try await Self.isolated(event, message: message, projection: projection, in: transaction, logger: logger)
                 return .applied(filledGap: 0)
@@ -52,7 +52,7 @@ public struct Applier: Sendable {
             }
             try await Self.isolated(event, message: message, projection: projection, in: transaction, logger: logger)
             return .applied(filledGap: missing.count)
-        }
+        } }
     }
 
     /// Sets an event aside for good (after transient failures ran out of attempts): a dead letter,
@@ -100,7 +100,7 @@ public struct Applier: Sendable {
             if sequence > newest[event.zoneKey]?.zoneSequence ?? 0 { newest[event.zoneKey] = event }
         }
         let moves = newest.sorted { $0.key.rawValue < $1.key.rawValue }
-        return try await store.serializable(logger: logger) { transaction in
+        return try await ApplyTracing.span(worker, events) { try await store.serializable(logger: logger) { transaction -> Int in
             var positions: [ZoneKey: Int64] = [:]
             for (zoneKey, event) in moves {
                 positions[zoneKey] = try await CheckpointStore.advance(
@@ -129,7 +129,7 @@ public struct Applier: Sendable {
             }
             try await projection.apply(effective, in: transaction, logger: logger)
             return effective.count
-        }
+        } }
     }
 
     /// Forgets the projection's state and checkpoints in one transaction.

@@ -6,6 +6,7 @@ import StratusCore
 import StratusPostgres
 import StratusPush
 import Synchronization
+import Tracing
 
 /// Sends one claimed delivery over its channel (webhook, APNs) and says what became of it.
 public protocol PushChannel: Sendable {
@@ -129,7 +130,19 @@ public final class DeliveryDispatcher: Service, Sendable {
         }
     }
 
+    /// One attempt, in a span of the trace of the write that caused the notification when it has one.
     func attempt(_ delivery: DeliveryStore.Due) async throws {
+        guard let context = TraceContext.context(continuing: delivery.traceParent) else { return try await send(delivery) }
+        let span = startSpan("deliver \(delivery.channel)", context: context, ofKind: .producer)
+        defer { span.end() }
+        if span.isRecording {
+            span.attributes["stratus.notification.id"] = delivery.notificationID.uuidString.lowercased()
+            span.attributes["stratus.delivery.attempt"] = delivery.attempts + 1
+        }
+        try await InstrumentationContext.$current.withValue(span.context) { try await send(delivery) }
+    }
+
+    private func send(_ delivery: DeliveryStore.Due) async throws {
         guard let channel = channels[delivery.channel] else {
             try await deliveries.complete(delivery, .retry(reason: "no \(delivery.channel) sender in this process", delay: configuration.backoffMaximum), logger: logger)
             return
