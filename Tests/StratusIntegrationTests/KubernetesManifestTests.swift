@@ -179,6 +179,60 @@ final class KubernetesManifestTests: XCTestCase {
         }
     }
 
+    // MARK: - Rendered and checked against the Kubernetes API's schema
+
+    /// Every overlay renders (scripts/render-manifests.py, as `kubectl apply -k` would) into
+    /// objects the Kubernetes API's own schema accepts, strictly (no unknown field); the overlays'
+    /// namespaces, images and patches are in what they render.
+    func testEveryOverlayRendersIntoObjectsTheKubernetesAPIAccepts() throws {
+        let (status, output) = try Self.render(["base", "overlays/development", "overlays/production"].map { Self.kubernetes.appendingPathComponent($0).path })
+        XCTAssertEqual(status, 0, output)
+        for directory in ["base", "overlays/development", "overlays/production"] {
+            XCTAssertTrue(output.contains("deploy/kubernetes/\(directory): "), "\(directory) was checked: \(output.suffix(2_000))")
+        }
+        XCTAssertTrue(output.contains("namespace: stratus-dev"), "the development overlay's namespace")
+        XCTAssertTrue(output.contains("image: registry.example.com/stratus:1.0.0"), "the production overlay's image")
+        XCTAssertTrue(output.contains("STRATUS_LOG_LEVEL: debug"), "the development overlay's merged setting")
+        XCTAssertFalse(output.contains("invalid:"), output)
+    }
+
+    /// The check refuses what the API server would: a Deployment with a field its schema lacks,
+    /// and one whose field has the wrong type.
+    func testTheCheckRefusesAnObjectTheKubernetesAPIWouldRefuse() throws {
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-manifests-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: copy) }
+        for (broken, expected) in [("  replicas: 2\n", "  replicas: 2\n  replicaz: 2\n"), ("  replicas: 2\n", "  replicas: two\n")] {
+            try? FileManager.default.removeItem(at: copy)
+            try FileManager.default.copyItem(at: Self.kubernetes, to: copy)
+            let api = copy.appendingPathComponent("base/api.yaml")
+            let text = try String(contentsOf: api, encoding: .utf8)
+            XCTAssertTrue(text.contains(broken))
+            try text.replacingOccurrences(of: broken, with: expected).write(to: api, atomically: true, encoding: .utf8)
+            let (status, output) = try Self.render([copy.appendingPathComponent("base").path])
+            XCTAssertNotEqual(status, 0, "\(expected): \(output.suffix(2_000))")
+            XCTAssertTrue(output.contains("invalid: \(copy.appendingPathComponent("base").path): Deployment stratus-api"), output.suffix(2_000).description)
+        }
+    }
+
+    /// Runs scripts/render-manifests.py --validate on `directories`: its status and its output.
+    private static func render(_ directories: [String]) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        let python = ProcessInfo.processInfo.environment["STRATUS_TEST_PYTHON"] ?? "python3"
+        process.arguments = [python, root.appendingPathComponent("scripts/render-manifests.py").path, "--validate"] + directories
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("stratus-render-\(UUID().uuidString.prefix(8)).log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: log) }
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        process.waitUntilExit()
+        try handle.close()
+        return (process.terminationStatus, try String(contentsOf: log, encoding: .utf8))
+    }
+
     // MARK: - Reading the manifests
 
     private func mapping(at path: String) throws -> [String: Any] {
