@@ -102,7 +102,9 @@ public func buildRouter(_ dependencies: APIDependencies, configuration: APIConfi
     if configuration.console.enabled {
         ConsoleRoutes<APIRequestContext>(
             operators: OperatorStore(store: dependencies.store), settings: configuration.console, signInLimiter: signInLimiter,
-            data: ConsoleData(store: dependencies.store, limits: configuration.limits, secretKey: configuration.secretKey, assetSettings: configuration.assets),
+            data: ConsoleData(
+                store: dependencies.store, limits: configuration.limits, secretKey: configuration.secretKey, assetSettings: configuration.assets,
+                accessCache: accessCache),
             recentErrors: recentErrors, maintenance: dependencies.maintenance, sendsEmail: dependencies.email != nil
         ).register(on: router)
     }

@@ -161,6 +161,9 @@ struct ConsoleAccessPage<Context: StratusRequestContext>: Sendable {
         let (session, form) = try await routes.form(request, context)
         let container = try container(form.fields, session)
         let (subject, details) = try await body(container, form, context.logger)
+        // This process needs no notification to hear its own change: its cached answers go now
+        // (the others' go when they hear it, within a second).
+        routes.data.accessCache?.removeAll()
         try await routes.audit(action, session: session, context, container: container, subject: subject, details: details)
         context.logger.notice("console access change", metadata: ["operator": "\(session.operator.login)", "container": "\(container)", "change": "\(done)"])
         return ConsolePage.redirect((back?(container, form) ?? link(container)) + "&done=\(done)")

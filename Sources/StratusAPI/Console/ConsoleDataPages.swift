@@ -10,6 +10,9 @@ struct ConsoleData: Sendable {
     let limits: APILimits
     let secretKey: SecretKey
     let assetSettings: AssetSettings
+    /// The process's cache of API-token answers, if it keeps one: a console change to a container's
+    /// access empties it at once (`ConsoleAccessPage.change`).
+    var accessCache: AccessCache? = nil
 
     var zones: ZoneStore { ZoneStore(store: store) }
     var records: RecordStore { RecordStore(store: store) }
