@@ -22,7 +22,7 @@ extension BenchSuite {
         let workers = EventLogPruner.workers
         let partitionEvents = max(EventRetention.partitionEventsRange.lowerBound, Int64(settings.churnPartitionEvents ?? settings.churnRecords))
         let growing = EventRetention.Settings(windowMilliseconds: 86_400_000, partitionEvents: partitionEvents, ahead: 2)
-        try await retention.pass(settings: growing, workers: workers, logger: logger)
+        try await pass(retention, growing, workers)
         let clock = ContinuousClock()
         let start = clock.now
         var outcome = LoadOutcome()
@@ -57,7 +57,7 @@ extension BenchSuite {
                 return all
             }
             outcome.merge(batches)
-            try await retention.pass(settings: growing, workers: workers, logger: logger)
+            try await pass(retention, growing, workers)
             progress("storage.churn: round \(round) of \(settings.churnUpdates) written")
         }
         outcome.seconds = (clock.now - start).seconds
@@ -76,7 +76,7 @@ extension BenchSuite {
         var passes = 0
         while passes < 100 {
             passes += 1
-            if try await retention.pass(settings: window, workers: workers, logger: logger).drop.isEmpty { break }
+            if try await pass(retention, window, workers).drop.isEmpty { break }
         }
         let pruneSeconds = (clock.now - pruneStart).seconds
         let eventsAfter = try await count(store, "SELECT count(*)::bigint FROM events")
@@ -112,6 +112,21 @@ extension BenchSuite {
 
     /// Waits until the relay has published everything and every worker's checkpoint of every zone
     /// is at the zone's change counter (at most `indexTimeout`).
+    /// A retention pass, tried again as stratus-gc would when its short lock wait runs out (a
+    /// worker's apply holding the log's partition): at most 50 times, a fifth of a second apart.
+    @discardableResult
+    private func pass(_ retention: EventLogRetention, _ settings: EventRetention.Settings, _ workers: [String]) async throws -> EventRetention.Plan {
+        var attempts = 0
+        while true {
+            do {
+                return try await retention.pass(settings: settings, workers: workers, logger: logger)
+            } catch let error as StratusError where error.code == .tryAgainLater && attempts < 50 {
+                attempts += 1
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
     private func caughtUp(store: PostgresStore, workers: [String]) async throws {
         let deadline = ContinuousClock.now + Duration(seconds: settings.indexTimeout)
         while true {
