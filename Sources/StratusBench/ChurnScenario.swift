@@ -110,8 +110,6 @@ extension BenchSuite {
             ])
     }
 
-    /// Waits until the relay has published everything and every worker's checkpoint of every zone
-    /// is at the zone's change counter (at most `indexTimeout`).
     /// A retention pass, tried again as stratus-gc would when its short lock wait runs out (a
     /// worker's apply holding the log's partition): at most 50 times, a fifth of a second apart.
     @discardableResult
@@ -127,6 +125,8 @@ extension BenchSuite {
         }
     }
 
+    /// Waits until the relay has published everything and every worker's checkpoint of every zone
+    /// is at the zone's change counter (at most `indexTimeout`).
     private func caughtUp(store: PostgresStore, workers: [String]) async throws {
         let deadline = ContinuousClock.now + Duration(seconds: settings.indexTimeout)
         while true {

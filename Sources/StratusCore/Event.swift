@@ -95,6 +95,16 @@ public struct NewEvent: Sendable, Hashable {
         self.payload = EventCoding.encode(payload)
         self.causation = causation
     }
+
+    /// Creates an event from a payload already encoded.
+    init(zoneKey: ZoneKey, zoneSequence: Int64?, type: EventType, schemaVersion: Int, payload: Data, causation: Causation) {
+        self.zoneKey = zoneKey
+        self.zoneSequence = zoneSequence
+        self.type = type
+        self.schemaVersion = schemaVersion
+        self.payload = payload
+        self.causation = causation
+    }
 }
 
 /// An immutable event as stored in the event log and published to Kafka.
@@ -270,10 +280,16 @@ public enum EventCoding {
         return encode(envelope).count - 2 + event.payload.count + event.zoneKey.rawValue.utf8.count
     }
 
-    /// Encodes a value that cannot fail to encode (plain Codable structs).
+    /// Encodes a value that cannot fail to encode (plain Codable structs). What the store writes on
+    /// every save (fields, saves, deletes: `EncoderFormWritable`) is written directly, in the same bytes.
     public static func encode<T: Encodable>(_ value: T) -> Data {
+        if let direct = value as? any EncoderFormWritable {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(512)
+            if direct.writeEncoderForm(into: &bytes) { return Data(bytes) }
+        }
         // Event payloads are plain structs of strings and numbers; encoding them cannot fail.
-        (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return (try? encoder.encode(value)) ?? Data("{}".utf8)
     }
 }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Finds values in JSON text without building it: for cutting a large member out of a small document
 /// (an event's payload out of its envelope) so only the rest goes through the JSON decoder.
 enum JSONScan {
@@ -5,6 +7,15 @@ enum JSONScan {
     /// the text is not an object, has no such member, or the scan meets something malformed (the
     /// caller then decodes the whole text, which reports what is wrong). The value itself is not
     /// validated, only delimited. A key written with escapes is not recognised.
+    /// The members of the object in `payload`, read by `JSONParser` with the value of member `key`
+    /// cut out unread (read as null); nil when the text is not an object or does not parse.
+    static func members(of payload: Data, cutting key: String) -> [String: JSONValue]? {
+        var bytes = [UInt8](payload)
+        if let value = member(key, in: bytes) { bytes.replaceSubrange(value, with: "null".utf8) }
+        guard let json = try? JSONParser.parse(bytes), case .object(let members) = json else { return nil }
+        return members
+    }
+
     static func member(_ key: String, in bytes: [UInt8]) -> Range<Int>? {
         let wanted = Array(key.utf8)
         var found: Range<Int>?

@@ -83,37 +83,57 @@ extension JSONValue {
 
     /// Appends the value's JSON text to `bytes`.
     public func write(into bytes: inout [UInt8]) {
+        write(into: &bytes, encoderForm: false)
+    }
+
+    /// Appends the value's JSON text exactly as `JSONEncoder` with `.sortedKeys` writes it (and so as
+    /// `EventCoding.encode` did for every stored payload and row): as `write(into:)`, but for two
+    /// things `JSONEncoder` does its own way: an integral double loses its ".0" ("1", "-0",
+    /// "1e+20" stays) and "/" is escaped ("\/"). The store writes events and fields in this form, so
+    /// the bytes it counts against its limits are the ones it always counted.
+    public func writeEncoderForm(into bytes: inout [UInt8]) {
+        write(into: &bytes, encoderForm: true)
+    }
+
+    private func write(into bytes: inout [UInt8], encoderForm: Bool) {
         switch self {
         case .null:
             bytes.append(contentsOf: "null".utf8)
         case .bool(let value):
             bytes.append(contentsOf: value ? "true".utf8 : "false".utf8)
         case .int(let value):
-            bytes.append(contentsOf: String(value).utf8)
+            Self.write(integer: value, into: &bytes)
         case .double(let value):
             guard value.isFinite else {
                 bytes.append(contentsOf: "null".utf8)
                 return
             }
             // The shortest text that reads back as the same double ("1.0", "1e-05", "1e+20").
-            bytes.append(contentsOf: value.description.utf8)
+            let text = value.description.utf8
+            if encoderForm, text.count >= 2, text.last == UInt8(ascii: "0"),
+               text[text.index(text.endIndex, offsetBy: -2)] == UInt8(ascii: ".") {
+                bytes.append(contentsOf: text.dropLast(2))
+            } else {
+                bytes.append(contentsOf: text)
+            }
         case .string(let value):
-            Self.write(string: value, into: &bytes)
+            Self.write(string: value, into: &bytes, escapingSlashes: encoderForm)
         case .array(let values):
             bytes.append(UInt8(ascii: "["))
             for (index, value) in values.enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                value.write(into: &bytes)
+                value.write(into: &bytes, encoderForm: encoderForm)
             }
             bytes.append(UInt8(ascii: "]"))
         case .object(let members):
             bytes.append(UInt8(ascii: "{"))
-            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            for (index, key) in keys.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                Self.write(string: key, into: &bytes)
+            var first = true
+            for (key, value) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+                if !first { bytes.append(UInt8(ascii: ",")) }
+                first = false
+                Self.write(string: key, into: &bytes, escapingSlashes: encoderForm)
                 bytes.append(UInt8(ascii: ":"))
-                members[key]!.write(into: &bytes)
+                value.write(into: &bytes, encoderForm: encoderForm)
             }
             bytes.append(UInt8(ascii: "}"))
         }
@@ -121,10 +141,29 @@ extension JSONValue {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
-    /// A JSON string: quotes, backslashes and control characters escaped, everything else as is.
-    private static func write(string: String, into bytes: inout [UInt8]) {
+    /// An integer's decimal digits, written without making a `String` of them.
+    static func write(integer value: Int64, into bytes: inout [UInt8]) {
+        if value >= 0, value < 10 {
+            bytes.append(UInt8(ascii: "0") + UInt8(value))
+            return
+        }
+        // The magnitude as unsigned, so Int64.min has one too.
+        var magnitude = value.magnitude
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        let start = bytes.count
+        while magnitude > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        }
+        bytes[start...].reverse()
+    }
+
+    /// A JSON string: quotes, backslashes and control characters escaped (and "/" when
+    /// `escapingSlashes`), everything else as is.
+    static func write(string: String, into bytes: inout [UInt8], escapingSlashes: Bool = false) {
         bytes.append(UInt8(ascii: "\""))
-        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+        let slash: UInt8 = escapingSlashes ? UInt8(ascii: "/") : UInt8(ascii: "\"")
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 == slash }) {
             bytes.append(contentsOf: string.utf8)
             bytes.append(UInt8(ascii: "\""))
             return
@@ -133,6 +172,7 @@ extension JSONValue {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
             case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case UInt8(ascii: "/") where escapingSlashes: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "/")])
             case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
             case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])

@@ -73,3 +73,49 @@ extension RecordSaved {
             record: stored, recordJSON: String(decoding: bytes[record], as: UTF8.self))
     }
 }
+
+extension RecordSaved {
+    /// A `record.saved` payload but its previous image (`previous` nil), read without `JSONDecoder`:
+    /// what a projection needs that looks only at the record after the save (stratus-gc's expiry
+    /// index and asset counts, for every update). The image is cut out unread; the rest goes through
+    /// `JSONParser`, and anything unusual (a share's state, a member of another shape) through
+    /// `Codable`, which reports what is wrong.
+    public static func withoutPrevious(_ event: EventEnvelope) throws -> RecordSaved {
+        guard event.type == eventType else { return try event.decode(RecordSaved.self) }
+        guard let members = JSONScan.members(of: event.payload, cutting: "previous"), let saved = RecordSaved(previousless: members) else {
+            var whole = try event.decode(RecordSaved.self)
+            whole.previous = nil
+            return whole
+        }
+        return saved
+    }
+
+    /// The members but `previous`, as `Codable` reads them; nil when one is missing or of another type.
+    private init?(previousless members: [String: JSONValue]) {
+        let string = JSONValue.text(of:), optionalString = JSONValue.optionalString
+        guard let database = DatabaseID(json: members["database"]), let zoneID = ZoneID(json: members["zoneID"]),
+              case .object(let recordMembers)? = members["record"], recordMembers["shareState"] == nil,
+              let record = try? Record(stored: recordMembers),
+              let incarnation = optionalString(members["zoneIncarnation"]), let previousChangeTag = optionalString(members["previousChangeTag"]),
+              case .array(let changed)? = members["changedFields"]
+        else { return nil }
+        var changedFields: [String] = []
+        changedFields.reserveCapacity(changed.count)
+        for name in changed {
+            guard let name = string(name) else { return nil }
+            changedFields.append(name)
+        }
+        var zoneIncarnation: UUID?
+        if let incarnation {
+            guard let uuid = UUID(uuidString: incarnation) else { return nil }
+            zoneIncarnation = uuid
+        }
+        self.database = database
+        self.zoneID = zoneID
+        self.zoneIncarnation = zoneIncarnation
+        self.record = record
+        self.previousChangeTag = previousChangeTag
+        self.changedFields = changedFields
+        self.previous = nil
+    }
+}

@@ -437,7 +437,7 @@ struct ZoneWriter {
                 try limits.checkRecord(record.recordName, fieldBytes: fields.count)
                 return try limits.savedEvent(
                     record, before: before, zoneKey: zoneKey, zoneSequence: version, database: context.database, zone: context.zone,
-                    incarnation: incarnation, causation: TraceContext.stamped(context.causation))
+                    incarnation: incarnation, causation: TraceContext.stamped(context.causation), fieldsJSON: fields)
             }
             sequence = version
             pending.append(PendingSave(

@@ -267,7 +267,7 @@ final class IdentityRulesTests: XCTestCase {
                 XCTAssertEqual(decision, expected, "\(String(describing: linked)) \(String(describing: caller))")
             } catch {
                 XCTAssertNil(expected)
-                XCTAssertEqual((error as? StratusError)?.code, .exists)
+                XCTAssertEqual(error.code, .exists)
             }
         }
         let account = try! IDTokenRules.check(Self.claims(), trusted: Self.issuer, nonce: "raw nonce", now: Self.now)

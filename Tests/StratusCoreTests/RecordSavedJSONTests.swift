@@ -72,6 +72,44 @@ final class RecordSavedJSONTests: XCTestCase {
         }
     }
 
+    /// `withoutPrevious` (stratus-gc's reader of saves) gives what `Codable` gives, less the image.
+    func testWithoutPreviousIsWhatCodableReadsLessTheImage() throws {
+        var payloads = Self.payloads
+        // A field named as the payload's members are: only the top-level image is cut.
+        var named = payloads[1]
+        named.record.fields["previous"] = .string("a field")
+        named.record.fields["previousChangeTag"] = .int64(3)
+        payloads.append(named)
+        XCTAssertNotNil(payloads[1].previous, "an update carries an image")
+        for payload in payloads {
+            var expected = payload
+            expected.previous = nil
+            for bytes in [EventCoding.encode(payload), Data(try XCTUnwrap(JSONParser.parse([UInt8](EventCoding.encode(payload)))).serialized())] {
+                XCTAssertEqual(try RecordSaved.withoutPrevious(Self.envelope(bytes)), expected)
+            }
+        }
+        // In PostgreSQL's spelling, with an image.
+        let text = #"{"record": {"fields": {"t": {"type": "STRING", "value": "a/b"}}, "created": {"timestamp": 1000, "userRecordName": "_u"}, "modified": {"deviceID": "d", "timestamp": 2000, "userRecordName": "_u"}, "changeTag": "t2", "recordName": "r", "recordType": "Item", "expirationDate": 99}, "previous": {"fields": {"t": {"type": "STRING", "value": "old"}}, "omitted": [], "modifiedAt": 1500}, "previousChangeTag": "t1", "zoneID": {"zoneName": "Z", "ownerRecordName": "_u"}, "zoneIncarnation": "6B1C1F5E-0000-4000-8000-00000000ABCD", "database": {"owner": "_u", "scope": "private", "container": "iCloud.test", "environment": "development"}, "changedFields": ["t"]}"#
+        var whole = try EventCoding.decoder.decode(RecordSaved.self, from: Data(text.utf8))
+        XCTAssertNotNil(whole.previous)
+        whole.previous = nil
+        let read = try RecordSaved.withoutPrevious(Self.envelope(Data(text.utf8)))
+        XCTAssertEqual(read, whole)
+        XCTAssertEqual(read.record.expirationDate, 99)
+        XCTAssertEqual(read.previousChangeTag, "t1")
+        // A share's record goes through Codable; what Codable refuses is refused.
+        var share = RecordDeletedJSONTests.record(fields: [:])
+        share.shareState = ShareState(owner: "_owner")
+        let shared = RecordSaved(database: Self.database, zoneID: ZoneID(zoneName: "Zone", ownerRecordName: "_owner"), zoneIncarnation: nil,
+                                 record: share, before: nil)
+        XCTAssertEqual(try RecordSaved.withoutPrevious(Self.envelope(EventCoding.encode(shared))), shared)
+        for bad in [#"{"record": 7}"#, "not json", #"{"database":{"container":"c","environment":"staging","owner":"o","scope":"private"},"zoneID":{"ownerRecordName":"o","zoneName":"Z"},"changedFields":[],"record":{"fields":{},"changeTag":"t","created":{"timestamp":1,"userRecordName":"u"},"modified":{"timestamp":1,"userRecordName":"u"},"recordName":"r","recordType":"T"}}"#, #"{"database":{"container":"c","environment":"development","owner":"o","scope":"private"},"zoneID":{"ownerRecordName":"o","zoneName":"Z"},"changedFields":[1],"record":{"fields":{},"changeTag":"t","created":{"timestamp":1,"userRecordName":"u"},"modified":{"timestamp":1,"userRecordName":"u"},"recordName":"r","recordType":"T"}}"#] {
+            XCTAssertThrowsError(try RecordSaved.withoutPrevious(Self.envelope(Data(bad.utf8))), bad) { error in
+                XCTAssertTrue(error is EventDecodingError, "\(error)")
+            }
+        }
+    }
+
     static func envelope(_ payload: Data) -> EventEnvelope {
         EventEnvelope(id: 1, zoneKey: RecordDeletedJSONTests.zoneKey, zoneSequence: 3, type: RecordSaved.eventType, schemaVersion: 2, payload: payload,
                       causation: Causation(requestID: "r"), createdAt: 1)

@@ -243,6 +243,87 @@ final class RecordExpirationTests: XCTestCase {
         }
     }
 
+    /// stratus-gc takes a run of saves with a few statements (the expiry index: each record's last
+    /// save; asset counts: one release per stretch of updates without assets). Applied as a batch,
+    /// a log of saves that add, move and drop expirations, save a record several times and release
+    /// assets must leave both tables exactly as applying its events one at a time does.
+    func testABatchOfSavesLeavesTheExpiryIndexAndAssetReferencesAsOneEventAtATimeWould() async throws {
+        try await RecordAPITests.withAPI { fixture, client in
+            try await RecordAPITests.createZone(client, fixture, "Notes")
+            let zoneKey = ZoneKey(database: DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice"),
+                                  zoneName: "Notes")
+            func save(_ operations: [(String, Int?)]) async throws {
+                let (status, reply) = try await RecordAPITests.modify(client, fixture, operations.map { name, ttl in
+                    var record = RecordAPITests.note(name, ["v": ["value": "\(name) \(ttl ?? 0)"]])
+                    // No time to live: none (a save that names no expiration keeps the one it had).
+                    if let ttl { record["timeToLive"] = ttl } else { record["expirationDate"] = NSNull() }
+                    return ["operationType": "forceReplace", "record": record]
+                })
+                XCTAssertEqual(status, 200, "\(reply)")
+            }
+            try await save([("r1", 3600), ("r2", 3600), ("r3", 3600), ("r4", 3600), ("r5", nil)])
+            try await save([("r1", nil), ("r2", 7200), ("r5", 600)])    // dropped, moved, added
+            try await save([("r3", nil)])
+            try await save([("r3", 900), ("r2", nil), ("r6", nil)])     // back again, dropped after a move, created without
+            try await save([("r2", nil), ("r1", nil)])                  // saved again without
+            let events = try await EventLog(store: fixture.store).events(after: 0, limit: 10_000, logger: TestSupport.logger)
+            XCTAssertGreaterThanOrEqual(events.filter { $0.type == RecordSaved.eventType }.count, 14)
+            let projection = CompositeProjection(name: "stratus-gc", parts: [ExpiryProjection(), AssetReferenceProjection()])
+
+            // r1, r2 and r4 hold an asset each from the start; r5 one released long ago.
+            func seedAssets() async throws {
+                _ = try await fixture.store.withConnection { connection in
+                    try await connection.query("DELETE FROM asset_references", logger: TestSupport.logger)
+                    try await connection.query("DELETE FROM record_expirations", logger: TestSupport.logger)
+                }
+                _ = try await fixture.store.withConnection { connection in
+                    try await connection.query("""
+                        INSERT INTO asset_references (asset_id, zone_key, record_name, referenced, changed_at)
+                        VALUES ('00000000-0000-4000-8000-000000000001', \(zoneKey.rawValue), 'r1', true, '2000-01-01'),
+                               ('00000000-0000-4000-8000-000000000002', \(zoneKey.rawValue), 'r2', true, '2000-01-01'),
+                               ('00000000-0000-4000-8000-000000000004', \(zoneKey.rawValue), 'r4', true, '2000-01-01'),
+                               ('00000000-0000-4000-8000-000000000005', \(zoneKey.rawValue), 'r5', false, '2000-01-01')
+                        """, logger: TestSupport.logger)
+                }
+            }
+            func state() async throws -> [String] {
+                try await fixture.store.withConnection { connection in
+                    var rows: [String] = []
+                    for try await (name, at) in try await connection.query(
+                        "SELECT record_name, expires_at FROM record_expirations ORDER BY record_name", logger: TestSupport.logger
+                    ).decode((String, Int64).self) { rows.append("expires \(name) \(at)") }
+                    for try await (name, referenced, at) in try await connection.query(
+                        "SELECT record_name, referenced, (extract(epoch FROM changed_at) * 1000)::int8 FROM asset_references ORDER BY record_name",
+                        logger: TestSupport.logger
+                    ).decode((String, Bool, Int64).self) { rows.append("asset \(name) \(referenced) \(at)") }
+                    return rows
+                }
+            }
+
+            try await seedAssets()
+            for event in events {
+                try await fixture.store.readCommitted(logger: TestSupport.logger) { transaction in
+                    try await projection.apply(event, in: transaction, logger: TestSupport.logger)
+                }
+            }
+            let oneAtATime = try await state()
+            try await seedAssets()
+            try await fixture.store.readCommitted(logger: TestSupport.logger) { transaction in
+                try await projection.apply(events, in: transaction, logger: TestSupport.logger)
+            }
+            let batched = try await state()
+            XCTAssertEqual(batched, oneAtATime)
+            // What both must be: r2, r3 and r5 expire; r1's, r2's and r4's assets are released, r4's
+            // (never saved after the start) not; each release at the record's first update.
+            XCTAssertEqual(oneAtATime.filter { $0.hasPrefix("expires") }.map { $0.split(separator: " ")[1] }, ["r3", "r4", "r5"])
+            let released = oneAtATime.filter { $0.hasPrefix("asset") && $0.contains(" false ") }.map { $0.split(separator: " ")[1] }
+            XCTAssertEqual(released, ["r1", "r2", "r5"])
+            let firstUpdate = try XCTUnwrap(events.first { $0.type == RecordSaved.eventType && (try? RecordSaved.withoutPrevious($0))?.record.recordName == "r1"
+                && $0.payloadMentions(Data("previousChangeTag".utf8)) })
+            XCTAssertTrue(oneAtATime.contains("asset r1 false \(firstUpdate.createdAt)"), "\(oneAtATime)")
+        }
+    }
+
     func testRemovingDealtWithEntriesPassesOverOnesAnotherTransactionHoldsAndOnesWithANewExpiration() async throws {
         try await RecordAPITests.withAPI { fixture, _ in
             let database = DatabaseID(container: fixture.container, environment: .development, scope: .private, owner: "_alice")

@@ -81,17 +81,21 @@ public struct WriteLimits: Sendable, Hashable {
     /// The `record.saved` event of a save, within `maxEventBytes`. The previous values (`before`)
     /// are a convenience for workers, which can look them up: an event too large with them is made
     /// without them, never refused for them. Refuses a record whose event is too large even so.
+    /// `fieldsJSON`, when given, is `EventCoding.encode(record.fields)` (made for the row), which
+    /// the event then carries as it is.
     public func savedEvent(
         _ record: Record, before: Record?, zoneKey: ZoneKey, zoneSequence: Int64?, database: DatabaseID, zone: ZoneID, incarnation: UUID?,
-        causation: Causation
+        causation: Causation, fieldsJSON: Data? = nil
     ) throws(StratusError) -> NewEvent {
-        var event = NewEvent(zoneKey: zoneKey, zoneSequence: zoneSequence, payload: RecordSaved(
-            database: database, zoneID: zone, zoneIncarnation: incarnation, record: record, before: before), causation: causation)
+        func made(_ saved: RecordSaved) -> NewEvent {
+            if let fieldsJSON { NewEvent(zoneKey: zoneKey, zoneSequence: zoneSequence, saved: saved, fieldsJSON: fieldsJSON, causation: causation) }
+            else { NewEvent(zoneKey: zoneKey, zoneSequence: zoneSequence, payload: saved, causation: causation) }
+        }
+        var event = made(RecordSaved(database: database, zoneID: zone, zoneIncarnation: incarnation, record: record, before: before))
         var eventBytes = EventCoding.envelopeSize(of: event)
         if eventBytes > maxEventBytes, before != nil {
-            event = NewEvent(zoneKey: zoneKey, zoneSequence: zoneSequence, payload: RecordSaved(
-                database: database, zoneID: zone, zoneIncarnation: incarnation, record: record, before: before, previousBudget: 0),
-                causation: causation)
+            event = made(RecordSaved(
+                database: database, zoneID: zone, zoneIncarnation: incarnation, record: record, before: before, previousBudget: 0))
             eventBytes = EventCoding.envelopeSize(of: event)
         }
         guard eventBytes <= maxEventBytes else {

@@ -47,10 +47,42 @@ public enum AssetReferenceStore {
             if let only = deletions.first { try await apply(only.deleted, event: only.event, in: transaction) }
             return
         }
+        try await releaseAll(of: deletions.map { ($0.event, $0.deleted.recordName) }, in: transaction)
+    }
+
+    /// A run of saves, in order: each consecutive stretch of updated records without assets
+    /// releases everything they held with one statement (as `apply(saved)` releases what a save no
+    /// longer names); a save that holds assets is applied on its own, after the stretch before it.
+    public static func apply(saves: [(saved: RecordSaved, event: EventEnvelope)], in transaction: Transaction) async throws {
+        struct Key: Hashable { var zoneKey: String; var recordName: String }
+        var stretch: [(event: EventEnvelope, recordName: String)] = []
+        var inStretch: Set<Key> = []
+        func flush() async throws {
+            if !stretch.isEmpty { try await releaseAll(of: stretch, in: transaction) }
+            stretch.removeAll()
+            inStretch.removeAll()
+        }
+        for (saved, event) in saves {
+            if saved.record.assetIDs.isEmpty {
+                // A record this save created, without assets, releases and binds nothing. A record
+                // saved again in the stretch released everything at its first save, and at that time.
+                if saved.previousChangeTag != nil, inStretch.insert(Key(zoneKey: event.zoneKey.rawValue, recordName: saved.record.recordName)).inserted {
+                    stretch.append((event, saved.record.recordName))
+                }
+            } else {
+                try await flush()
+                try await apply(saved, event: event, in: transaction)
+            }
+        }
+        try await flush()
+    }
+
+    /// Releases every asset the records held, each at its event's time.
+    private static func releaseAll(of records: [(event: EventEnvelope, recordName: String)], in transaction: Transaction) async throws {
         try await transaction.connection.query("""
             UPDATE asset_references AS a SET referenced = false, changed_at = to_timestamp(d.at / 1000.0)
-            FROM unnest(\(deletions.map(\.event.zoneKey.rawValue))::text[], \(deletions.map(\.deleted.recordName))::text[],
-                        \(deletions.map(\.event.createdAt))::int8[]) AS d(zone_key, record_name, at)
+            FROM unnest(\(records.map(\.event.zoneKey.rawValue))::text[], \(records.map(\.recordName))::text[],
+                        \(records.map(\.event.createdAt))::int8[]) AS d(zone_key, record_name, at)
             WHERE a.zone_key = d.zone_key AND a.record_name = d.record_name AND a.referenced
             """, logger: transaction.logger)
     }

@@ -51,6 +51,44 @@ public struct RecordExpirationIndex: Sendable {
             """, logger: transaction.logger)
     }
 
+    /// Applies a run of `record.saved` events, in order: within a run each record exists throughout
+    /// (a deletion ends a run), so its last save in the run decides its entry. The entries of
+    /// records last saved without an expiration go with one statement per zone (as `apply(saved)`,
+    /// not for a record the run created), and the rest are indexed with one statement.
+    public static func apply(saves: [RecordSaved], in transaction: Transaction) async throws {
+        guard saves.count > 1 else {
+            if let only = saves.first { try await apply(only, in: transaction) }
+            return
+        }
+        struct Key: Hashable { var zone: ZoneKey; var recordName: String }
+        var last: [Key: Int] = [:]
+        for (index, saved) in saves.enumerated() {
+            last[Key(zone: ZoneKey(database: saved.database, zoneName: saved.zoneID.zoneName), recordName: saved.record.recordName)] = index
+        }
+        let final = last.values.sorted().map { saves[$0] }
+        let removed = final.filter { $0.record.expirationDate == nil && $0.previousChangeTag != nil }
+        for zone in removed.groupedByZone({ ZoneKey(database: $0.database, zoneName: $0.zoneID.zoneName) }) {
+            guard let first = zone.first else { continue }
+            try await transaction.connection.execute("""
+                DELETE FROM record_expirations
+                WHERE \(zone: first.zoneID.zoneName, of: first.database) AND record_name = ANY(\(zone.map(\.record.recordName)))
+                """, logger: transaction.logger)
+        }
+        let indexed = final.filter { $0.record.expirationDate != nil }
+        guard !indexed.isEmpty else { return }
+        try await transaction.connection.execute("""
+            WITH indexed AS (
+                INSERT INTO record_expirations (container, environment, scope, owner, zone_name, record_name, expires_at)
+                SELECT * FROM unnest(\(indexed.map(\.database.container))::text[], \(indexed.map(\.database.environment.rawValue))::text[],
+                                     \(indexed.map(\.database.scope.rawValue))::text[], \(indexed.map(\.database.owner))::text[],
+                                     \(indexed.map(\.zoneID.zoneName))::text[], \(indexed.map(\.record.recordName))::text[],
+                                     \(indexed.map { $0.record.expirationDate ?? 0 })::int8[])
+                ON CONFLICT (container, environment, scope, owner, zone_name, record_name) DO UPDATE SET expires_at = EXCLUDED.expires_at
+                RETURNING 1)
+            SELECT pg_notify(\(channel), '') FROM (SELECT 1 FROM indexed LIMIT 1) AS once
+            """, logger: transaction.logger)
+    }
+
     /// Applies `record.deleted`: the record's entry goes.
     public static func apply(_ deleted: RecordDeleted, in transaction: Transaction) async throws {
         try await remove(deleted.recordName, zone: deleted.zoneID.zoneName, of: deleted.database, in: transaction)

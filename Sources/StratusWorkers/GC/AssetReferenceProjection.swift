@@ -16,7 +16,7 @@ public struct AssetReferenceProjection: Projection {
         case RecordSaved.eventType:
             // A created record without assets releases and binds nothing: no need to decode it.
             guard RecordSaved.mayConcernAssets(event) else { return }
-            try await AssetReferenceStore.apply(event.decode(RecordSaved.self), event: event, in: transaction)
+            try await AssetReferenceStore.apply(RecordSaved.withoutPrevious(event), event: event, in: transaction)
         case RecordDeleted.eventType:
             try await AssetReferenceStore.apply(RecordDeleted.withoutImage(event), event: event, in: transaction)
         case .zoneDeleted:
@@ -26,11 +26,16 @@ public struct AssetReferenceProjection: Projection {
         }
     }
 
-    /// A batch in order, each run of deletions releasing its records' assets with one statement.
+    /// A batch in order, each run of deletions releasing its records' assets with one statement, and
+    /// each run of saves without assets too.
     public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
-        try await apply(events, in: transaction, logger: logger) { run in
+        try await apply(events, in: transaction, logger: logger, readingSave: { event in
+            RecordSaved.mayConcernAssets(event) ? try RecordSaved.withoutPrevious(event) : nil
+        }, saves: { run in
+            try await AssetReferenceStore.apply(saves: run, in: transaction)
+        }, deletions: { run in
             try await AssetReferenceStore.apply(deletions: run, in: transaction)
-        }
+        })
     }
 
     public func reset(in transaction: Transaction, logger: Logger) async throws {

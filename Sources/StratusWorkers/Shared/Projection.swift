@@ -54,11 +54,13 @@ extension Projection {
     /// and whatever follows a run, is applied after the run, so the order a record's events take
     /// holds.
     ///
-    /// With `saves`, runs of consecutive record saves go to it the same way. A run of deletions is
-    /// read without the image of each record's last fields (`RecordDeleted.withoutImage`): no
-    /// projection that takes runs needs it.
+    /// With `saves`, runs of consecutive record saves go to it the same way, each read by
+    /// `readingSave` (the whole payload by default); a save it reads as nil concerns the projection
+    /// not at all and is passed over. A run of deletions is read without the image of each record's
+    /// last fields (`RecordDeleted.withoutImage`): no projection that takes runs needs it.
     func apply(
         _ events: [EventEnvelope], in transaction: Transaction, logger: Logger,
+        readingSave: (EventEnvelope) throws -> RecordSaved? = { try $0.decode(RecordSaved.self) },
         saves: (([(saved: RecordSaved, event: EventEnvelope)]) async throws -> Void)? = nil,
         deletions: ([(deleted: RecordDeleted, event: EventEnvelope)]) async throws -> Void
     ) async throws {
@@ -76,7 +78,7 @@ extension Projection {
                 deleted.append((try RecordDeleted.withoutImage(event), event))
             } else if saves != nil, event.type == RecordSaved.eventType {
                 if !deleted.isEmpty { try await flush() }
-                saved.append((try event.decode(RecordSaved.self), event))
+                if let save = try readingSave(event) { saved.append((save, event)) }
             } else {
                 try await flush()
                 try await apply(event, in: transaction, logger: logger)
