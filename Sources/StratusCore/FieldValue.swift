@@ -99,7 +99,11 @@ public struct Location: Sendable, Hashable, Codable {
 }
 
 /// A field value of any CloudKit type.
-public indirect enum FieldValue: Sendable, Hashable {
+///
+/// Not `indirect` but for a location (the one large payload): lists keep their elements apart
+/// already, and an indirect enum boxes every value on the heap, so each element of a long list cost
+/// an allocation of its own (docs/benchmarks.md, "The store's JSON written directly").
+public enum FieldValue: Sendable, Hashable {
     case string(String)
     case int64(Int64)
     case double(Double)
@@ -109,7 +113,7 @@ public indirect enum FieldValue: Sendable, Hashable {
     case reference(Reference)
     /// An asset's dictionary, stored as sent (assets themselves arrive with their own issue).
     case asset(JSONValue)
-    case location(Location)
+    indirect case location(Location)
     /// A list of values of one element type.
     case list(FieldType.Base, [FieldValue])
 
@@ -132,7 +136,7 @@ public indirect enum FieldValue: Sendable, Hashable {
     public var references: [Reference] {
         switch self {
         case .reference(let reference): [reference]
-        case .list(_, let values): values.flatMap(\.references)
+        case .list(.reference, let values): values.flatMap(\.references)
         default: []
         }
     }

@@ -17,6 +17,11 @@ public enum JSONParser {
     /// The deepest nesting of arrays and objects read (deeper text is refused, not recursed into).
     public static let maxDepth = 512
 
+    /// The deepest nesting a request's body may have (`Reading.request`): CloudKit's deepest
+    /// request (a list of references in a record in a batch) nests about ten deep, and a body of
+    /// objects nested hundreds deep cost a tenth of a second of CPU per MB to read only to be refused.
+    public static let maxRequestDepth = 64
+
     /// Reads one JSON value from UTF-8 text.
     public static func parse(_ text: String) throws(Failure) -> JSONValue {
         var text = text
@@ -54,11 +59,14 @@ public enum JSONParser {
         let bytes: UnsafeBufferPointer<UInt8>
         /// `Reading.request`.
         let request: Bool
+        /// `maxRequestDepth` for a request, `maxDepth` otherwise.
+        let maxDepth: Int
         var offset = 0
 
         init(bytes: UnsafeBufferPointer<UInt8>, request: Bool) {
             self.bytes = bytes
             self.request = request
+            maxDepth = request ? JSONParser.maxRequestDepth : JSONParser.maxDepth
         }
 
         func failure(_ reason: String) -> Failure { Failure(offset: offset, reason: reason) }
@@ -96,7 +104,7 @@ public enum JSONParser {
         }
 
         mutating func object(depth: Int) throws(Failure) -> JSONValue {
-            guard depth <= JSONParser.maxDepth else { throw failure("nested deeper than \(JSONParser.maxDepth)") }
+            guard depth <= maxDepth else { throw failure("nested deeper than \(maxDepth)") }
             offset += 1
             // Room for six members at once: a record's objects (a field, a stamp, a zone id) are
             // that small, and growing an empty dictionary to six allocates three times.
@@ -129,7 +137,7 @@ public enum JSONParser {
         }
 
         mutating func array(depth: Int) throws(Failure) -> JSONValue {
-            guard depth <= JSONParser.maxDepth else { throw failure("nested deeper than \(JSONParser.maxDepth)") }
+            guard depth <= maxDepth else { throw failure("nested deeper than \(maxDepth)") }
             offset += 1
             var elements: [JSONValue] = []
             skipWhitespace()

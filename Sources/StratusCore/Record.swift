@@ -334,12 +334,20 @@ public struct PreviousImage: Sendable, Hashable, Codable {
     public static let defaultBudget = 16_384
 
     /// Keeps `names`' values of `fields`, smallest first, within `budget` bytes (of each value's JSON
-    /// text, written directly: a deletion's image is sized for every field of every deleted record).
+    /// text as the event carries it, written directly: a deletion's image is sized for every field
+    /// of every deleted record).
     public init(fields: [String: FieldValue], names: [String], modifiedAt: Int64, budget: Int) {
         var kept: [String: FieldValue] = [:]
         var omitted: [String] = []
         var spent = 0
-        let sized = names.compactMap { name in fields[name].map { (name, $0, FieldCoding.encode($0).serialized().count) } }
+        var scratch: [UInt8] = []
+        let sized = names.compactMap { name in
+            fields[name].map { value in
+                scratch.removeAll(keepingCapacity: true)
+                EncoderForm.field(value, &scratch)
+                return (name, value, scratch.count)
+            }
+        }
         for (name, value, size) in sized.sorted(by: { ($0.2, $0.0) < ($1.2, $1.0) }) {
             if spent + size <= budget {
                 kept[name] = value

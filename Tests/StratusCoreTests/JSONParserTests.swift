@@ -56,6 +56,16 @@ final class JSONParserTests: XCTestCase {
         XCTAssertEqual(try JSONParser.parse(#"{"a":1,"a":2}"#), .object(["a": .int(2)]))
         let deepest = Array(repeating: UInt8(ascii: "["), count: JSONParser.maxDepth) + Array(repeating: UInt8(ascii: "]"), count: JSONParser.maxDepth)
         XCTAssertNoThrow(try JSONParser.parse(deepest))
+        // A request nests at most `maxRequestDepth` deep, objects and arrays alike.
+        func nested(_ depth: Int) -> [UInt8] {
+            Array(repeating: Array(#"{"a":["#.utf8), count: depth / 2).flatMap { $0 } + Array("1".utf8)
+                + Array(repeating: Array("]}".utf8), count: depth / 2).flatMap { $0 }
+        }
+        XCTAssertNoThrow(try JSONParser.parse(nested(JSONParser.maxRequestDepth), reading: .request))
+        XCTAssertThrowsError(try JSONParser.parse(nested(JSONParser.maxRequestDepth + 2), reading: .request)) { error in
+            XCTAssertEqual((error as? JSONParser.Failure)?.reason, "nested deeper than \(JSONParser.maxRequestDepth)")
+        }
+        XCTAssertNoThrow(try JSONParser.parse(nested(JSONParser.maxRequestDepth + 2)), "stored text may nest deeper")
     }
 
     /// Strings are scanned eight bytes at a time: a quote, an escape, a control character or a
