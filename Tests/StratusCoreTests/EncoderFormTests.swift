@@ -165,7 +165,10 @@ final class EncoderFormTests: XCTestCase {
                                           zone: zone, incarnation: incarnation, causation: Causation(requestID: "r"), fieldsJSON: fieldsJSON)
         XCTAssertEqual(event, try limits.savedEvent(Self.fullRecord, before: before, zoneKey: ZoneKey(rawValue: "k"), zoneSequence: 1,
                                                     database: database, zone: zone, incarnation: incarnation, causation: Causation(requestID: "r")))
-        XCTAssertEqual(try JSONDecoder().decode(RecordSaved.self, from: event.payload), saves[0])
+        // Read back, it is what JSONEncoder's text reads back as (an asset's integral double reads
+        // as an integer from either: the form the log always had).
+        XCTAssertEqual(try JSONDecoder().decode(RecordSaved.self, from: event.payload),
+                       try JSONDecoder().decode(RecordSaved.self, from: try EventCoding.encoder.encode(saves[0])))
 
         let deletes = [
             RecordDeleted(database: database, zoneID: zone, zoneIncarnation: incarnation, record: Self.fullRecord, cascadedFrom: "root/1"),
