@@ -15,15 +15,19 @@ public struct ContainerStore: Sendable {
     /// created afresh.
     public func create(container: String, label: String, logger: Logger) async throws -> String {
         let token = APIToken.generate()
-        try await store.withConnection { connection in
+        // One transaction, holding the container's row from its check to its token: a deletion
+        // started meanwhile (which marks that row first) either comes before it, and is refused
+        // here, or waits for it.
+        try await store.readCommitted(logger: logger) { transaction in
+            let connection = transaction.connection
+            try await connection.query(
+                "INSERT INTO containers (container) VALUES (\(container)) ON CONFLICT DO NOTHING", logger: logger)
             let busy = try await connection.query("""
-                SELECT 1 FROM containers WHERE container = \(container) AND deleting_at IS NOT NULL
+                SELECT 1 FROM (SELECT deleting_at FROM containers WHERE container = \(container) FOR UPDATE) AS c WHERE c.deleting_at IS NOT NULL
                 UNION ALL SELECT 1 FROM container_deletions WHERE container = \(container) AND finished_at IS NULL
                 """, logger: logger)
             for try await _ in busy { throw ContainerDeletion.busy(container: container) }
             try await connection.query("DELETE FROM container_deletions WHERE container = \(container)", logger: logger)
-            try await connection.query(
-                "INSERT INTO containers (container) VALUES (\(container)) ON CONFLICT DO NOTHING", logger: logger)
             try await connection.query(
                 "INSERT INTO api_tokens (token_digest, container, label) VALUES (\(Data(APIToken.digest(token))), \(container), \(label))",
                 logger: logger)

@@ -294,12 +294,11 @@ struct ZoneWriter {
     var pending: [PendingSave] = []
     /// What this transaction changed each user's stored bytes by.
     var usageChange: [String: Int64] = [:]
-    /// The record names of the commands applied, in order, with what each changed its user's bytes by.
-    var applied: [(recordName: String, bytes: Int64)] = []
+    /// The commands applied, in order: each one's record, and what it changed its container's
+    /// records and its user's (and container's) bytes by.
+    var applied: [ContainerQuota.Applied] = []
     /// What this transaction changed its container's records and bytes by (`ContainerCounts`).
     var containerChange = ContainerTotals()
-    /// What each command applied changed its container's records by, in `applied`'s order.
-    var appliedRecords: [Int64] = []
     /// Whom the writer acts for when it deletes an expired record: the record's creator (so its
     /// DELETE_SELF referrers go with it as they would in its creator's own delete); nil: the caller.
     var actingUser: String?
@@ -446,13 +445,12 @@ struct ZoneWriter {
             known[ExactName(record.recordName)] = .some(record)
             events.append(event)
             // Its bytes are known once the row is written (`flush`).
-            applied.append((record.recordName, 0))
-            appliedRecords.append(before == nil ? 1 : 0)
+            applied.append(ContainerQuota.Applied(recordName: record.recordName, records: before == nil ? 1 : 0, bytes: 0))
             return .saved(record)
         case .delete(let record):
             let records = containerChange.records
-            applied.append((record.recordName, -(try await delete([record], in: transaction))))
-            appliedRecords.append(containerChange.records - records)
+            let bytes = -(try await delete([record], in: transaction))
+            applied.append(ContainerQuota.Applied(recordName: record.recordName, records: containerChange.records - records, bytes: bytes))
             return .deleted(recordName: record.recordName)
         }
     }
@@ -600,7 +598,7 @@ struct ZoneWriter {
             let total = try await StorageUsage.total(
                 container: context.database.container, environment: context.database.environment.rawValue, owner: owner,
                 on: transaction.connection, logger: transaction.logger)
-            if let refusal = StorageQuota.refusal(quota: quota, total: total, change: change, applied: applied) {
+            if let refusal = StorageQuota.refusal(quota: quota, total: total, change: change, applied: applied.map { ($0.recordName, $0.bytes) }) {
                 throw RecordStore.ItemRefused(recordName: refusal.recordName, failure: RecordStore.Failure(error: refusal.error))
             }
         }
@@ -615,8 +613,7 @@ struct ZoneWriter {
         guard quota.needsCheck(containerChange) else { return }
         let container = context.database.container
         let total = try await ContainerCounts.totals(container: container, on: transaction.connection, logger: transaction.logger)
-        let entries = zip(applied, appliedRecords).map { ContainerQuota.Applied(recordName: $0.recordName, records: $1, bytes: $0.bytes) }
-        if let refusal = quota.refusal(container: container, total: total, change: containerChange, applied: entries) {
+        if let refusal = quota.refusal(container: container, total: total, change: containerChange, applied: applied) {
             throw RecordStore.ItemRefused(recordName: refusal.recordName, failure: RecordStore.Failure(error: refusal.error))
         }
     }
