@@ -46,9 +46,9 @@ fi
 # The test tiers (docs/testing.md): the targets that need no server, and the integration classes
 # that measure time or CPU or load the machine, which run one at a time after the parallel tier.
 unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests|StratusKitTests)\.'
-# (WorkerIdleTests' PostgreSQL restart runs in the parallel tier: it waits more than it measures, and
-# its bound, ten seconds, holds under load.)
-serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests/(testAWait|testAnIdleWorkerPauses)|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension|ContainerDeletionTests/testADeletionIsHeard|ContainerLimitsTests/testTwoAPIProcessesHoldAContainersRate)'
+# (WorkerIdleTests' PostgreSQL restart too: its ten seconds from a commit to the worker's apply, after
+# the restart, took 11.4 s in a fresh-clone run where it started beside the fuzz pass and the drills.)
+serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension|ContainerDeletionTests/testADeletionIsHeard|ContainerLimitsTests/testTwoAPIProcessesHoldAContainersRate)'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
 # Those that judge how much load gets through run after the tests, beside the serial tests only; the rest in the background.
 read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"
