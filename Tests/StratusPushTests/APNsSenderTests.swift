@@ -228,6 +228,8 @@ final class APNsSenderTests: XCTestCase {
             await $0.send(APNsPush(deviceToken: token, payload: payload))
         }
         guard case .retry(let reason) = outcome else { return XCTFail("\(outcome)") }
-        XCTAssertTrue(reason.contains("network error"), reason)
+        // The client tries to connect until the deadline: on a loaded machine the deadline may end
+        // the tries before a refusal is reported (a fresh-clone run beside the integration tier).
+        XCTAssertTrue(reason.contains("network error") || reason.contains("no answer from APNs within"), reason)
     }
 }
