@@ -88,12 +88,8 @@ public struct NewEvent: Sendable, Hashable {
 
     /// Creates an event from a typed payload.
     public init<Payload: EventPayload>(zoneKey: ZoneKey, zoneSequence: Int64?, payload: Payload, causation: Causation) {
-        self.zoneKey = zoneKey
-        self.zoneSequence = zoneSequence
-        self.type = Payload.eventType
-        self.schemaVersion = Payload.schemaVersion
-        self.payload = EventCoding.encode(payload)
-        self.causation = causation
+        self.init(zoneKey: zoneKey, zoneSequence: zoneSequence, type: Payload.eventType, schemaVersion: Payload.schemaVersion,
+                  payload: EventCoding.encode(payload), causation: causation)
     }
 
     /// Creates an event from a payload already encoded.

@@ -48,12 +48,7 @@ extension NewEvent {
     /// A `record.deleted` event, its payload written directly (`EncoderFormWritable`), not through
     /// `JSONEncoder`.
     public init(zoneKey: ZoneKey, zoneSequence: Int64?, deleted payload: RecordDeleted, causation: Causation) {
-        self.zoneKey = zoneKey
-        self.zoneSequence = zoneSequence
-        self.type = RecordDeleted.eventType
-        self.schemaVersion = RecordDeleted.schemaVersion
-        self.payload = EventCoding.encode(payload)
-        self.causation = causation
+        self.init(zoneKey: zoneKey, zoneSequence: zoneSequence, payload: payload, causation: causation)
     }
 }
 
