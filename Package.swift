@@ -299,3 +299,13 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// CI builds without indexing (`--disable-index-store`: an index is for editors, and writing it is
+// about a tenth of the build's CPU), but test discovery on Linux finds the XCTest classes in the
+// test targets' index. With STRATUS_TEST_INDEX_STORE set to the build's index path
+// (scripts/test.sh sets it), the test targets alone are indexed there.
+if let indexStore = Context.environment["STRATUS_TEST_INDEX_STORE"], !indexStore.isEmpty {
+    for target in package.targets where target.type == .test {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-index-store-path", indexStore])]
+    }
+}
