@@ -101,22 +101,25 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
             logger: context.logger)
         await assets.saved(outcomes.compactMap { if case .success(.saved(let record)) = $0 { record } else { nil } }, logger: context.logger)
         let numbersAsStrings = parsed.numbersAsStrings ?? false
-        let results: [JSONValue] = zip(parsed.operations, zip(commands, outcomes)).map { operation, pair in
-            let (command, outcome) = pair
+        // Written straight into the answer's bytes: a saved record's dictionary is not built first.
+        let zoneID = zone.json.serialized()
+        var answer = Array(#"{"records":["#.utf8)
+        for (index, (operation, (command, outcome))) in zip(parsed.operations, zip(commands, outcomes)).enumerated() {
+            if index > 0 { answer.append(UInt8(ascii: ",")) }
             switch outcome {
             case .success(.saved(let record)):
-                return RecordWire.dictionary(
-                    record, zone: zone, desiredKeys: operation.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links,
-                    shareURL: shareLinks.url)
+                RecordWire.write(
+                    record, zone: zone, zoneID: zoneID, desiredKeys: operation.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings,
+                    links: links, shareURL: shareLinks.url, into: &answer)
             case .success(.deleted(let recordName)):
-                return .object(["recordName": .string(recordName), "deleted": .bool(true),
-                                "zoneID": zone.json])
+                JSONValue.object(["recordName": .string(recordName), "deleted": .bool(true), "zoneID": zone.json]).write(into: &answer)
             case .failure(let failure):
                 let server = failure.serverRecord.map { RecordWire.dictionary($0, zone: zone, desiredKeys: nil, numbersAsStrings: numbersAsStrings, links: links) }
-                return RecordWire.error(failure.error, recordName: command.input.recordName, uuid: context.requestID, serverRecord: server)
+                RecordWire.error(failure.error, recordName: command.input.recordName, uuid: context.requestID, serverRecord: server).write(into: &answer)
             }
         }
-        return json(JSONValue.object(["records": .array(results)]))
+        answer.append(contentsOf: "]}".utf8)
+        return json(bytes: answer)
     }
 
     func lookup(_ request: Request, _ context: Context) async throws -> Response {
@@ -169,19 +172,24 @@ struct RecordRoutes<Context: StratusRequestContext>: Sendable {
         } else {
             try await records.lookup(recordNames, zone: zone, in: database, reader: opened.caller.userRecordName, logger: context.logger)
         }
-        let results: [JSONValue] = parsed.records.map { item in
+        var answer = Array(#"{"records":["#.utf8)
+        let zoneID = zone.json.serialized()
+        for (index, item) in parsed.records.enumerated() {
+            if index > 0 { answer.append(UInt8(ascii: ",")) }
             if let recordType = read.denied[ExactName(item.recordName)] {
-                return RecordWire.error(StratusError(.accessDenied,
+                RecordWire.error(StratusError(.accessDenied,
                     "Record '\(ClientText.excerpt(item.recordName))' cannot be read: in the public database no security role this user holds has READ on record type '\(ClientText.excerpt(recordType))'"),
-                    recordName: item.recordName, uuid: context.requestID)
+                    recordName: item.recordName, uuid: context.requestID).write(into: &answer)
+            } else if let record = read.records[ExactName(item.recordName)] {
+                RecordWire.write(
+                    record, zone: zone, zoneID: zoneID, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings,
+                    links: links, shareURL: shareLinks.url, into: &answer)
+            } else {
+                RecordWire.error(StratusError(.notFound, "Record '\(ClientText.excerpt(item.recordName))' does not exist"), recordName: item.recordName, uuid: context.requestID)
+                    .write(into: &answer)
             }
-            guard let record = read.records[ExactName(item.recordName)] else {
-                return RecordWire.error(StratusError(.notFound, "Record '\(ClientText.excerpt(item.recordName))' does not exist"), recordName: item.recordName, uuid: context.requestID)
-            }
-            return RecordWire.dictionary(
-                record, zone: zone, desiredKeys: item.desiredKeys ?? parsed.desiredKeys, numbersAsStrings: numbersAsStrings, links: links,
-                shareURL: shareLinks.url)
         }
-        return json(JSONValue.object(["records": .array(results)]))
+        answer.append(contentsOf: "]}".utf8)
+        return json(bytes: answer)
     }
 }

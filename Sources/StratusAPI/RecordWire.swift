@@ -176,6 +176,97 @@ enum RecordWire {
         return .object(members)
     }
 
+    /// Appends `dictionary(record, …)`'s JSON text to `out` (as `JSONValue.write(into:)` writes it)
+    /// without building its tree: the answer to a save of long lists spent more than the save's
+    /// own encoding on making and sorting it. A share record (its participants) goes through
+    /// `dictionary`; an asset field through `links`, as there. `zoneID` is `zone.json`'s text.
+    /// `RecordAnswerWriterTests` holds it to `dictionary`'s bytes.
+    static func write(
+        _ record: Record, zone: ZoneID, zoneID: [UInt8], desiredKeys: [String]?, numbersAsStrings: Bool, links: AssetLinks?,
+        shareURL: ((String) -> String)? = nil, into out: inout [UInt8]
+    ) {
+        guard record.shareState == nil else {
+            dictionary(record, zone: zone, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, links: links, shareURL: shareURL)
+                .write(into: &out)
+            return
+        }
+        // Members in the order of their names' bytes, as `JSONValue.write(into:)` sorts them.
+        func key(_ name: StaticString) {
+            out.append(UInt8(ascii: "\""))
+            name.withUTF8Buffer { out.append(contentsOf: $0) }
+            out.append(contentsOf: "\":".utf8)
+        }
+        func stamp(_ stamp: RecordStamp) {
+            out.append(contentsOf: #"{"deviceID":"#.utf8)
+            JSONValue.write(string: stamp.deviceID ?? RecordStamp.webServiceDeviceID, into: &out)
+            out.append(contentsOf: #","timestamp":"#.utf8)
+            JSONValue.write(integer: stamp.timestamp, into: &out)
+            out.append(contentsOf: #","userRecordName":"#.utf8)
+            JSONValue.write(string: stamp.userRecordName, into: &out)
+            out.append(contentsOf: "},".utf8)
+        }
+        out.append(UInt8(ascii: "{"))
+        key("created")
+        stamp(record.created)
+        key("deleted")
+        out.append(contentsOf: "false,".utf8)
+        if let expirationDate = record.expirationDate {
+            key("expirationDate")
+            JSONValue.write(integer: expirationDate, into: &out)
+            out.append(UInt8(ascii: ","))
+        }
+        key("fields")
+        out.append(UInt8(ascii: "{"))
+        let wanted = desiredKeys.map(Set.init)
+        var first = true
+        for (name, value) in record.fields.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) where wanted?.contains(name) ?? true {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            JSONValue.write(string: name, into: &out)
+            out.append(UInt8(ascii: ":"))
+            if value.type.base == .asset {
+                let encoded = FieldCoding.encode(value, numbersAsStrings: numbersAsStrings, zone: zone.json)
+                (links?.decorate(encoded) ?? encoded).write(into: &out)
+            } else {
+                FieldCoding.write(value, numbersAsStrings: numbersAsStrings, zoneID: zoneID, into: &out)
+            }
+        }
+        out.append(contentsOf: "},".utf8)
+        key("modified")
+        stamp(record.modified)
+        if let parent = record.parent {
+            key("parent")
+            out.append(contentsOf: #"{"recordName":"#.utf8)
+            JSONValue.write(string: parent, into: &out)
+            out.append(contentsOf: "},".utf8)
+        }
+        key("recordChangeTag")
+        JSONValue.write(string: record.changeTag, into: &out)
+        out.append(UInt8(ascii: ","))
+        key("recordName")
+        JSONValue.write(string: record.recordName, into: &out)
+        out.append(UInt8(ascii: ","))
+        key("recordType")
+        JSONValue.write(string: record.recordType, into: &out)
+        out.append(UInt8(ascii: ","))
+        if let share = record.share {
+            key("share")
+            out.append(contentsOf: #"{"recordName":"#.utf8)
+            JSONValue.write(string: share, into: &out)
+            out.append(contentsOf: #","zoneID":"#.utf8)
+            out.append(contentsOf: zoneID)
+            out.append(contentsOf: "},".utf8)
+        }
+        if let shortGUID = record.shortGUID {
+            key("shortGUID")
+            JSONValue.write(string: shortGUID, into: &out)
+            out.append(UInt8(ascii: ","))
+        }
+        key("zoneID")
+        out.append(contentsOf: zoneID)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Appends a stored record's dictionary (what `dictionary` answers for it) to `out`, copying
     /// what the stored text already holds in wire form: its fields, names and stamps. A record that
     /// needs more than copying — a share's state, asset fields (their download links are signed per

@@ -204,6 +204,52 @@ public enum FieldCoding {
         }
     }
 
+    /// Appends `encode(value, numbersAsStrings:, zone:)`'s JSON text (`JSONValue.write(into:)`'s
+    /// form) without building it first: an answer of long lists spent most of its time making and
+    /// sorting the tree. `zoneID` is the zone's JSON text (`zone.serialized()`). Locations and assets,
+    /// small objects, go through `encode`.
+    public static func write(_ value: FieldValue, numbersAsStrings: Bool, zoneID: [UInt8]?, into bytes: inout [UInt8]) {
+        bytes.append(contentsOf: #"{"type":"#.utf8)
+        JSONValue.write(string: value.type.rawValue, into: &bytes)
+        bytes.append(contentsOf: #","value":"#.utf8)
+        writeValue(value, numbersAsStrings: numbersAsStrings, zoneID: zoneID, into: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    private static func writeValue(_ value: FieldValue, numbersAsStrings: Bool, zoneID: [UInt8]?, into bytes: inout [UInt8]) {
+        switch value {
+        case .string(let text):
+            JSONValue.write(string: text, into: &bytes)
+        case .int64(let number):
+            if numbersAsStrings { bytes.append(UInt8(ascii: "\"")) }
+            JSONValue.write(integer: number, into: &bytes)
+            if numbersAsStrings { bytes.append(UInt8(ascii: "\"")) }
+        case .double(let number) where !numbersAsStrings:
+            JSONValue.double(number).write(into: &bytes)
+        case .timestamp(let milliseconds):
+            JSONValue.write(integer: milliseconds, into: &bytes)
+        case .reference(let reference):
+            bytes.append(contentsOf: #"{"action":"#.utf8)
+            JSONValue.write(string: reference.action.rawValue, into: &bytes)
+            bytes.append(contentsOf: #","recordName":"#.utf8)
+            JSONValue.write(string: reference.recordName, into: &bytes)
+            if let zoneID {
+                bytes.append(contentsOf: #","zoneID":"#.utf8)
+                bytes.append(contentsOf: zoneID)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        case .list(_, let values):
+            bytes.append(UInt8(ascii: "["))
+            for (index, element) in values.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                writeValue(element, numbersAsStrings: numbersAsStrings, zoneID: zoneID, into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .double, .bytes, .asset, .location:
+            encodeValue(value, numbersAsStrings: numbersAsStrings).write(into: &bytes)
+        }
+    }
+
     private static func mismatch(_ name: String, _ type: FieldType, _ value: JSONValue) -> StratusError {
         StratusError(.badRequest, "Field '\(name)' is declared \(type) but its value is a \(value.kind)")
     }

@@ -142,7 +142,7 @@ extension JSONValue {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// An integer's decimal digits, written without making a `String` of them.
-    static func write(integer value: Int64, into bytes: inout [UInt8]) {
+    public static func write(integer value: Int64, into bytes: inout [UInt8]) {
         if value >= 0, value < 10 {
             bytes.append(UInt8(ascii: "0") + UInt8(value))
             return
@@ -160,7 +160,7 @@ extension JSONValue {
 
     /// A JSON string: quotes, backslashes and control characters escaped (and "/" when
     /// `escapingSlashes`), everything else as is.
-    static func write(string: String, into bytes: inout [UInt8], escapingSlashes: Bool = false) {
+    public static func write(string: String, into bytes: inout [UInt8], escapingSlashes: Bool = false) {
         bytes.append(UInt8(ascii: "\""))
         let slash: UInt8 = escapingSlashes ? UInt8(ascii: "/") : UInt8(ascii: "\"")
         if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 == slash }) {
