@@ -79,7 +79,9 @@ public struct SharesProjection: Projection {
         for event in events {
             switch event.type {
             case RecordSaved.eventType:
-                let saved = try event.decode(RecordSaved.self)
+                // The previous image (an update's largest part) is cut out unread: the fan-out looks
+                // only at the record after the save.
+                let saved = try RecordSaved.withoutPrevious(event)
                 if let state = saved.record.shareState, ShareRecord.isShare(saved.record.recordType), let sequence = event.zoneSequence {
                     try await flush()
                     let told = try await SharedZoneTracking.applyShare(

@@ -120,7 +120,9 @@ public struct SubscriptionsProjection: Projection {
         let transaction = batch.transaction
         switch event.type {
         case RecordSaved.eventType:
-            let saved = try event.decode(RecordSaved.self)
+            // Read without its previous image, which only an update's query subscriptions need
+            // (read then, below): most saves concern no subscription.
+            let saved = try RecordSaved.withoutPrevious(event)
             let candidates = try await batch.readable(
                 try await batch.candidates(database: saved.database, zoneName: saved.zoneID.zoneName, recordType: saved.record.recordType),
                 database: saved.database, recordType: saved.record.recordType) { saved.record.created.userRecordName }
@@ -130,7 +132,7 @@ public struct SubscriptionsProjection: Projection {
             let queries = candidates.filter { $0.subscription.type == .query && $0.createdAt <= event.createdAt }
             if !created, !queries.isEmpty {
                 let needed = Self.fieldsRead(by: queries)
-                before = saved.recordBefore(needing: needed)
+                before = try event.decode(RecordSaved.self).recordBefore(needing: needed)
                 if before == nil {
                     imageLookups.increment()
                     before = try await EventLog.lastSavedRecord(
