@@ -33,23 +33,18 @@ public struct KafkaTopicPartitionOffset: Sendable, Hashable {
     }
 }
 
-/// A consumer group member whose offsets move only when the caller says its effects are durable:
-/// committed at once (`commit`), or, given a `commitInterval`, stored (`store`) and committed in the
-/// background every interval, on leaving the group and before a partition is taken away. Starts from
-/// the earliest offset when the group has none.
+/// A consumer group member with manual offset commits: offsets move only when the caller says its
+/// effects are durable. Starts from the earliest offset when the group has none.
 public final class KafkaConsumer: Sendable {
     private let handle: ClientHandle
     private let queue: DispatchQueueBox
     private let logger: Logger
 
-    /// Joins `groupID` and subscribes to `topics`. With `commitInterval`, offsets given to `store`
-    /// are committed that often (one request for every batch stored meanwhile).
-    public init(configuration: KafkaClientConfiguration, groupID: String, topics: [String], commitInterval: Duration? = nil, logger: Logger) throws {
-        let interval = commitInterval.map { max(1, Int($0 / .milliseconds(1))) }
+    /// Joins `groupID` and subscribes to `topics`.
+    public init(configuration: KafkaClientConfiguration, groupID: String, topics: [String], logger: Logger) throws {
         let conf = try KafkaConf.make(configuration.common + [
             ("group.id", groupID),
-            ("enable.auto.commit", interval == nil ? "false" : "true"),
-            ("auto.commit.interval.ms", "\(interval ?? 5000)"),
+            ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),
             ("auto.offset.reset", "earliest"),
             ("session.timeout.ms", "\(configuration.sessionTimeoutMilliseconds)"),
@@ -121,19 +116,6 @@ public final class KafkaConsumer: Sendable {
             let error = rd_kafka_commit(pointer, list, 0)
             guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: "commit") }
         }
-    }
-
-    /// Stores offsets (each the next message to read) for the background commit of a consumer made
-    /// with a `commitInterval`: no request to the broker, nothing waited for.
-    public func store(_ offsets: [KafkaTopicPartitionOffset]) throws {
-        guard !offsets.isEmpty else { return }
-        guard let pointer = handle.pointer else { throw KafkaError(code: -1, message: "the consumer is closed", isFatal: true, isRetriable: false) }
-        let list = PartitionList.make(offsets)
-        defer { rd_kafka_topic_partition_list_destroy(list) }
-        let error = rd_kafka_offsets_store(pointer, list)
-        // A partition taken away meanwhile (a rebalance) keeps no offset: its next owner reads
-        // from the last commit again, as after any commit that did not happen.
-        guard error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__STATE else { throw KafkaError(error, context: "store offsets") }
     }
 
     /// Stops fetching the assigned partitions until `resume()`: no fetch requests reach the broker

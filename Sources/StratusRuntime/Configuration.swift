@@ -143,11 +143,6 @@ public struct StratusConfiguration: Sendable {
         worker.consumerGroupSuffix = environment["STRATUS_CONSUMER_GROUP_SUFFIX"].flatMap { $0.isEmpty ? nil : $0 }
         let idleAfter = try int("STRATUS_WORKER_IDLE_AFTER_MS", 1000)
         worker.idleAfter = idleAfter > 0 ? .milliseconds(idleAfter) : nil
-        let commitInterval = try int("STRATUS_WORKER_COMMIT_INTERVAL_MS", 1000)
-        guard (0...60_000).contains(commitInterval) else {
-            throw ConfigurationProblem("STRATUS_WORKER_COMMIT_INTERVAL_MS must be 0 to 60000, got \(commitInterval)")
-        }
-        worker.commitInterval = commitInterval > 0 ? .milliseconds(commitInterval) : nil
         let deploymentText = environment["STRATUS_DEPLOYMENT"] ?? Deployment.development.rawValue
         guard let deployment = Deployment(rawValue: deploymentText) else {
             throw ConfigurationProblem("STRATUS_DEPLOYMENT must be 'development' or 'production', not '\(deploymentText)'")

@@ -29,12 +29,6 @@ public struct WorkerConfiguration: Sendable {
     public var reconcileGrace: Duration = .seconds(10)
     /// The longest one fetch waits at the broker for new events; nil: the Kafka configuration's.
     public var fetchWait: Duration?
-    /// How often the consumer group's offsets are committed to the broker (in the background, and
-    /// when the worker leaves the group); nil: after every batch, waiting for the broker. The
-    /// checkpoints in PostgreSQL, not these offsets, make applying idempotent: a worker that stops
-    /// without committing reads up to this much again and skips what it had applied. One commit
-    /// request per batch was most of the broker's work per event at one writer.
-    public var commitInterval: Duration? = .seconds(1)
     /// After this long without a message the worker stops fetching (its partitions paused) until a
     /// commit that appended events is notified, its next reconciliation is due, or
     /// `idleWakeInterval` passes; nil: it never stops.
@@ -151,8 +145,7 @@ public final class Worker: Service, Sendable {
         var kafka = kafka
         if let fetchWait = configuration.fetchWait { kafka.fetchWaitMilliseconds = Int(fetchWait / .milliseconds(1)) }
         let group = consumerGroup
-        let consumer = try KafkaConsumer(
-            configuration: kafka, groupID: group, topics: [configuration.topic], commitInterval: configuration.commitInterval, logger: logger)
+        let consumer = try KafkaConsumer(configuration: kafka, groupID: group, topics: [configuration.topic], logger: logger)
         logger.info("worker consuming", metadata: [
             "topic": "\(configuration.topic)", "group": "\(group)", "fetchWaitMs": "\(kafka.fetchWaitMilliseconds)",
         ])
@@ -267,11 +260,7 @@ public final class Worker: Service, Sendable {
             if let newest = events.map(\.createdAt).max() {
                 lagSecondsGauge.record(max(0, Date().timeIntervalSince1970 - Double(newest) / 1000))
             }
-            if configuration.commitInterval == nil {
-                try await consumer.commit(Array(next.values))
-            } else {
-                try consumer.store(Array(next.values))
-            }
+            try await consumer.commit(Array(next.values))
             if let lag = try? consumer.lag() { lagGauge.record(lag) }
         }
     }
