@@ -196,6 +196,23 @@ enum RecordWire {
             name.withUTF8Buffer { out.append(contentsOf: $0) }
             out.append(contentsOf: "\":".utf8)
         }
+        /// `"name":"text",`.
+        func member(_ name: StaticString, _ text: String) {
+            key(name)
+            JSONValue.write(string: text, into: &out)
+            out.append(UInt8(ascii: ","))
+        }
+        /// `"name":{"recordName":"text"[,"zoneID":…]},`.
+        func reference(_ name: StaticString, _ recordName: String, withZone: Bool) {
+            key(name)
+            out.append(contentsOf: #"{"recordName":"#.utf8)
+            JSONValue.write(string: recordName, into: &out)
+            if withZone {
+                out.append(contentsOf: #","zoneID":"#.utf8)
+                out.append(contentsOf: zoneID)
+            }
+            out.append(contentsOf: "},".utf8)
+        }
         func stamp(_ stamp: RecordStamp) {
             out.append(contentsOf: #"{"deviceID":"#.utf8)
             JSONValue.write(string: stamp.deviceID ?? RecordStamp.webServiceDeviceID, into: &out)
@@ -234,34 +251,12 @@ enum RecordWire {
         out.append(contentsOf: "},".utf8)
         key("modified")
         stamp(record.modified)
-        if let parent = record.parent {
-            key("parent")
-            out.append(contentsOf: #"{"recordName":"#.utf8)
-            JSONValue.write(string: parent, into: &out)
-            out.append(contentsOf: "},".utf8)
-        }
-        key("recordChangeTag")
-        JSONValue.write(string: record.changeTag, into: &out)
-        out.append(UInt8(ascii: ","))
-        key("recordName")
-        JSONValue.write(string: record.recordName, into: &out)
-        out.append(UInt8(ascii: ","))
-        key("recordType")
-        JSONValue.write(string: record.recordType, into: &out)
-        out.append(UInt8(ascii: ","))
-        if let share = record.share {
-            key("share")
-            out.append(contentsOf: #"{"recordName":"#.utf8)
-            JSONValue.write(string: share, into: &out)
-            out.append(contentsOf: #","zoneID":"#.utf8)
-            out.append(contentsOf: zoneID)
-            out.append(contentsOf: "},".utf8)
-        }
-        if let shortGUID = record.shortGUID {
-            key("shortGUID")
-            JSONValue.write(string: shortGUID, into: &out)
-            out.append(UInt8(ascii: ","))
-        }
+        if let parent = record.parent { reference("parent", parent, withZone: false) }
+        member("recordChangeTag", record.changeTag)
+        member("recordName", record.recordName)
+        member("recordType", record.recordType)
+        if let share = record.share { reference("share", share, withZone: true) }
+        if let shortGUID = record.shortGUID { member("shortGUID", shortGUID) }
         key("zoneID")
         out.append(contentsOf: zoneID)
         out.append(UInt8(ascii: "}"))
