@@ -66,28 +66,7 @@ enum EncoderForm {
     /// One field as `FieldCoding.encode(value)` is written (`{"type":…,"value":…}`), its strings,
     /// numbers and lists written directly rather than made into a `JSONValue` first.
     static func field(_ value: FieldValue, _ bytes: inout [UInt8]) {
-        bytes.append(contentsOf: #"{"type":"#.utf8)
-        string(value.type.rawValue, &bytes)
-        bytes.append(contentsOf: #","value":"#.utf8)
-        fieldValue(value, &bytes)
-        bytes.append(UInt8(ascii: "}"))
-    }
-
-    private static func fieldValue(_ value: FieldValue, _ bytes: inout [UInt8]) {
-        switch value {
-        case .string(let text): string(text, &bytes)
-        case .int64(let number), .timestamp(let number): integer(number, &bytes)
-        case .double(let number): JSONValue.double(number).writeEncoderForm(into: &bytes)
-        case .list(_, let values):
-            bytes.append(UInt8(ascii: "["))
-            for (index, value) in values.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                fieldValue(value, &bytes)
-            }
-            bytes.append(UInt8(ascii: "]"))
-        case .bytes, .reference, .asset, .location:
-            FieldCoding.encodeValue(value, numbersAsStrings: false).writeEncoderForm(into: &bytes)
-        }
+        FieldCoding.write(value, numbersAsStrings: false, zoneID: nil, encoderForm: true, into: &bytes)
     }
 
     static func stamp(_ stamp: RecordStamp, _ bytes: inout [UInt8]) {

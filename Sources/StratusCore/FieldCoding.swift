@@ -207,32 +207,36 @@ public enum FieldCoding {
     /// Appends `encode(value, numbersAsStrings:, zone:)`'s JSON text (`JSONValue.write(into:)`'s
     /// form) without building it first: an answer of long lists spent most of its time making and
     /// sorting the tree. `zoneID` is the zone's JSON text (`zone.serialized()`). Locations and assets,
-    /// small objects, go through `encode`.
-    public static func write(_ value: FieldValue, numbersAsStrings: Bool, zoneID: [UInt8]?, into bytes: inout [UInt8]) {
+    /// small objects, go through `encode`. With `encoderForm`, the text is the one `JSONEncoder`
+    /// writes (`JSONValue.writeEncoderForm`): the form of stored rows and events (`EncoderForm`).
+    public static func write(_ value: FieldValue, numbersAsStrings: Bool, zoneID: [UInt8]?, encoderForm: Bool = false, into bytes: inout [UInt8]) {
         bytes.append(contentsOf: #"{"type":"#.utf8)
         JSONValue.write(string: value.type.rawValue, into: &bytes)
         bytes.append(contentsOf: #","value":"#.utf8)
-        writeValue(value, numbersAsStrings: numbersAsStrings, zoneID: zoneID, into: &bytes)
+        writeValue(value, numbersAsStrings: numbersAsStrings, zoneID: zoneID, encoderForm: encoderForm, into: &bytes)
         bytes.append(UInt8(ascii: "}"))
     }
 
-    private static func writeValue(_ value: FieldValue, numbersAsStrings: Bool, zoneID: [UInt8]?, into bytes: inout [UInt8]) {
+    private static func writeValue(_ value: FieldValue, numbersAsStrings: Bool, zoneID: [UInt8]?, encoderForm: Bool, into bytes: inout [UInt8]) {
+        func write(_ json: JSONValue) {
+            if encoderForm { json.writeEncoderForm(into: &bytes) } else { json.write(into: &bytes) }
+        }
         switch value {
         case .string(let text):
-            JSONValue.write(string: text, into: &bytes)
+            JSONValue.write(string: text, into: &bytes, escapingSlashes: encoderForm)
         case .int64(let number):
             if numbersAsStrings { bytes.append(UInt8(ascii: "\"")) }
             JSONValue.write(integer: number, into: &bytes)
             if numbersAsStrings { bytes.append(UInt8(ascii: "\"")) }
         case .double(let number) where !numbersAsStrings:
-            JSONValue.double(number).write(into: &bytes)
+            write(.double(number))
         case .timestamp(let milliseconds):
             JSONValue.write(integer: milliseconds, into: &bytes)
         case .reference(let reference):
             bytes.append(contentsOf: #"{"action":"#.utf8)
             JSONValue.write(string: reference.action.rawValue, into: &bytes)
             bytes.append(contentsOf: #","recordName":"#.utf8)
-            JSONValue.write(string: reference.recordName, into: &bytes)
+            JSONValue.write(string: reference.recordName, into: &bytes, escapingSlashes: encoderForm)
             if let zoneID {
                 bytes.append(contentsOf: #","zoneID":"#.utf8)
                 bytes.append(contentsOf: zoneID)
@@ -242,11 +246,11 @@ public enum FieldCoding {
             bytes.append(UInt8(ascii: "["))
             for (index, element) in values.enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                writeValue(element, numbersAsStrings: numbersAsStrings, zoneID: zoneID, into: &bytes)
+                writeValue(element, numbersAsStrings: numbersAsStrings, zoneID: zoneID, encoderForm: encoderForm, into: &bytes)
             }
             bytes.append(UInt8(ascii: "]"))
         case .double, .bytes, .asset, .location:
-            encodeValue(value, numbersAsStrings: numbersAsStrings).write(into: &bytes)
+            write(encodeValue(value, numbersAsStrings: numbersAsStrings))
         }
     }
 
