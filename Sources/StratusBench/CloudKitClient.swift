@@ -168,8 +168,8 @@ struct CloudKitClient: Sendable {
 
     /// POSTs `body` to `operation` of the user's private database and reads the whole reply as a
     /// `JSONValue` (every record parsed, as a client must) without turning it into Foundation
-    /// values; fails unless the reply is 200 without an error, its own or a record's. For the sync
-    /// pulls, whose pages are 200 records each.
+    /// values; fails unless the reply is 200 without an error, its own or a record's. For the
+    /// lookups.
     func expectOKValue(_ operation: String, _ body: JSONValue) async throws -> JSONValue {
         let (status, buffer, _) = try await send(path: "private/\(operation)", bytes: body.serialized())
         let reply = (try? JSONParser.parse(Array(buffer.readableBytesView))) ?? .null
@@ -178,6 +178,23 @@ struct CloudKitClient: Sendable {
             throw BenchFailure(description: "\(operation): HTTP \(status) \(errorCode ?? "") \(reply["reason"]?.stringValue ?? "")")
         }
         return reply
+    }
+
+    /// POSTs `body` to records/changes of the user's private database and reads the answer on
+    /// demand (`ChangesPage`: every byte checked, every record read, no tree built); fails unless
+    /// the answer is 200 without an error, its own or a record's. For the sync pulls.
+    func changesPage(_ body: JSONValue) async throws -> ChangesPage {
+        let (status, buffer, _) = try await send(path: "private/records/changes", bytes: body.serialized())
+        let page: ChangesPage
+        do {
+            page = try buffer.readableBytesView.withUnsafeBytes { bytes throws(ChangesPage.Invalid) in try ChangesPage.read(bytes) }
+        } catch {
+            throw BenchFailure(description: "records/changes: HTTP \(status), \(error)")
+        }
+        guard status == 200, page.errorCode == nil else {
+            throw BenchFailure(description: "records/changes: HTTP \(status) \(page.errorCode ?? "") \(page.reason ?? "")")
+        }
+        return page
     }
 
     private func send(path: String, _ body: JSONObject, webAuthToken: String? = nil) async throws -> (Int, ByteBuffer, HTTPHeaders) {

@@ -121,13 +121,12 @@ extension BenchSuite {
             var body: [String: JSONValue] = ["zoneID": .object(["zoneName": .string(zone)])]
             if let pageSize { body["resultsLimit"] = .int(Int64(pageSize)) }
             if let token { body["syncToken"] = .string(token) }
-            let reply = try await client.expectOKValue("records/changes", .object(body))
-            guard case .array(let records)? = reply["records"] else { throw BenchFailure(description: "records/changes: no records in the reply") }
-            changes += records.count
-            largestPage = max(largestPage, records.count)
+            let page = try await client.changesPage(.object(body))
+            changes += page.records
+            largestPage = max(largestPage, page.records)
             pages += 1
-            token = reply["syncToken"]?.stringValue
-            guard case .bool(true)? = reply["moreComing"] else { break }
+            token = page.syncToken
+            guard page.moreComing else { break }
         }
         return (changes, pages, largestPage)
     }
