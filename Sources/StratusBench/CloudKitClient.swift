@@ -123,16 +123,15 @@ struct CloudKitClient: Sendable {
         var errorCode: String?
     }
 
-    /// POSTs `body` to `operation` of the user's private database and summarises the reply; a reply
-    /// that is not JSON counts as an error.
+    /// POSTs `body` to `operation` (`records/…`) of the user's private database and summarises the
+    /// reply; a reply that is not a records answer in JSON counts as an error.
     func postSummarised(_ operation: String, _ body: JSONObject) async throws -> Summary {
         let (status, buffer, _) = try await send(path: "private/\(operation)", body)
-        guard let value = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
+        // Read on demand, as the sync pulls read their pages (`RecordsAnswer`).
+        guard let answer = try? buffer.readableBytesView.withUnsafeBytes({ bytes throws(RecordsAnswer.Invalid) in try RecordsAnswer.read(bytes) }) else {
             return Summary(status: status, records: 0, errorCode: "not JSON")
         }
-        var records = 0
-        if case .array(let entries)? = value["records"] { records = entries.count }
-        return Summary(status: status, records: records, errorCode: Self.errorCode(of: value))
+        return Summary(status: status, records: answer.records, errorCode: answer.errorCode)
     }
 
     /// The first error of a records/* reply read as a `JSONValue`: the whole request's, or the first record's.
@@ -181,13 +180,13 @@ struct CloudKitClient: Sendable {
     }
 
     /// POSTs `body` to records/changes of the user's private database and reads the answer on
-    /// demand (`ChangesPage`: every byte checked, every record read, no tree built); fails unless
+    /// demand (`RecordsAnswer`: every byte checked, every record read, no tree built); fails unless
     /// the answer is 200 without an error, its own or a record's. For the sync pulls.
-    func changesPage(_ body: JSONValue) async throws -> ChangesPage {
+    func changesPage(_ body: JSONValue) async throws -> RecordsAnswer {
         let (status, buffer, _) = try await send(path: "private/records/changes", bytes: body.serialized())
-        let page: ChangesPage
+        let page: RecordsAnswer
         do {
-            page = try buffer.readableBytesView.withUnsafeBytes { bytes throws(ChangesPage.Invalid) in try ChangesPage.read(bytes) }
+            page = try buffer.readableBytesView.withUnsafeBytes { bytes throws(RecordsAnswer.Invalid) in try RecordsAnswer.read(bytes) }
         } catch {
             throw BenchFailure(description: "records/changes: HTTP \(status), \(error)")
         }

@@ -1,14 +1,14 @@
 import Foundation
 import StratusCore
 
-/// What the load generator reads of a `records/changes` answer, read on demand: every byte of the
+/// What the load generator reads of a `records/changes` or `records/query` answer, read on demand: every byte of the
 /// answer is checked as JSON (strings and their UTF-8, escapes, numbers, literals, nesting), every record must be
 /// an object with a string `recordName` or a `serverErrorCode`, and only what the pull goes on with
 /// is kept — the count, the token, whether more are coming, the first error. A client that keeps
 /// its records in its own store reads a page this way instead of building a tree of dictionaries
 /// first, which cost the load generator more CPU per page than the API's whole answer
 /// (docs/benchmarks.md, "The load generator's page reading").
-struct ChangesPage: Equatable, Sendable {
+struct RecordsAnswer: Equatable, Sendable {
     var records = 0
     var syncToken: String?
     var moreComing = false
@@ -20,11 +20,11 @@ struct ChangesPage: Equatable, Sendable {
     struct Invalid: Error, CustomStringConvertible {
         var offset: Int
         var reason: String
-        var description: String { "not a records/changes answer at byte \(offset): \(reason)" }
+        var description: String { "not a records answer at byte \(offset): \(reason)" }
     }
 
     /// Reads `bytes`, which must be one JSON object and nothing else but whitespace.
-    static func read(_ bytes: UnsafeRawBufferPointer) throws(Invalid) -> ChangesPage {
+    static func read(_ bytes: UnsafeRawBufferPointer) throws(Invalid) -> RecordsAnswer {
         var reader = Reader(bytes: bytes)
         let page = try reader.answer()
         reader.skipWhitespace()
@@ -80,9 +80,9 @@ struct ChangesPage: Equatable, Sendable {
             try expect(UInt8(ascii: "}"), "',' or '}' in an object")
         }
 
-        mutating func answer() throws(Invalid) -> ChangesPage {
+        mutating func answer() throws(Invalid) -> RecordsAnswer {
             try expect(UInt8(ascii: "{"), "an object")
-            var page = ChangesPage()
+            var page = RecordsAnswer()
             var recordError: String?
             try members { (reader: inout Reader, key: Range<Int>?) throws(Invalid) in
                 guard let key else { return try reader.skipValue(depth: 1) }

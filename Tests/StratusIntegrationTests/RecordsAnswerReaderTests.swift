@@ -3,9 +3,10 @@ import Foundation
 import StratusCore
 import XCTest
 
-/// The load generator reads `records/changes` answers on demand (`ChangesPage`): it must read what
-/// the server's own JSON reader reads of them, and refuse what that reader refuses. No server is needed.
-final class ChangesPageReaderTests: XCTestCase {
+/// The load generator reads `records/changes` and `records/query` answers on demand
+/// (`RecordsAnswer`): it must read what the server's own JSON reader reads of them, and refuse what
+/// that reader refuses. No server is needed.
+final class RecordsAnswerReaderTests: XCTestCase {
     static func record(_ index: Int) -> JSONValue {
         if index % 7 == 3 { return .object(["recordName": .string("gone-\(index)"), "deleted": .bool(true)]) }
         return .object([
@@ -30,15 +31,15 @@ final class ChangesPageReaderTests: XCTestCase {
         return .object(answer)
     }
 
-    static func read(_ text: [UInt8]) throws -> ChangesPage {
-        try text.withUnsafeBytes { bytes throws(ChangesPage.Invalid) in try ChangesPage.read(bytes) }
+    static func read(_ text: [UInt8]) throws -> RecordsAnswer {
+        try text.withUnsafeBytes { bytes throws(RecordsAnswer.Invalid) in try RecordsAnswer.read(bytes) }
     }
 
     func testAPageReadsAsTheServersReaderReadsIt() throws {
         for (records, token, moreComing) in [(200, "tok/1+=", true), (0, "t", false), (13, nil, nil), (1, "\u{7}\"\\é", false)] as [(Int, String?, Bool?)] {
             let answer = Self.answer(records: records, token: token, moreComing: moreComing)
             let page = try Self.read(answer.serialized())
-            XCTAssertEqual(page, ChangesPage(records: records, syncToken: token, moreComing: moreComing ?? false))
+            XCTAssertEqual(page, RecordsAnswer(records: records, syncToken: token, moreComing: moreComing ?? false))
             // The server's reader over the same bytes.
             let tree = try JSONParser.parse(String(decoding: answer.serialized(), as: UTF8.self))
             guard case .array(let entries)? = tree["records"] else { return XCTFail("no records") }
@@ -47,17 +48,22 @@ final class ChangesPageReaderTests: XCTestCase {
         }
         // Whitespace between every token, as a pretty-printing server would write.
         let spaced = Array(" {\n \"moreComing\" : true ,\t\"records\" : [ { \"recordName\" : \"a\" , \"fields\" : { \"n\" : { \"value\" : -1.5E+3 } } } ] , \"syncToken\" : \"s\" } \r\n".utf8)
-        XCTAssertEqual(try Self.read(spaced), ChangesPage(records: 1, syncToken: "s", moreComing: true))
+        XCTAssertEqual(try Self.read(spaced), RecordsAnswer(records: 1, syncToken: "s", moreComing: true))
     }
 
     func testErrorsAreReportedTheAnswersOwnFirst() throws {
         let refused = Array(#"{"uuid":"u","serverErrorCode":"BAD_REQUEST","reason":"no such zone"}"#.utf8)
-        XCTAssertEqual(try Self.read(refused), ChangesPage(errorCode: "BAD_REQUEST", reason: "no such zone"))
+        XCTAssertEqual(try Self.read(refused), RecordsAnswer(errorCode: "BAD_REQUEST", reason: "no such zone"))
         let recordError = Array(#"{"records":[{"recordName":"a"},{"recordName":"b","serverErrorCode":"NOT_FOUND"},{"serverErrorCode":"LIMIT_EXCEEDED"}],"moreComing":false}"#.utf8)
-        XCTAssertEqual(try Self.read(recordError), ChangesPage(records: 3, errorCode: "NOT_FOUND"))
+        XCTAssertEqual(try Self.read(recordError), RecordsAnswer(records: 3, errorCode: "NOT_FOUND"))
+        // A records/query answer: its records and its continuation marker (skipped).
+        let query = Self.answer(records: 100, token: nil, moreComing: nil)
+        guard case .object(var members) = query else { return XCTFail("not an object") }
+        members["continuationMarker"] = .string("bWFya2Vy")
+        XCTAssertEqual(try Self.read(JSONValue.object(members).serialized()), RecordsAnswer(records: 100))
         // A member named twice counts as its last, as the server's reader reads it.
         let twice = Array(#"{"records":[{"recordName":"a","serverErrorCode":"X"},{"recordName":"b"}],"syncToken":"1","records":[{"recordName":"c"}],"syncToken":"2"}"#.utf8)
-        XCTAssertEqual(try Self.read(twice), ChangesPage(records: 1, syncToken: "2"))
+        XCTAssertEqual(try Self.read(twice), RecordsAnswer(records: 1, syncToken: "2"))
     }
 
     func testWhatIsNotAnAnswerIsRefused() {
@@ -86,7 +92,7 @@ final class ChangesPageReaderTests: XCTestCase {
         var original = Self.answer(records: 5, token: "token", moreComing: true).serialized()
         original.removeLast()
         original += Array(#","note":"é🌍 ü ж","extra":[{"recordName":"ü🌍"}]}"#.utf8)
-        XCTAssertEqual(try Self.read(original), ChangesPage(records: 5, syncToken: "token", moreComing: true))
+        XCTAssertEqual(try Self.read(original), RecordsAnswer(records: 5, syncToken: "token", moreComing: true))
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("{}[]\",:0123456789.-+eEtrufalsn \\/u\tx".utf8)
         var refusedBoth = 0, readBoth = 0
