@@ -62,9 +62,11 @@ extension PostgresQuery.StringInterpolation {
         let live = RecordExpirySQL.live
         appendLiteral("zone AS (SELECT incarnation, change_counter, tombstone_horizon FROM zones WHERE ")
         appendInterpolation(zone: c.zone.zoneName, of: c.database)
+        // One window for the running total and the position: PostgreSQL then copies the
+        // candidates, texts and all, through one window node instead of two (about a quarter of
+        // the statement's time; docs/benchmarks.md).
         appendLiteral(" AND NOT deleted), page AS (SELECT version, record_name, record_type, deleted, bytes, text,")
-        appendLiteral(" sum(bytes) OVER (ORDER BY version \(c.order) ROWS UNBOUNDED PRECEDING) AS running,")
-        appendLiteral(" row_number() OVER (ORDER BY version \(c.order)) AS position FROM (")
+        appendLiteral(" sum(bytes) OVER w AS running, row_number() OVER w AS position FROM (")
         // The records' part: the size and wire form written with the row (migration 0031). An
         // asset field's type can stand only in the fields' own members: in any string it is escaped.
         appendLiteral("(SELECT version, record_name, record_type, NOT \(live) AS deleted,")
@@ -94,7 +96,7 @@ extension PostgresQuery.StringInterpolation {
         appendInterpolation(tombstonesOf: c.zone.zoneName, of: c.database, after: c.version, upTo: c.upper, below: c.below, types: c.types, order: c.order, limit: c.limit)
         appendLiteral(") ORDER BY 1 \(c.order) LIMIT ")
         appendInterpolation(c.limit + 1)
-        appendLiteral(") AS candidates)")
+        appendLiteral(") AS candidates WINDOW w AS (ORDER BY version \(c.order) ROWS UNBOUNDED PRECEDING))")
     }
 }
 
