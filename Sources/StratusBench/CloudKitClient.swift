@@ -128,7 +128,7 @@ struct CloudKitClient: Sendable {
     func postSummarised(_ operation: String, _ body: JSONObject) async throws -> Summary {
         let (status, buffer, _) = try await send(path: "private/\(operation)", body)
         // Read on demand, as the sync pulls read their pages (`RecordsAnswer`).
-        guard let answer = try? buffer.readableBytesView.withUnsafeBytes({ bytes throws(RecordsAnswer.Invalid) in try RecordsAnswer.read(bytes) }) else {
+        guard let answer = try? RecordsAnswer.read(buffer) else {
             return Summary(status: status, records: 0, errorCode: "not JSON")
         }
         return Summary(status: status, records: answer.records, errorCode: answer.errorCode)
@@ -186,7 +186,7 @@ struct CloudKitClient: Sendable {
         let (status, buffer, _) = try await send(path: "private/records/changes", bytes: body.serialized())
         let page: RecordsAnswer
         do {
-            page = try buffer.readableBytesView.withUnsafeBytes { bytes throws(RecordsAnswer.Invalid) in try RecordsAnswer.read(bytes) }
+            page = try RecordsAnswer.read(buffer)
         } catch {
             throw BenchFailure(description: "records/changes: HTTP \(status), \(error)")
         }

@@ -1,10 +1,11 @@
 import Foundation
+import NIOCore
 import StratusCore
 
-/// What the load generator reads of a `records/changes` or `records/query` answer, read on demand: every byte of the
-/// answer is checked as JSON (strings and their UTF-8, escapes, numbers, literals, nesting), every record must be
-/// an object with a string `recordName` or a `serverErrorCode`, and only what the pull goes on with
-/// is kept — the count, the token, whether more are coming, the first error. A client that keeps
+/// What the load generator reads of a `records/changes` or `records/query` answer, read on demand:
+/// every byte of the answer is checked as JSON (strings and their UTF-8, escapes, numbers,
+/// literals, nesting), every record must be an object with a string `recordName` or a
+/// `serverErrorCode`, and only what the pull goes on with is kept — the count, the token, whether more are coming, the first error. A client that keeps
 /// its records in its own store reads a page this way instead of building a tree of dictionaries
 /// first, which cost the load generator more CPU per page than the API's whole answer
 /// (docs/benchmarks.md, "The load generator's page reading").
@@ -21,6 +22,11 @@ struct RecordsAnswer: Equatable, Sendable {
         var offset: Int
         var reason: String
         var description: String { "not a records answer at byte \(offset): \(reason)" }
+    }
+
+    /// Reads an answer's body as it arrived.
+    static func read(_ buffer: ByteBuffer) throws(Invalid) -> RecordsAnswer {
+        try buffer.readableBytesView.withUnsafeBytes { bytes throws(Invalid) in try read(bytes) }
     }
 
     /// Reads `bytes`, which must be one JSON object and nothing else but whitespace.
@@ -80,6 +86,13 @@ struct RecordsAnswer: Equatable, Sendable {
             try expect(UInt8(ascii: "}"), "',' or '}' in an object")
         }
 
+        /// The elements of a list whose `[` was just read: `element` reads each.
+        mutating func elements(_ element: (inout Reader) throws(Invalid) -> Void) throws(Invalid) {
+            if take(UInt8(ascii: "]")) { return }
+            repeat { try element(&self) } while take(UInt8(ascii: ","))
+            try expect(UInt8(ascii: "]"), "',' or ']' in a list")
+        }
+
         mutating func answer() throws(Invalid) -> RecordsAnswer {
             try expect(UInt8(ascii: "{"), "an object")
             var page = RecordsAnswer()
@@ -90,13 +103,11 @@ struct RecordsAnswer: Equatable, Sendable {
                     // A member named twice counts as its last, as the server's reader reads it.
                     (page.records, recordError) = (0, nil)
                     try reader.expect(UInt8(ascii: "["), "the records' list")
-                    if reader.take(UInt8(ascii: "]")) { return }
-                    repeat {
+                    try reader.elements { (reader: inout Reader) throws(Invalid) in
                         let error = try reader.record()
                         if recordError == nil { recordError = error }
                         page.records += 1
-                    } while reader.take(UInt8(ascii: ","))
-                    try reader.expect(UInt8(ascii: "]"), "',' or ']' in the records' list")
+                    }
                 } else if reader.equals(key, "syncToken") {
                     page.syncToken = try reader.stringValue()
                 } else if reader.equals(key, "moreComing") {
@@ -143,9 +154,7 @@ struct RecordsAnswer: Equatable, Sendable {
                 try members { (reader: inout Reader, _: Range<Int>?) throws(Invalid) in try reader.skipValue(depth: depth + 1) }
             case UInt8(ascii: "["):
                 offset += 1
-                if take(UInt8(ascii: "]")) { return }
-                repeat { try skipValue(depth: depth + 1) } while take(UInt8(ascii: ","))
-                try expect(UInt8(ascii: "]"), "',' or ']' in a list")
+                try elements { (reader: inout Reader) throws(Invalid) in try reader.skipValue(depth: depth + 1) }
             case UInt8(ascii: "\""): _ = try string()
             case UInt8(ascii: "t"): try literal("true")
             case UInt8(ascii: "f"): try literal("false")
@@ -171,22 +180,23 @@ struct RecordsAnswer: Equatable, Sendable {
         mutating func number() throws(Invalid) {
             let start = offset
             if offset < bytes.count, bytes[offset] == UInt8(ascii: "-") { offset += 1 }
-            guard offset < bytes.count, bytes[offset] >= UInt8(ascii: "0"), bytes[offset] <= UInt8(ascii: "9") else {
+            let integral = offset
+            guard digits() > 0 else {
                 offset = start
                 throw invalid("not a JSON value")
             }
             // No leading zero: "0" alone or a digit from 1 to 9 first.
-            if bytes[offset] == UInt8(ascii: "0") { offset += 1 } else { _ = try digits() }
+            guard bytes[integral] != UInt8(ascii: "0") || offset - integral == 1 else { throw invalid("a number with a leading zero") }
             if offset < bytes.count, bytes[offset] == UInt8(ascii: ".") {
                 offset += 1
-                guard try digits() > 0 else { throw invalid("a number without digits after its point") }
+                guard digits() > 0 else { throw invalid("a number without digits after its point") }
             }
             var exponent = false
             if offset < bytes.count, bytes[offset] | 0x20 == UInt8(ascii: "e") {
                 exponent = true
                 offset += 1
                 if offset < bytes.count, bytes[offset] == UInt8(ascii: "+") || bytes[offset] == UInt8(ascii: "-") { offset += 1 }
-                guard try digits() > 0 else { throw invalid("a number without digits in its exponent") }
+                guard digits() > 0 else { throw invalid("a number without digits in its exponent") }
             }
             // Only an exponent or a long number can pass a double's range (rare: read it then).
             if exponent || offset - start > 18 {
@@ -195,7 +205,7 @@ struct RecordsAnswer: Equatable, Sendable {
             }
         }
 
-        mutating func digits() throws(Invalid) -> Int {
+        mutating func digits() -> Int {
             let start = offset
             while offset < bytes.count, bytes[offset] >= UInt8(ascii: "0"), bytes[offset] <= UInt8(ascii: "9") { offset += 1 }
             return offset - start

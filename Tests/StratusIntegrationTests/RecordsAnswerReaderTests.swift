@@ -71,7 +71,7 @@ final class RecordsAnswerReaderTests: XCTestCase {
             "", "[]", "null", #"{"records":[]"#, #"{"records":[]} x"#, #"{"records":[{}]}"#, #"{"records":[1]}"#,
             #"{"records":[{"recordName":1}]}"#, #"{"records":[{"recordName":"a"},]}"#, #"{"records":[{"recordName":"a",}]}"#,
             #"{"syncToken":"a\qb"}"#, "{\"syncToken\":\"a\u{1}b\"}", #"{"syncToken":"\u12"}"#, #"{"syncToken":"open}"#,
-            #"{"moreComing":tru}"#, #"{"moreComing":"yes"}"#, #"{"x":01x}"#, #"{"x":-}"#, #"{"x":1.}"#, #"{"x":1e}"#, #"{"x":.5}"#,
+            #"{"moreComing":tru}"#, #"{"moreComing":"yes"}"#, #"{"x":01x}"#, #"{"x":01}"#, #"{"x":-00.5}"#, #"{"x":[0, 007]}"#, #"{"x":-}"#, #"{"x":1.}"#, #"{"x":1e}"#, #"{"x":.5}"#,
             #"{"x":nul}"#, #"{"x":1e999}"#, #"{"x":-2.5E+400}"#, "{\"x\":1" + String(repeating: "0", count: 400) + "}", #"{"x" 1}"#, #"{x:1}"#, #"{"x":[1 2]}"#, #"{"x":{"a":1 "b":2}}"#,
             "{\"x\":" + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}",
         ]
