@@ -137,6 +137,12 @@ class Stack:
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
+                # Says which process held a drill up (a slow exit costs the drill these 30 s).
+                path = os.path.join(WORK, f"{name}{self.log_suffix}.log")
+                log(f"{name} did not exit within 30 s of signal {int(sig)}; killing it. The end of its log ({path}):")
+                with open(path, errors="replace") as logfile:
+                    for line in logfile.readlines()[-20:]:
+                        log("  " + line.rstrip())
                 process.kill()
                 process.wait()
 
