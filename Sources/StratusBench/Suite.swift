@@ -142,10 +142,13 @@ public struct BenchSuite: Sendable {
         }
         if settings.runs("query") {
             let catchUp = try await settle(client)
+            var fullText: ScenarioResult?
             for (index, var result) in await queries(client).enumerated() {
                 if index == 0 { result.figures["indexCatchUpSeconds"] = catchUp }
+                if result.name == "query.fulltext" { fullText = result }
                 record(result)
             }
+            if let settled = try await settledFullText(client, store: store, afterLoad: fullText) { record(settled) }
         }
         if settings.runs("lag") {
             try await settle(client)

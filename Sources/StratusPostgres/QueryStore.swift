@@ -254,8 +254,12 @@ public struct QueryStore: Sendable {
     struct Context {
         /// The live generation of the index.
         var generation: Int32
-        /// Its text search configuration, which built its documents.
-        var language: String
+        /// Its text search configuration, which built its documents, as its object id: bound as a
+        /// number and cast (`$n::oid::regconfig`), the planner folds it and every `to_tsquery` of it
+        /// into constants. Bound as a name, the cast reads the catalog and is not folded, so the
+        /// query was made again for every candidate row: 4.5 instead of 2.7 ms for `query.fulltext`'s
+        /// statement (docs/benchmarks.md).
+        var language: Int64
         /// The record type's fields that have a field index (`QueryFieldIndexes`).
         var indexedFields: Set<String>
         /// For one custom zone: the indexer's position in it, the zone sequence of the last event
@@ -271,14 +275,14 @@ public struct QueryStore: Sendable {
         let zoneKey: String
         if case .zone(let name) = scope, name != ZoneID.defaultZoneName { zoneKey = ZoneKey(database: database, zoneName: name).rawValue } else { zoneKey = "" }
         let rows = try await connection.query("""
-            SELECT g.generation, g.language::text,
+            SELECT g.generation, g.language::oid::bigint,
                    coalesce((SELECT array_agg(f.field_name) FROM query_index.field_indexes f
                              WHERE f.container = \(database.container) AND f.environment = \(database.environment.rawValue)
                                AND f.record_type = \(recordType)), '{}'),
                    coalesce((SELECT c.last_sequence FROM worker_checkpoints c WHERE c.worker = \(Self.indexerWorker) AND c.zone_key = \(zoneKey)), 0)
             FROM query_index.generations g WHERE g.state = 'live'
             """, preparedIn: statements, logger: logger)
-        for try await (generation, language, indexed, checkpoint) in rows.decode((Int, String, [String], Int64).self) {
+        for try await (generation, language, indexed, checkpoint) in rows.decode((Int, Int64, [String], Int64).self) {
             guard let live = Int32(exactly: generation) else { throw StratusError(.internalError, "the live query index generation is out of range") }
             return Context(
                 generation: live, language: language, indexedFields: Set(indexed), checkpoint: zoneKey.isEmpty ? nil : (zoneKey, checkpoint))
@@ -451,14 +455,15 @@ public struct QueryStore: Sendable {
     /// One filter as a SQL condition. A token filter on a named field picks its candidates only;
     /// the test of the field's own tokens, which decides among them, goes to `late`, to run on the
     /// candidates after the sort.
-    /// `language` is the generation's text search configuration, which built its documents.
+    /// `language` is the generation's text search configuration, which built its documents (its
+    /// object id, `Context.language`).
     ///
     /// `indexed`: the field has a field index. An EQUALS on a scalar is then stated on the index's
     /// key alone, which decides it exactly (`sortKeyBound`): stated also as a containment and as a
     /// typed comparison, three estimates of one test multiply into "about one row", and the planner
     /// then reads every match and sorts it rather than reading the first matches in index order.
     static func condition(
-        _ filter: QueryFilter, language: String, indexed: Bool = false, skipContainment: Bool = false, late: inout [String],
+        _ filter: QueryFilter, language: Int64, indexed: Bool = false, skipContainment: Bool = false, late: inout [String],
         _ sql: inout SQLBuilder
     ) throws(StratusError) -> String {
         let name = filter.fieldName
@@ -472,12 +477,12 @@ public struct QueryStore: Sendable {
             guard case .string(let text) = filter.value else { throw StratusError(.badRequest, "token comparators need a STRING") }
             let tokens = RecordQuery.tokens(text)
             guard !tokens.isEmpty else { throw StratusError(.badRequest, "fieldValue has no tokens to search for") }
-            let query = "to_tsquery(\(sql.bind(language))::regconfig, \(sql.bind(tokens.joined(separator: filter.comparator == .containsAllTokens ? " & " : " | "))))"
+            let query = "to_tsquery(\(sql.bind(language))::oid::regconfig, \(sql.bind(tokens.joined(separator: filter.comparator == .containsAllTokens ? " & " : " | "))))"
             // `search` holds the tokens of every searchable STRING field, so a field's match is also a
             // match of `search`: the GIN index on it picks the candidates, instead of tokenising the
             // field of every record of the type; the field's own test follows on them in order.
             if name != "___all" {
-                late.append("to_tsvector(\(sql.bind(language))::regconfig, coalesce(\(field(name, &sql))->>'value', '')) @@ \(query)")
+                late.append("to_tsvector(\(sql.bind(language))::oid::regconfig, coalesce(\(field(name, &sql))->>'value', '')) @@ \(query)")
             }
             return "search @@ \(query)"
         }

@@ -91,7 +91,7 @@ final class BenchTests: XCTestCase {
                 "create.c1", "create.c4", "create.c4.zones", "create.c4.onezone-user", "create.c4.zones-user", "limit.create.c1", "limit.create.c4", "limit.create.c4.zones", "limit.batch200.c1",
                 "update.c1", "update.c4", "lookup.c1", "lookup.c4", "isolation.onezone.c48", "isolation.zones.c48", "rmw.c4", "batch200.c1",
                 "changes.450", "sync.450", "limit.sync.450", "sync.450.max", "limit.sync.450.max",
-                "query.equality", "query.range-sort", "query.fulltext", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout",
+                "query.equality", "query.range-sort", "query.fulltext", "query.fulltext.settled", "lag.commit-to-query", "lag.after-idle", "notify.lag", "notify.fanout",
                 "share.fanout", "asset.upload.1mb", "asset.download.1mb", "asset.upload.50mb", "asset.download.50mb", "gc.expire",
                 "rebuild.index", "sdk.initial-sync.450", "sdk.propagation",
             ]
@@ -110,6 +110,8 @@ final class BenchTests: XCTestCase {
             XCTAssertGreaterThan(rmw.figures["acknowledged"] ?? 0, 0)
             XCTAssertEqual(report.scenario("batch200.c1")?.figures["records"], 600)
             XCTAssertEqual(report.scenario("query.equality")?.figures["emptyAnswers"], 0, "every category has records")
+            // Full text once the index has settled, and right after the load against it.
+            XCTAssertGreaterThan(report.scenario("query.fulltext.settled")?.figures["overSettled"] ?? 0, 0)
             XCTAssertGreaterThan(report.scenario("rebuild.index")?.figures["events"] ?? 0, 600 + 450)
             // The fanout: every save evaluated against the 200 subscriptions; saves i with i % 8 < 4
             // match one of the user's (categories c0…c3 of each type): 52 of 100.

@@ -60,6 +60,10 @@ final class QueryTokenCheckTests: XCTestCase {
                 let tests = lines.indices.filter { lines[$0].contains("to_tsvector") }
                 XCTAssertEqual(tests, [candidates + 1], "the field is tested once, on the ordered candidates:\n\(plan)")
                 XCTAssertTrue(lines[candidates + 1].contains("Filter"), plan)
+                // The search is a constant the planner made once: a configuration bound by name is
+                // looked up, and the query made again, for every candidate row.
+                XCTAssertFalse(plan.contains("to_tsquery"), "the search is made once, not for each candidate:\n\(plan)")
+                XCTAssertTrue(plan.contains("::tsquery"), plan)
             }
         }
     }
