@@ -106,6 +106,10 @@ final class EventTests: XCTestCase {
         // What the write path checks is what the relay sends.
         XCTAssertGreaterThanOrEqual(EventCoding.envelopeSize(of: new), message.count + new.zoneKey.rawValue.utf8.count)
         XCTAssertLessThan(EventCoding.envelopeSize(of: new), message.count + new.zoneKey.rawValue.utf8.count + 64)
+        // With the id and the time at their widest, exactly the relay's message and its key.
+        let widest = EventEnvelope(id: Int64.max, zoneKey: new.zoneKey, zoneSequence: new.zoneSequence, type: new.type, schemaVersion: new.schemaVersion,
+                                   payload: new.payload, causation: new.causation, createdAt: Int64.max)
+        XCTAssertEqual(EventCoding.envelopeSize(of: new), EventCoding.encodeEnvelope(widest).count + new.zoneKey.rawValue.utf8.count)
     }
 
     /// Workers read a message by cutting its payload out as bytes: the same envelope as the JSON
