@@ -56,7 +56,12 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
         let limit = min(parsed.resultsLimit ?? limits.maxResults, limits.maxResults)
         let scope: QueryStore.Scope = parsed.zoneWide == true ? .allZones : .zone(target.zone.zoneName)
         // The marker is bound to the query and the database it was issued for.
-        let fingerprint = Base64URL.encode(Data(SHA256.hash(data: EventCoding.encode(parsed.query) + Data("\(ZoneKey(database: database, zoneName: ""))|\(scope)".utf8))))
+        // (The query in `JSONEncoder`'s form, written directly: encoding it through `Codable` was a
+        // tenth of a query's CPU in the API.)
+        var fingerprinted: [UInt8] = []
+        parsed.query.writeEncoderForm(into: &fingerprinted)
+        fingerprinted += "\(ZoneKey(database: database, zoneName: ""))|\(scope)".utf8
+        let fingerprint = Base64URL.encode(Data(SHA256.hash(data: fingerprinted)))
         var after: [JSONValue]?
         if let text = parsed.continuationMarker, !text.isEmpty {
             guard let marker = SignedToken.open(text, as: Marker.self, kind: .continuationMarker, key: secretKey) else {
@@ -107,5 +112,28 @@ struct QueryRoutes<Context: StratusRequestContext>: Sendable {
             response.headers[.init("X-Stratus-Index-Behind-Events")!] = String(behind)
         }
         return response
+    }
+}
+
+extension QueryRoutes.Marker: EncoderFormWritable {
+    /// The marker in `JSONEncoder`'s bytes (`{"a":[…],"q":"…"}`, keys sorted), written directly:
+    /// every page that continues signs one. A key holding a number JSON cannot carry is left to the
+    /// coder, as it always was.
+    func writeEncoderForm(into bytes: inout [UInt8]) -> Bool {
+        func finite(_ value: JSONValue) -> Bool {
+            switch value {
+            case .double(let number): number.isFinite
+            case .array(let values): values.allSatisfy(finite)
+            case .object(let members): members.values.allSatisfy(finite)
+            default: true
+            }
+        }
+        guard after.allSatisfy(finite) else { return false }
+        bytes += #"{"a":"#.utf8
+        JSONValue.array(after).writeEncoderForm(into: &bytes)
+        bytes += #","q":"#.utf8
+        JSONValue.string(query).writeEncoderForm(into: &bytes)
+        bytes.append(UInt8(ascii: "}"))
+        return true
     }
 }

@@ -109,16 +109,18 @@ extension Record {
 public struct StoredRecordText: Sendable {
     /// The text's UTF-8 bytes.
     public let bytes: [UInt8]
-    /// Each top-level member: its name (escapes not undone) and the byte range of its value.
-    public let members: [(name: String, value: Range<Int>)]
+    /// Each top-level member: the byte ranges of its name (escapes not undone) and of its value.
+    /// Names stay bytes: a page of a hundred records made about twelve strings a record only to
+    /// compare them.
+    public let members: [(name: Range<Int>, value: Range<Int>)]
 
     /// Cuts `text`; nil when it is not an object or the scan meets something malformed.
     public init?(_ text: String) {
         let bytes = Array(text.utf8)
-        var members: [(name: String, value: Range<Int>)] = []
+        var members: [(name: Range<Int>, value: Range<Int>)] = []
         members.reserveCapacity(12)
         guard JSONScan.forEachMember(in: bytes, within: 0..<bytes.count, { name, value in
-            members.append((String(decoding: bytes[name], as: UTF8.self), value))
+            members.append((name, value))
             return true
         }) != nil else { return nil }
         self.bytes = bytes
@@ -126,14 +128,15 @@ public struct StoredRecordText: Sendable {
     }
 
     /// The byte range of a member's value; nil when it is missing or null.
-    public func range(_ name: String) -> Range<Int>? {
-        guard let member = members.first(where: { $0.name == name }) else { return nil }
+    public func range(_ name: StaticString) -> Range<Int>? {
+        let wanted = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+        guard let member = members.first(where: { bytes[$0.name].elementsEqual(wanted) }) else { return nil }
         let value = bytes[member.value]
         return value.elementsEqual("null".utf8) ? nil : member.value
     }
 
     /// The raw bytes of a member's value; nil when it is missing or null.
-    public func raw(_ name: String) -> ArraySlice<UInt8>? {
+    public func raw(_ name: StaticString) -> ArraySlice<UInt8>? {
         range(name).map { bytes[$0] }
     }
 
