@@ -38,7 +38,27 @@ public enum FieldCoding {
             }
             var decoded: [FieldValue] = []
             decoded.reserveCapacity(elements.count)
-            for element in elements { decoded.append(try scalar(field: name, element, as: type.base, listType: type)) }
+            // The common element of each number type taken directly; anything else (and every
+            // refusal) goes through `scalar`. Lists run to millions of elements in a body.
+            switch type.base {
+            case .int64:
+                for element in elements {
+                    if case .int(let number) = element { decoded.append(.int64(number)) }
+                    else { decoded.append(try scalar(field: name, element, as: .int64, listType: type)) }
+                }
+            case .double:
+                for element in elements {
+                    if case .double(let number) = element, number.isFinite { decoded.append(.double(number)) }
+                    else { decoded.append(try scalar(field: name, element, as: .double, listType: type)) }
+                }
+            case .timestamp:
+                for element in elements {
+                    if case .int(let milliseconds) = element { decoded.append(.timestamp(milliseconds)) }
+                    else { decoded.append(try scalar(field: name, element, as: .timestamp, listType: type)) }
+                }
+            default:
+                for element in elements { decoded.append(try scalar(field: name, element, as: type.base, listType: type)) }
+            }
             return .list(type.base, decoded)
         }
         return try scalar(field: name, value, as: type.base, listType: nil)
@@ -246,7 +266,12 @@ public enum FieldCoding {
             bytes.append(UInt8(ascii: "["))
             for (index, element) in values.enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                writeValue(element, numbersAsStrings: numbersAsStrings, zoneID: zoneID, encoderForm: encoderForm, into: &bytes)
+                // Integers, a long list's usual element, written here (as above) without the call.
+                switch element {
+                case .int64(let number) where !numbersAsStrings: JSONValue.write(integer: number, into: &bytes)
+                case .timestamp(let milliseconds): JSONValue.write(integer: milliseconds, into: &bytes)
+                default: writeValue(element, numbersAsStrings: numbersAsStrings, zoneID: zoneID, encoderForm: encoderForm, into: &bytes)
+                }
             }
             bytes.append(UInt8(ascii: "]"))
         case .double, .bytes, .asset, .location:

@@ -39,6 +39,31 @@ final class HostileInputCoreTests: XCTestCase {
         assertRefused(try RecordQuery.parse(json(#"{"recordType": "T", "sortBy": [{"fieldName": "p", "relativeLocation": {"value": \#(far)}}]}"#)), naming: "relativeLocation")
     }
 
+    /// A number list decodes as its elements decode one by one: the direct path for each type's
+    /// common element agrees with the general one on every other form, and refuses what it refuses.
+    func testNumberListsDecodeAsTheirElementsDo() throws {
+        let forms: [JSONValue] = [.int(7), .int(-1), .int(.max), .double(2), .double(2.5), .double(-0.0), .double(1e300), .double(.nan), .double(.infinity),
+                                  .string("12"), .string("1.5"), .string("x"), .null, .bool(true), .array([]), .object([:])]
+        for base in [FieldType.Base.int64, .double, .timestamp] {
+            for form in forms {
+                let single = Result { () throws(StratusError) -> FieldValue in try FieldCoding.decode(field: "n", form, as: FieldType(base)) }
+                let list = Result { () throws(StratusError) -> FieldValue in
+                    try FieldCoding.decode(field: "n", .array([.int(1), form, .int(2)]), as: FieldType(base, isList: true))
+                }
+                switch (single, list) {
+                case (.success(let value), .success(.list(let listBase, let elements))):
+                    XCTAssertEqual(listBase, base)
+                    XCTAssertEqual(elements.count, 3, "\(base) \(form)")
+                    XCTAssertEqual(elements[1], value, "\(base) \(form)")
+                case (.failure, .failure(let error)):
+                    XCTAssertTrue(error.reason.contains("'n'"), error.reason)
+                default:
+                    XCTFail("\(base) \(form): alone \(single), in a list \(list)")
+                }
+            }
+        }
+    }
+
     func testNonFiniteDoublesAreRefused() {
         for number in [Double.nan, .infinity] {
             assertRefused(try FieldCoding.decode(field: "d", .double(number), as: FieldType(.double)), naming: "d")

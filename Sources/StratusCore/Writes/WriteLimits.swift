@@ -54,7 +54,10 @@ public struct WriteLimits: Sendable, Hashable {
             var total = 1 + elements.count
             for element in elements {
                 guard total <= stop else { return total }
-                total += leastBytes(element, base: base, stop: stop - total)
+                switch element {
+                case .null, .bool, .int, .double: total += 1  // as below, without the call
+                default: total += leastBytes(element, base: base, stop: stop - total)
+                }
             }
             return total
         case .string(let text):
