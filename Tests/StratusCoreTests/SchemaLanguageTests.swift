@@ -306,4 +306,33 @@ final class SchemaLanguageTests: XCTestCase {
         // A type at its limit still takes saves of the fields it has.
         XCTAssertNoThrow(try SchemaAdmission.admit(recordType: "Wide", fields: ["a": .int64(2)], schema: type, grows: true, maxFields: 7))
     }
+
+    /// A record type's stored grants read as `JSONDecoder` reads them: the stored form (as jsonb
+    /// writes it back, members reordered and spaced) directly, any other form through the decoder.
+    func testStoredGrantsReadAsTheDecoderReadsThem() throws {
+        let decoder = EventCoding.decoder
+        let forms = [
+            #"[]"#,
+            #"[{"role": "_world", "permissions": 1}]"#,
+            #"[{"permissions":7,"role":"_creator"},{"role": "é \"x\"", "permissions": 0}]"#,
+            #"[{"role": "_icloud", "permissions": 3, "extra": true}]"#,
+            #"[{"role": "_icloud", "permissions": 3.0}]"#,
+            #"[{"role": "_icloud"}]"#,
+            #"[{"role": 1, "permissions": 1}]"#,
+            #"[{"role": "a", "permissions": 99999999999999999999}]"#,
+            #"{"role": "a", "permissions": 1}"#,
+            #"[1]"#,
+            #"not json"#,
+        ]
+        for text in forms {
+            let expected = Result { try decoder.decode([SchemaGrant].self, from: Data(text.utf8)) }
+            let read = Result { try SchemaGrant.list(json: text) }
+            switch (expected, read) {
+            case (.success(let a), .success(let b)): XCTAssertEqual(a, b, text)
+            case (.failure, .failure): break
+            default: XCTFail("\(text): the decoder says \(expected), the reader \(read)")
+            }
+        }
+        XCTAssertEqual(try SchemaGrant.list(json: #"[{"role": "_world", "permissions": 5}]"#), [SchemaGrant([.read, .write], to: "_world")])
+    }
 }

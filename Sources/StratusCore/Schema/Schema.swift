@@ -1,3 +1,5 @@
+import Foundation
+
 /// A container environment's schema, as CloudKit's schema language describes it: custom security
 /// roles and record types (their fields, field types, index flags and grants).
 public struct Schema: Sendable, Hashable, Codable {
@@ -143,6 +145,25 @@ public struct SchemaPermission: OptionSet, Sendable, Hashable, Codable {
 
 /// `GRANT READ, CREATE, WRITE TO role`.
 public struct SchemaGrant: Sendable, Hashable, Codable {
+    /// A record type's grants from their stored JSON (`[{"permissions": 3, "role": "_world"}, …]`,
+    /// as `Codable` wrote them). Every save reads its record type's grants: read with `JSONParser`
+    /// in the stored form, and through `JSONDecoder` (whose answer this is) in any other.
+    public static func list(json text: String) throws -> [SchemaGrant] {
+        if case .array(let elements)? = try? JSONParser.parse(text) {
+            var grants: [SchemaGrant] = []
+            grants.reserveCapacity(elements.count)
+            for element in elements {
+                guard case .object(let members) = element, members.count == 2,
+                      case .int(let permissions)? = members["permissions"], let raw = Int(exactly: permissions),
+                      case .string(let role)? = members["role"]
+                else { return try EventCoding.decoder.decode([SchemaGrant].self, from: Data(text.utf8)) }
+                grants.append(SchemaGrant(SchemaPermission(rawValue: raw), to: role))
+            }
+            return grants
+        }
+        return try EventCoding.decoder.decode([SchemaGrant].self, from: Data(text.utf8))
+    }
+
     /// What the role may do.
     public var permissions: SchemaPermission
     /// A built-in role (`_world`, `_icloud`, `_creator`) or one the schema creates.

@@ -130,7 +130,7 @@ public struct SchemaStore: Sendable {
         for try await (roles, type, text) in rows.decode(([String], String?, String?).self) {
             grants.holder.roles = Set(roles)
             guard let type, let text else { continue }
-            grants.types[type] = RecordTypeSchema(name: type, grants: try EventCoding.decoder.decode([SchemaGrant].self, from: Data(text.utf8)))
+            grants.types[type] = RecordTypeSchema(name: type, grants: try SchemaGrant.list(json: text))
         }
         return grants
     }
@@ -212,7 +212,7 @@ public struct SchemaStore: Sendable {
             guard let type, let name, let typeText else { continue }
             let field = try Self.field(name: name, type: typeText, queryable: queryable ?? false, searchable: searchable ?? false, sortable: sortable ?? false)
             if types[type] == nil {
-                types[type] = RecordTypeSchema(name: type, grants: try grants.map { try EventCoding.decoder.decode([SchemaGrant].self, from: Data($0.utf8)) } ?? [])
+                types[type] = RecordTypeSchema(name: type, grants: try grants.map { try SchemaGrant.list(json: $0) } ?? [])
             }
             types[type]?.fields.append(field)
         }
@@ -244,7 +244,7 @@ public struct SchemaStore: Sendable {
         for try await (name, grants) in try await connection.query("""
             SELECT record_type, grants::text FROM schema_record_types WHERE container = \(container) AND environment = \(environment.rawValue)
             """, logger: logger).decode((String, String).self) {
-            types[name] = RecordTypeSchema(name: name, grants: try EventCoding.decoder.decode([SchemaGrant].self, from: Data(grants.utf8)))
+            types[name] = RecordTypeSchema(name: name, grants: try SchemaGrant.list(json: grants))
         }
         for try await (type, name, typeText, queryable, searchable, sortable) in try await connection.query("""
             SELECT record_type, field_name, field_type, queryable, searchable, sortable FROM schema_fields
