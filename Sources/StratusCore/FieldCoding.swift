@@ -38,26 +38,15 @@ public enum FieldCoding {
             }
             var decoded: [FieldValue] = []
             decoded.reserveCapacity(elements.count)
-            // The common element of each number type taken directly; anything else (and every
-            // refusal) goes through `scalar`. Lists run to millions of elements in a body.
-            switch type.base {
-            case .int64:
-                for element in elements {
-                    if case .int(let number) = element { decoded.append(.int64(number)) }
-                    else { decoded.append(try scalar(field: name, element, as: .int64, listType: type)) }
+            // The common element of each number type taken here, as `scalar` takes it; anything
+            // else (and every refusal) goes through `scalar`. Lists run to millions of elements.
+            for element in elements {
+                switch (type.base, element) {
+                case (.int64, .int(let number)): decoded.append(.int64(number))
+                case (.timestamp, .int(let milliseconds)): decoded.append(.timestamp(milliseconds))
+                case (.double, .double(let number)) where number.isFinite: decoded.append(.double(number))
+                default: decoded.append(try scalar(field: name, element, as: type.base, listType: type))
                 }
-            case .double:
-                for element in elements {
-                    if case .double(let number) = element, number.isFinite { decoded.append(.double(number)) }
-                    else { decoded.append(try scalar(field: name, element, as: .double, listType: type)) }
-                }
-            case .timestamp:
-                for element in elements {
-                    if case .int(let milliseconds) = element { decoded.append(.timestamp(milliseconds)) }
-                    else { decoded.append(try scalar(field: name, element, as: .timestamp, listType: type)) }
-                }
-            default:
-                for element in elements { decoded.append(try scalar(field: name, element, as: type.base, listType: type)) }
             }
             return .list(type.base, decoded)
         }

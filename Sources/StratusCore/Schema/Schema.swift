@@ -149,19 +149,23 @@ public struct SchemaGrant: Sendable, Hashable, Codable {
     /// as `Codable` wrote them). Every save reads its record type's grants: read with `JSONParser`
     /// in the stored form, and through `JSONDecoder` (whose answer this is) in any other.
     public static func list(json text: String) throws -> [SchemaGrant] {
-        if case .array(let elements)? = try? JSONParser.parse(text) {
-            var grants: [SchemaGrant] = []
-            grants.reserveCapacity(elements.count)
-            for element in elements {
-                guard case .object(let members) = element, members.count == 2,
-                      case .int(let permissions)? = members["permissions"], let raw = Int(exactly: permissions),
-                      case .string(let role)? = members["role"]
-                else { return try EventCoding.decoder.decode([SchemaGrant].self, from: Data(text.utf8)) }
-                grants.append(SchemaGrant(SchemaPermission(rawValue: raw), to: role))
-            }
-            return grants
-        }
+        if let grants = storedList(text) { return grants }
         return try EventCoding.decoder.decode([SchemaGrant].self, from: Data(text.utf8))
+    }
+
+    /// The grants of text in the stored form (each grant exactly its two members); nil for any other.
+    private static func storedList(_ text: String) -> [SchemaGrant]? {
+        guard case .array(let elements)? = try? JSONParser.parse(text) else { return nil }
+        var grants: [SchemaGrant] = []
+        grants.reserveCapacity(elements.count)
+        for element in elements {
+            guard case .object(let members) = element, members.count == 2,
+                  case .int(let permissions)? = members["permissions"], let raw = Int(exactly: permissions),
+                  case .string(let role)? = members["role"]
+            else { return nil }
+            grants.append(SchemaGrant(SchemaPermission(rawValue: raw), to: role))
+        }
+        return grants
     }
 
     /// What the role may do.
