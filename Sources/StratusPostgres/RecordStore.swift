@@ -574,14 +574,15 @@ struct ZoneWriter {
         if !schema.needed.isEmpty { throw SchemaGrowth(locks: schema.needed) }
         try await flush(in: transaction)
         try await writeShares(in: transaction)
-        try await EventLog.append(events, in: transaction)
+        // The zone's change counter moves in the statement that appends the events.
+        var advance: EventLog.ZoneAdvance?
         if let sequence, sequence != startSequence {
-            let database = context.database
-            for try await _ in try await transaction.prepared("""
-                UPDATE zones SET change_counter = \(sequence), modified_at = now(), changed_xid = pg_current_xact_id()
-                WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-                  AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName)
-                """) {}
+            advance = EventLog.ZoneAdvance(database: context.database, zoneName: context.zone.zoneName, counter: sequence)
+        }
+        if let advance, events.isEmpty {
+            for try await _ in try await transaction.prepared(advance.query) {}
+        } else {
+            try await EventLog.append(events, advancing: advance, in: transaction)
         }
         try await checkQuota(in: transaction)
     }

@@ -135,6 +135,16 @@ public final class Relay: Service, Sendable {
                     backoff = min(backoff * 2, configuration.maxBackoff)
                 } else {
                     backoff = .milliseconds(100)
+                    if batch.count < configuration.batchSize {
+                        // The queue held only this batch, now sent: wait for the next commit's
+                        // notification instead of asking again (one round trip a quiet write spared).
+                        // A commit made since the batch was read has fired the signal, so the wait
+                        // returns at once; without notifications it ends after the poll interval, as
+                        // an empty read's wait would.
+                        Relay.backlog.record(0)
+                        Relay.backlogAge.record(0)
+                        await wakeup.wait(timeout: configuration.pollInterval)
+                    }
                 }
             } catch let error as KafkaError {
                 logger.warning("relay cannot reach the broker; retrying", metadata: ["error": "\(error)", "fatal": "\(error.isFatal)"])

@@ -201,6 +201,17 @@ final class PreparedStatementTests: XCTestCase {
             ] {
                 XCTAssertTrue(texts.contains { $0.contains(fragment) }, "not prepared: \(fragment)")
             }
+            // The zone's counter moves in the statement that appends its events: one round trip.
+            XCTAssertTrue(texts.contains { $0.contains("INSERT INTO events") && $0.contains("UPDATE zones SET change_counter") })
+            XCTAssertFalse(texts.contains { $0.hasPrefix("UPDATE zones SET change_counter") }, "the counter moved in a statement of its own")
+            let counter: Int64? = try await store.withConnection { connection in
+                for try await value in try await connection.query(
+                    "SELECT change_counter FROM zones WHERE owner = '_alice' AND zone_name = 'Notes'", logger: TestSupport.logger).decode(Int64.self) {
+                    return value
+                }
+                return nil
+            }
+            XCTAssertEqual(counter, sequence)
         }
     }
 
