@@ -23,11 +23,11 @@ public struct EventLog: Sendable {
 
         /// The UPDATE, its values bound as `query`'s next parameters.
         func update(binding query: inout PostgresQuery) -> String {
-            let counter = Self.bind(counter, to: &query), container = Self.bind(database.container, to: &query)
-            let environment = Self.bind(database.environment.rawValue, to: &query), scope = Self.bind(database.scope.rawValue, to: &query)
-            let owner = Self.bind(database.owner, to: &query), zone = Self.bind(zoneName, to: &query)
+            let value = query.bind(self.counter), container = query.bind(database.container)
+            let environment = query.bind(database.environment.rawValue), scope = query.bind(database.scope.rawValue)
+            let owner = query.bind(database.owner), zone = query.bind(zoneName)
             return """
-                UPDATE zones SET change_counter = \(counter), modified_at = now(), changed_xid = pg_current_xact_id()
+                UPDATE zones SET change_counter = \(value), modified_at = now(), changed_xid = pg_current_xact_id()
                 WHERE container = \(container) AND environment = \(environment) AND scope = \(scope) AND owner = \(owner) AND zone_name = \(zone)
                 """
         }
@@ -37,12 +37,6 @@ public struct EventLog: Sendable {
             var query = PostgresQuery(unsafeSQL: "")
             query.sql = update(binding: &query)
             return query
-        }
-
-        /// Appends `value` to `query`'s parameters and answers its placeholder.
-        static func bind(_ value: some PostgresNonThrowingEncodable & Sendable, to query: inout PostgresQuery) -> String {
-            query.binds.append(value)
-            return "$\(query.binds.count)"
         }
     }
 
@@ -93,7 +87,7 @@ public struct EventLog: Sendable {
         // A data-modifying WITH runs whether or not the query reads it: PostgreSQL runs each once,
         // to completion.
         if let zone { query.sql += ",\nadvanced AS (\(zone.update(binding: &query)))" }
-        query.sql += "\nSELECT pg_notify(\(ZoneAdvance.bind(channel, to: &query)), '')"
+        query.sql += "\nSELECT pg_notify(\(query.bind(channel)), '')"
         return query
     }
 
