@@ -21,23 +21,8 @@ public struct EventLog: Sendable {
         /// The counter's new value: the zone sequence of the last event written.
         var counter: Int64
 
-        /// The UPDATE, its values bound as `query`'s next parameters.
-        func update(binding query: inout PostgresQuery) -> String {
-            let value = query.bind(self.counter), container = query.bind(database.container)
-            let environment = query.bind(database.environment.rawValue), scope = query.bind(database.scope.rawValue)
-            let owner = query.bind(database.owner), zone = query.bind(zoneName)
-            return """
-                UPDATE zones SET change_counter = \(value), modified_at = now(), changed_xid = pg_current_xact_id()
-                WHERE container = \(container) AND environment = \(environment) AND scope = \(scope) AND owner = \(owner) AND zone_name = \(zone)
-                """
-        }
-
         /// The statement alone, for a counter that moves without events.
-        var query: PostgresQuery {
-            var query = PostgresQuery(unsafeSQL: "")
-            query.sql = update(binding: &query)
-            return query
-        }
+        var query: PostgresQuery { "\(counterOf: self)" }
     }
 
     /// Appends events in the caller's transaction, in one statement whatever their number, queues
@@ -72,7 +57,7 @@ public struct EventLog: Sendable {
             causations[event.causation] = text
             return text
         }
-        var query: PostgresQuery = """
+        return """
             WITH appended AS (
             INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
             SELECT zone_key, NULLIF(zone_sequence, -1), type, schema_version::int, payload::jsonb, causation::jsonb
@@ -82,13 +67,9 @@ public struct EventLog: Sendable {
                  WITH ORDINALITY AS e(zone_key, zone_sequence, type, schema_version, payload, causation, position)
             ORDER BY position
             RETURNING id),
-            queued AS (INSERT INTO unpublished_events (id) SELECT id FROM appended)
+            queued AS (INSERT INTO unpublished_events (id) SELECT id FROM appended)\(advancing: zone)
+            SELECT pg_notify(\(channel), '')
             """
-        // A data-modifying WITH runs whether or not the query reads it: PostgreSQL runs each once,
-        // to completion.
-        if let zone { query.sql += ",\nadvanced AS (\(zone.update(binding: &query)))" }
-        query.sql += "\nSELECT pg_notify(\(query.bind(channel)), '')"
-        return query
     }
 
     /// The oldest unpublished events, in id order.
@@ -254,5 +235,25 @@ extension EventLog {
             return try EventCoding.decoder.decode(RecordSaved.self, from: Data(payload.utf8)).record
         }
         return nil
+    }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// `,advanced AS (UPDATE zones …)`: the writable CTE by which an append also moves its zone's
+    /// counter (PostgreSQL runs a data-modifying WITH whether or not the query reads it); nothing
+    /// without one.
+    fileprivate mutating func appendInterpolation(advancing zone: EventLog.ZoneAdvance?) {
+        guard let zone else { return }
+        appendLiteral(",\nadvanced AS (")
+        appendInterpolation(counterOf: zone)
+        appendLiteral(")")
+    }
+
+    /// The UPDATE that sets a zone's change counter.
+    fileprivate mutating func appendInterpolation(counterOf zone: EventLog.ZoneAdvance) {
+        appendLiteral("UPDATE zones SET change_counter = ")
+        appendInterpolation(zone.counter)
+        appendLiteral(", modified_at = now(), changed_xid = pg_current_xact_id() WHERE ")
+        appendInterpolation(zone: zone.zoneName, of: zone.database)
     }
 }

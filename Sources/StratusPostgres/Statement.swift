@@ -17,15 +17,6 @@ extension PostgresConnection {
     }
 }
 
-extension PostgresQuery {
-    /// Appends `value` to the statement's parameters and answers its placeholder (`$n`), for text
-    /// added to a statement after its interpolation.
-    mutating func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
-        binds.append(value)
-        return "$\(binds.count)"
-    }
-}
-
 /// A transaction that PostgreSQL rolled back at COMMIT: one of its statements had failed unnoticed.
 /// Treated like a serialization failure (the transaction is run again, a bounded number of times).
 struct TransactionRolledBack: Error, CustomStringConvertible {
