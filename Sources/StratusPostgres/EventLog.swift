@@ -251,6 +251,7 @@ extension PostgresQuery.StringInterpolation {
 
     /// The UPDATE that sets a zone's change counter.
     fileprivate mutating func appendInterpolation(counterOf zone: EventLog.ZoneAdvance) {
+        // Owner key: the zone's five key columns (`zone:of:`, below the counter's value).
         appendLiteral("UPDATE zones SET change_counter = ")
         appendInterpolation(zone.counter)
         appendLiteral(", modified_at = now(), changed_xid = pg_current_xact_id() WHERE ")
