@@ -68,8 +68,7 @@ public struct RecordStore: Sendable {
                 return try await SchemaGrowth.holdingLocks { schemaLocks in
                     let context = request.holding(schemaLocks)
                     return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
-                        var writer = try await ZoneWriter.open(context, in: transaction)
-                        try await writer.prefetch(commands.map(\.input.recordName), in: transaction)
+                        var writer = try await ZoneWriter.open(context, reading: commands, in: transaction)
                         var outcomes: [Result<Outcome, Failure>] = []
                         for (index, command) in commands.enumerated() {
                             do {
@@ -104,7 +103,7 @@ public struct RecordStore: Sendable {
                 let outcome = try await SchemaGrowth.holdingLocks { schemaLocks in
                     let context = request.holding(schemaLocks)
                     let write: @Sendable (Transaction) async throws -> Outcome = { transaction in
-                        var writer = try await ZoneWriter.open(context, in: transaction)
+                        var writer = try await ZoneWriter.open(context, reading: [command], in: transaction)
                         let outcome = try await writer.apply(command, in: transaction)
                         try await writer.close(in: transaction)
                         return outcome
@@ -334,31 +333,60 @@ struct ZoneWriter {
         var hadReferences: Bool
     }
 
-    static func open(_ context: WriteContext, in transaction: Transaction) async throws -> ZoneWriter {
-        guard !context.zone.isDefaultZone else {
+    /// Opens the writer of `commands` (none: one that reads as it goes). One statement reads and
+    /// locks the zone's row (a custom zone's), reads and locks the commands' records, and reads the
+    /// schema of the record types they save, so a save of one record reads nothing more.
+    static func open(_ context: WriteContext, reading commands: [RecordStore.Command] = [], in transaction: Transaction) async throws -> ZoneWriter {
+        let isDefault = context.zone.isDefaultZone
+        guard !isDefault || !commands.isEmpty else {
             return ZoneWriter(context: context, incarnation: nil, sequence: nil, startSequence: nil)
         }
         let database = context.database
-        let rows = try await transaction.prepared("""
-            SELECT incarnation, change_counter, default_time_to_live,
-                   EXISTS (SELECT 1 FROM record_tombstones WHERE \(zone: context.zone.zoneName, of: database))
-            FROM zones
-            WHERE container = \(database.container) AND environment = \(database.environment.rawValue) AND scope = \(database.scope.rawValue)
-              AND owner = \(database.owner) AND zone_name = \(context.zone.zoneName) AND NOT deleted
-            FOR UPDATE
-            """)
-        for try await (incarnation, counter, defaultTimeToLive, tombstones) in rows.decode((UUID, Int64, Int64?, Bool).self) {
-            var writer = ZoneWriter(context: context, incarnation: incarnation, sequence: counter, startSequence: counter)
-            writer.defaultTimeToLive = defaultTimeToLive
-            writer.mayHoldTombstones = tombstones
-            if let user = context.sharedWith {
-                writer.sharedAccess = try await ShareStore.sharedZone(
-                    context.zone.zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment,
-                    on: transaction)
+        let names = commands.map(\.input.recordName)
+        let recordTypes = Array(Set(commands.filter { !$0.type.isDelete }.compactMap(\.input.recordType))).sorted()
+        // The records' rows (as `lock` reads them), and one row of the zone's and the schema's
+        // columns, its record columns NULL.
+        let headColumn = RecordRow.columnCount + 2
+        func nulls(_ count: Int) -> String { Array(repeating: "NULL", count: count).joined(separator: ", ") }
+        let rows = try await transaction.query("""
+            WITH zone AS (\(zoneRowOf: context)),
+            found AS (
+                SELECT \(unescaped: RecordRow.columns), \(unescaped: StorageUsage.usageOwner), \(unescaped: StorageUsage.recordBytes) FROM records
+                WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: names)
+                FOR UPDATE)
+            SELECT found.*, \(unescaped: nulls(4 + SchemaRow.columnCount)) FROM found
+            UNION ALL
+            SELECT \(unescaped: nulls(headColumn)), zone.*, schema.*
+            FROM zone, (\(schemaOf: recordTypes, container: database.container, environment: database.environment)) AS schema
+            """, prepared: RecordKeys.single(names))
+        var head: (incarnation: UUID?, counter: Int64?, defaultTimeToLive: Int64?, tombstones: Bool, schema: (enforced: Bool, types: [String: RecordTypeSchema]))?
+        var records: [PostgresRow] = []
+        for try await row in rows {
+            let columns = row.makeRandomAccess()
+            guard try columns[0].decode(String?.self) == nil else {
+                records.append(row)
+                continue
             }
-            return writer
+            head = (
+                try columns[headColumn].decode(UUID?.self), try columns[headColumn + 1].decode(Int64?.self), try columns[headColumn + 2].decode(Int64?.self),
+                try columns[headColumn + 3].decode(Bool.self), try SchemaRow.decode(columns, at: headColumn + 4))
         }
-        throw StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(context.zone.zoneName))' does not exist")
+        guard let head, isDefault || head.incarnation != nil else {
+            throw StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(context.zone.zoneName))' does not exist")
+        }
+        var writer = ZoneWriter(context: context, incarnation: head.incarnation, sequence: head.counter, startSequence: head.counter)
+        writer.defaultTimeToLive = head.defaultTimeToLive
+        writer.mayHoldTombstones = head.tombstones
+        writer.schema.enforced = head.schema.enforced
+        for type in recordTypes { writer.schema.types[type] = .some(head.schema.types[type]) }
+        for name in names { writer.known[ExactName(name)] = .some(nil) }
+        for row in records { try writer.remember(row) }
+        if let user = context.sharedWith {
+            writer.sharedAccess = try await ShareStore.sharedZone(
+                context.zone.zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment,
+                on: transaction)
+        }
+        return writer
     }
 
     var zoneKey: ZoneKey { context.zoneKey }
@@ -619,13 +647,6 @@ struct ZoneWriter {
         }
     }
 
-    /// Reads and locks the named records in one statement (an atomic batch's records up front).
-    mutating func prefetch(_ recordNames: [String], in transaction: Transaction) async throws {
-        let names = recordNames.filter { known[ExactName($0)] == nil }
-        guard names.count > 1 else { return }
-        try await lock(names, in: transaction)
-    }
-
     /// Reads and locks records not yet known, remembering absent ones as nil.
     mutating func lock(_ names: [String], in transaction: Transaction) async throws {
         let database = context.database
@@ -635,13 +656,16 @@ struct ZoneWriter {
             FOR UPDATE
             """, prepared: RecordKeys.single(names))
         for name in names { known[ExactName(name)] = .some(nil) }
-        for try await row in rows {
-            let record = try RecordRow.record(row)
-            let columns = row.makeRandomAccess()
-            known[ExactName(record.recordName)] = .some(record)
-            stored[ExactName(record.recordName)] = StoredRow(
-                usageOwner: try columns[RecordRow.columnCount].decode(String.self), bytes: try columns[RecordRow.columnCount + 1].decode(Int64.self))
-        }
+        for try await row in rows { try remember(row) }
+    }
+
+    /// Remembers a record read and locked: a row of `RecordRow.columns`, its user and its bytes.
+    private mutating func remember(_ row: PostgresRow) throws {
+        let record = try RecordRow.record(row)
+        let columns = row.makeRandomAccess()
+        known[ExactName(record.recordName)] = .some(record)
+        stored[ExactName(record.recordName)] = StoredRow(
+            usageOwner: try columns[RecordRow.columnCount].decode(String.self), bytes: try columns[RecordRow.columnCount + 1].decode(Int64.self))
     }
 
     mutating func load(_ recordName: String, in transaction: Transaction) async throws -> Record? {
@@ -854,5 +878,22 @@ enum RecordRow {
             modified: RecordStamp(timestamp: modifiedAt, userRecordName: modifiedBy, deviceID: modifiedDevice),
             parent: parent, share: share, shortGUID: shortGUID, version: version, createdVersion: createdVersion,
             expirationDate: expirationDate)
+    }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// The zone's row a writer opens with (`ZoneWriter.open`), locked: its incarnation, change
+    /// counter, default time to live and whether it may hold tombstones. A default zone has no
+    /// row: a constant one stands for it.
+    fileprivate mutating func appendInterpolation(zoneRowOf context: WriteContext) {
+        guard !context.zone.isDefaultZone else {
+            appendLiteral("SELECT NULL::uuid AS incarnation, NULL::int8 AS change_counter, NULL::int8 AS default_time_to_live, false AS tombstones")
+            return
+        }
+        appendLiteral("SELECT incarnation, change_counter, default_time_to_live, EXISTS (SELECT 1 FROM record_tombstones WHERE ")
+        appendInterpolation(zone: context.zone.zoneName, of: context.database)
+        appendLiteral(") AS tombstones FROM zones WHERE ")
+        appendInterpolation(zone: context.zone.zoneName, of: context.database)
+        appendLiteral(" AND NOT deleted FOR UPDATE")
     }
 }

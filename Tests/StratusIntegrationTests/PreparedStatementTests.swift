@@ -197,10 +197,13 @@ final class PreparedStatementTests: XCTestCase {
             let texts = store.statements.texts
             for fragment in [
                 "SELECT incarnation, change_counter", "UPDATE zones SET change_counter", "INSERT INTO events",
-                "SELECT e.enforced", "WITH previous AS",
+                "FROM schema_fields AS f", "WITH previous AS",
             ] {
                 XCTAssertTrue(texts.contains { $0.contains(fragment) }, "not prepared: \(fragment)")
             }
+            // The zone's row, the record's and the schema are read in one round trip.
+            XCTAssertTrue(texts.contains { $0.contains("FROM zones") && $0.contains("FROM records") && $0.contains("FROM schema_fields AS f") })
+            XCTAssertFalse(texts.contains { $0.hasPrefix("SELECT EXISTS (SELECT 1 FROM schema_environments") }, "the schema was read in a statement of its own")
             // The zone's counter moves in the statement that appends its events: one round trip.
             XCTAssertTrue(texts.contains { $0.contains("INSERT INTO events") && $0.contains("UPDATE zones SET change_counter") })
             XCTAssertFalse(texts.contains { $0.hasPrefix("UPDATE zones SET change_counter") }, "the counter moved in a statement of its own")
@@ -255,15 +258,18 @@ final class PreparedStatementTests: XCTestCase {
                 let matching = prepared.filter { row in fragments.allSatisfy { row.statement.contains($0) } }
                 XCTAssertEqual(matching.count, 1, "one prepared text for \(fragment): the one-record form")
                 guard let statement = matching.first else { continue }
-                XCTAssertFalse(statement.statement.contains("ANY("), "\(fragment): \(statement.statement)")
+                XCTAssertFalse(statement.statement.contains("record_name = ANY("), "\(fragment): \(statement.statement)")
                 XCTAssertGreaterThan(statement.generic, 0, "PostgreSQL settled on the generic plan of \(fragment)")
             }
             guard let lock = prepared.first(where: { $0.statement.contains("FROM records") && $0.statement.contains("FOR UPDATE") }) else { return }
+            // The writer's opening statement (`ZoneWriter.open`): the zone's key for its tombstones
+            // and its row, the record's key, then the schema's container, environment and types.
+            let zoneKey = "'iCloud.test', 'development', 'private', '_alice', 'Notes'"
             let plan: String = try await store.withConnection { connection in
                 try await connection.query("SET plan_cache_mode = force_generic_plan", logger: logger)
                 var lines: [String] = []
                 for try await line in try await connection.query(PostgresQuery(unsafeSQL: """
-                    EXPLAIN EXECUTE \(lock.name)('iCloud.test', 'development', 'private', '_alice', 'Notes', 'r1')
+                    EXPLAIN EXECUTE \(lock.name)(\(zoneKey), \(zoneKey), \(zoneKey), 'r1', 'iCloud.test', 'development', 'iCloud.test', 'development', '{Note}')
                     """), logger: logger).decode(String.self) {
                     lines.append(line)
                 }

@@ -191,32 +191,14 @@ public struct SchemaStore: Sendable {
     }
 
     /// In one statement: whether the environment is enforced, and the fields of the named record
-    /// types (a type the schema lacks is absent). A save's one read of the schema.
+    /// types (a type the schema lacks is absent). A save's one read of the schema when its writer
+    /// did not read it with the zone (`ZoneWriter.open`).
     static func fields(
         container: String, environment: Environment, recordTypes: [String], in transaction: Transaction
     ) async throws -> (enforced: Bool, types: [String: RecordTypeSchema]) {
-        let rows = try await transaction.prepared("""
-            SELECT e.enforced, f.record_type, f.field_name, f.field_type, f.queryable, f.searchable, f.sortable, t.grants::text
-            FROM (SELECT EXISTS (SELECT 1 FROM schema_environments
-                                 WHERE container = \(container) AND environment = \(environment.rawValue)) AS enforced) AS e
-            LEFT JOIN schema_fields AS f
-              ON f.container = \(container) AND f.environment = \(environment.rawValue) AND f.record_type = ANY(\(recordTypes))
-            LEFT JOIN schema_record_types AS t
-              ON t.container = f.container AND t.environment = f.environment AND t.record_type = f.record_type
-            """)
-        var enforced = false
-        var types: [String: RecordTypeSchema] = [:]
-        for try await (isEnforced, type, name, typeText, queryable, searchable, sortable, grants)
-        in rows.decode((Bool, String?, String?, String?, Bool?, Bool?, Bool?, String?).self) {
-            enforced = isEnforced
-            guard let type, let name, let typeText else { continue }
-            let field = try Self.field(name: name, type: typeText, queryable: queryable ?? false, searchable: searchable ?? false, sortable: sortable ?? false)
-            if types[type] == nil {
-                types[type] = RecordTypeSchema(name: type, grants: try grants.map { try SchemaGrant.list(json: $0) } ?? [])
-            }
-            types[type]?.fields.append(field)
-        }
-        return (enforced, types)
+        let rows = try await transaction.prepared("\(schemaOf: recordTypes, container: container, environment: environment)")
+        for try await row in rows { return try SchemaRow.decode(row.makeRandomAccess(), at: 0) }
+        throw StratusError(.internalError, "The schema could not be read")
     }
 
     static func field(name: String, type text: String, queryable: Bool, searchable: Bool, sortable: Bool) throws -> SchemaField {
@@ -394,5 +376,64 @@ struct SchemaCheck {
             events.append(event)
         }
         return plan.fields
+    }
+}
+
+/// The schema a save reads (`\(schemaOf:container:environment:)`): one row, whether the environment
+/// is enforced and the named record types' fields as parallel arrays, so a statement that reads
+/// other rows (`ZoneWriter.open`) can carry it in one of its own.
+enum SchemaRow {
+    /// How many columns the row has.
+    static let columnCount = 8
+
+    /// The row's schema, its columns starting at `first`.
+    static func decode(_ columns: PostgresRandomAccessRow, at first: Int) throws -> (enforced: Bool, types: [String: RecordTypeSchema]) {
+        let enforced = try columns[first].decode(Bool.self)
+        let recordTypes = try columns[first + 1].decode([String].self)
+        let names = try columns[first + 2].decode([String].self)
+        let fieldTypes = try columns[first + 3].decode([String].self)
+        let queryable = try columns[first + 4].decode([Bool].self)
+        let searchable = try columns[first + 5].decode([Bool].self)
+        let sortable = try columns[first + 6].decode([Bool].self)
+        let grants = try columns[first + 7].decode([String].self)
+        let count = recordTypes.count
+        guard [names.count, fieldTypes.count, queryable.count, searchable.count, sortable.count, grants.count].allSatisfy({ $0 == count }) else {
+            throw StratusError(.internalError, "The stored schema could not be read")
+        }
+        var types: [String: RecordTypeSchema] = [:]
+        for index in 0..<count {
+            let type = recordTypes[index]
+            let field = try SchemaStore.field(
+                name: names[index], type: fieldTypes[index], queryable: queryable[index], searchable: searchable[index], sortable: sortable[index])
+            if types[type] == nil { types[type] = RecordTypeSchema(name: type, grants: try SchemaGrant.list(json: grants[index])) }
+            types[type]?.fields.append(field)
+        }
+        return (enforced, types)
+    }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// The SELECT of `SchemaRow`'s one row: whether the environment is enforced, and the fields of
+    /// `recordTypes` with their type's grants (an aggregate over no field is still one row).
+    mutating func appendInterpolation(schemaOf recordTypes: [String], container: String, environment: Environment) {
+        appendLiteral("SELECT EXISTS (SELECT 1 FROM schema_environments WHERE container = ")
+        appendInterpolation(container)
+        appendLiteral(" AND environment = ")
+        appendInterpolation(environment.rawValue)
+        appendLiteral("""
+            ),
+                   coalesce(array_agg(f.record_type), '{}'), coalesce(array_agg(f.field_name), '{}'), coalesce(array_agg(f.field_type), '{}'),
+                   coalesce(array_agg(f.queryable), '{}'), coalesce(array_agg(f.searchable), '{}'), coalesce(array_agg(f.sortable), '{}'),
+                   coalesce(array_agg(t.grants::text), '{}')
+            FROM schema_fields AS f
+            JOIN schema_record_types AS t ON t.container = f.container AND t.environment = f.environment AND t.record_type = f.record_type
+            """)
+        appendLiteral("\nWHERE f.container = ")
+        appendInterpolation(container)
+        appendLiteral(" AND f.environment = ")
+        appendInterpolation(environment.rawValue)
+        appendLiteral(" AND f.record_type = ANY(")
+        appendInterpolation(recordTypes)
+        appendLiteral(")")
     }
 }
