@@ -37,39 +37,23 @@ public struct EventLog: Sendable {
     /// nil: no counter changes): a write of a custom zone then costs one round trip fewer.
     static func append(_ events: [NewEvent], advancing zone: ZoneAdvance?, in transaction: Transaction) async throws {
         guard !events.isEmpty else { return }
-        // Under a traced request or apply, each event carries its trace on (the relay's and the
-        // workers' spans join it); untraced, the events are written as they came.
+        for try await _ in try await transaction.prepared(appendQuery(traced(events), advancing: zone)) {}
+    }
+
+    /// The events as they are written: under a traced request or apply, each carries its trace on
+    /// (the relay's and the workers' spans join it); untraced, as they came.
+    static func traced(_ events: [NewEvent]) -> [NewEvent] {
+        guard let trace = TraceContext.currentTraceParent() else { return events }
         var events = events
-        if let trace = TraceContext.currentTraceParent() {
-            for index in events.indices where events[index].causation.traceParent == nil { events[index].causation.traceParent = trace }
-        }
-        for try await _ in try await transaction.prepared(appendQuery(events, advancing: zone)) {}
+        for index in events.indices where events[index].causation.traceParent == nil { events[index].causation.traceParent = trace }
+        return events
     }
 
     static func appendQuery(_ events: [NewEvent], advancing zone: ZoneAdvance? = nil) -> PostgresQuery {
-        // Zone sequences start at 1; -1 stands for "none" (default zones) in the array.
-        let sequences = events.map { $0.zoneSequence ?? -1 }
-        // A transaction's events share one causation, or a few: each is encoded once.
-        var causations: [Causation: String] = [:]
-        let causationJSON = events.map { event in
-            if let known = causations[event.causation] { return known }
-            let text = String(decoding: EventCoding.encode(event.causation), as: UTF8.self)
-            causations[event.causation] = text
-            return text
-        }
-        return """
-            WITH appended AS (
-            INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
-            SELECT zone_key, NULLIF(zone_sequence, -1), type, schema_version::int, payload::jsonb, causation::jsonb
-            FROM unnest(\(events.map(\.zoneKey.rawValue))::text[], \(sequences)::int8[], \(events.map(\.type.rawValue))::text[],
-                        \(events.map { Int64($0.schemaVersion) })::int8[], \(events.map { String(decoding: $0.payload, as: UTF8.self) })::text[],
-                        \(causationJSON)::text[])
-                 WITH ORDINALITY AS e(zone_key, zone_sequence, type, schema_version, payload, causation, position)
-            ORDER BY position
-            RETURNING id),
-            queued AS (INSERT INTO unpublished_events (id) SELECT id FROM appended)\(advancing: zone)
-            SELECT pg_notify(\(channel), '')
-            """
+        """
+        WITH \(appending: events, advancing: zone)
+        SELECT 1 FROM notified
+        """
     }
 
     /// The oldest unpublished events, in id order.
@@ -239,6 +223,61 @@ extension EventLog {
 }
 
 extension PostgresQuery.StringInterpolation {
+    /// The common table expressions by which a statement appends events (`EventLog.appendQuery`,
+    /// or after a write's own, `thenAppending`): `appended` inserts them in one statement whatever
+    /// their number (ids follow their order), `queued` queues them for the relay
+    /// (`unpublished_events`), `advanced` (with `zone`) sets the zone's change counter, and
+    /// `notified`, which the statement must read, notifies the relay (delivered at commit). It
+    /// inserts what it is given, so its plan never depends on the tables.
+    mutating func appendInterpolation(appending events: [NewEvent], advancing zone: EventLog.ZoneAdvance?) {
+        // Zone sequences start at 1; -1 stands for "none" (default zones) in the array.
+        let sequences = events.map { $0.zoneSequence ?? -1 }
+        // A transaction's events share one causation, or a few: each is encoded once.
+        var causations: [Causation: String] = [:]
+        let causationJSON = events.map { event in
+            if let known = causations[event.causation] { return known }
+            let text = String(decoding: EventCoding.encode(event.causation), as: UTF8.self)
+            causations[event.causation] = text
+            return text
+        }
+        appendLiteral("""
+            appended AS (
+            INSERT INTO events (zone_key, zone_sequence, type, schema_version, payload, causation)
+            SELECT zone_key, NULLIF(zone_sequence, -1), type, schema_version::int, payload::jsonb, causation::jsonb
+            FROM unnest(
+            """)
+        appendInterpolation(events.map(\.zoneKey.rawValue))
+        appendLiteral("::text[], ")
+        appendInterpolation(sequences)
+        appendLiteral("::int8[], ")
+        appendInterpolation(events.map(\.type.rawValue))
+        appendLiteral("::text[],\n            ")
+        appendInterpolation(events.map { Int64($0.schemaVersion) })
+        appendLiteral("::int8[], ")
+        appendInterpolation(events.map { String(decoding: $0.payload, as: UTF8.self) })
+        appendLiteral("::text[], ")
+        appendInterpolation(causationJSON)
+        appendLiteral("""
+            ::text[])
+                 WITH ORDINALITY AS e(zone_key, zone_sequence, type, schema_version, payload, causation, position)
+            ORDER BY position
+            RETURNING id),
+            queued AS (INSERT INTO unpublished_events (id) SELECT id FROM appended)
+            """)
+        appendInterpolation(advancing: zone)
+        appendLiteral(",\nnotified AS (SELECT pg_notify(")
+        appendInterpolation(EventLog.channel)
+        appendLiteral(", ''))")
+    }
+
+    /// After a statement's own common table expressions: `,` and the append's (`appending`), for
+    /// events that are there; nothing without.
+    mutating func appendInterpolation(thenAppending events: [NewEvent], advancing zone: EventLog.ZoneAdvance?) {
+        guard !events.isEmpty else { return }
+        appendLiteral(",\n")
+        appendInterpolation(appending: events, advancing: zone)
+    }
+
     /// `,advanced AS (UPDATE zones …)`: the writable CTE by which an append also moves its zone's
     /// counter (PostgreSQL runs a data-modifying WITH whether or not the query reads it); nothing
     /// without one.

@@ -600,17 +600,22 @@ struct ZoneWriter {
         // A save grew a record type's schema this attempt may not: nothing of it is kept, and the
         // write runs again holding the growth locks (`SchemaGrowth`).
         if !schema.needed.isEmpty { throw SchemaGrowth(locks: schema.needed) }
-        try await flush(in: transaction)
-        try await writeShares(in: transaction)
         // The zone's change counter moves in the statement that appends the events.
         var advance: EventLog.ZoneAdvance?
         if let sequence, sequence != startSequence {
             advance = EventLog.ZoneAdvance(database: context.database, zoneName: context.zone.zoneName, counter: sequence)
         }
-        if let advance, events.isEmpty {
-            for try await _ in try await transaction.prepared(advance.query) {}
+        if !pending.isEmpty, !events.isEmpty, !sharing.hasWrites {
+            // The saves' rows, the events and the counter in one statement.
+            try await flush(in: transaction, appending: EventLog.traced(events), advancing: advance)
         } else {
-            try await EventLog.append(events, advancing: advance, in: transaction)
+            try await flush(in: transaction)
+            try await writeShares(in: transaction)
+            if let advance, events.isEmpty {
+                for try await _ in try await transaction.prepared(advance.query) {}
+            } else {
+                try await EventLog.append(events, advancing: advance, in: transaction)
+            }
         }
         try await checkQuota(in: transaction)
     }
@@ -703,7 +708,9 @@ struct ZoneWriter {
     /// tombstones of re-created records.
     mutating func flushPending(in transaction: Transaction) async throws { try await flush(in: transaction) }
 
-    private mutating func flush(in transaction: Transaction) async throws {
+    /// With `events`, the statement also appends them and sets the zone's counter (`advancing`),
+    /// as `EventLog.append(_:advancing:in:)` would: one round trip for both.
+    private mutating func flush(in transaction: Transaction, appending events: [NewEvent] = [], advancing zone: EventLog.ZoneAdvance? = nil) async throws {
         guard !pending.isEmpty else { return }
         let saves = pending
         pending = []
@@ -770,8 +777,8 @@ struct ZoneWriter {
                 SELECT \(database.container), \(transaction.containerShard), d.records, d.bytes
                 FROM (SELECT \(newRecords)::int8, (SELECT coalesce(sum(bytes), 0) FROM stored)::int8 - \(freedTotal)::int8) AS d(records, bytes)
                 WHERE d.records <> 0 OR d.bytes <> 0
-                \(unescaped: ContainerCounts.addRecordsAndBytes))
-            SELECT record_name, created_version, usage_owner, bytes FROM stored
+                \(unescaped: ContainerCounts.addRecordsAndBytes))\(thenAppending: events, advancing: zone)
+            SELECT record_name, created_version, usage_owner, bytes FROM stored\(unescaped: events.isEmpty ? "" : ", notified")
             """, prepared: RecordKeys.single(created))
         containerChange.records += newRecords
         containerChange.bytes -= freedTotal

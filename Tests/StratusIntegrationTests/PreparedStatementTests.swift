@@ -182,6 +182,7 @@ final class PreparedStatementTests: XCTestCase {
             let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
             let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
             _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: TestSupport.logger)
+            let beforeSaves = store.statements.texts
             for name in ["a", "b"] {
                 let outcomes = try await RecordStore(store: store).modify(
                     [RecordStore.Command(type: .create, input: RecordInput(recordName: name, recordType: "Note", fields: ["n": .int64(1)]))],
@@ -207,6 +208,10 @@ final class PreparedStatementTests: XCTestCase {
             // The zone's counter moves in the statement that appends its events: one round trip.
             XCTAssertTrue(texts.contains { $0.contains("INSERT INTO events") && $0.contains("UPDATE zones SET change_counter") })
             XCTAssertFalse(texts.contains { $0.hasPrefix("UPDATE zones SET change_counter") }, "the counter moved in a statement of its own")
+            // And a save's rows, its events and the counter are written in one: the transaction's
+            // statements are the opening read and that write.
+            XCTAssertTrue(texts.contains { $0.contains("INSERT INTO records") && $0.contains("INSERT INTO events") && $0.contains("UPDATE zones SET change_counter") })
+            XCTAssertFalse(texts.subtracting(beforeSaves).contains { $0.hasPrefix("WITH appended AS") }, "a save's events were appended in a statement of their own")
             let counter: Int64? = try await store.withConnection { connection in
                 for try await value in try await connection.query(
                     "SELECT change_counter FROM zones WHERE owner = '_alice' AND zone_name = 'Notes'", logger: TestSupport.logger).decode(Int64.self) {

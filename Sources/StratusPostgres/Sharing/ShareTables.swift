@@ -15,6 +15,9 @@ struct ShareWrites {
     /// States decided outside `ShareRules` (records/accept), by share record name: a save of the
     /// share takes this state instead of deciding one from what a client sent.
     var decided: [ExactName: ShareState] = [:]
+
+    /// Whether `writeShares` has anything to write or check.
+    var hasWrites: Bool { !saved.isEmpty || !roots.isEmpty }
 }
 
 /// The share parts of the write path: a share record's save is checked against `ShareRules` and its
