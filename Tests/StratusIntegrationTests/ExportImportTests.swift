@@ -127,18 +127,26 @@ final class ExportImportTests: XCTestCase {
             XCTAssertTrue(imported.output.contains("2 share acceptances"), imported.output)
             // The imported records are events like a client's: the new stack's indexer indexes them.
             var answers: [String: String] = [:]
-            try await TestSupport.eventually("the new stack's index to answer as the original's") {
-                answers = try await Self.answers(client, stack.fixture)
-                return answers == expected
+            // Waits for the answers to equal the original's; on a timeout, says which still differ, and how.
+            func settle(_ what: String, after run: String) async throws {
+                do {
+                    try await TestSupport.eventually(what) {
+                        answers = try await Self.answers(client, stack.fixture)
+                        return answers == expected
+                    }
+                } catch {
+                    let differing = Set(answers.keys).union(expected.keys).sorted().filter { answers[$0] != expected[$0] }
+                        .map { "\($0):\n  now      \(answers[$0] ?? "none")\n  expected \(expected[$0] ?? "none")" }
+                    XCTFail("differing answers after \(run):\n\(differing.joined(separator: "\n"))")
+                    throw error
+                }
             }
+            try await settle("the new stack's index to answer as the original's", after: "the import (\(imported.output))")
             XCTAssertEqual(answers, expected)
             // Run again (an import that stopped is run again): the same answers.
             let again = try await StratusExecutable.run("stratus", ["import", archive], settings: stack.settings)
             XCTAssertEqual(again.status, 0, again.output)
-            try await TestSupport.eventually("the index to apply the second import") {
-                answers = try await Self.answers(client, stack.fixture)
-                return answers == expected
-            }
+            try await settle("the index to apply the second import", after: "the second import (\(again.output))")
             XCTAssertEqual(answers, expected)
 
             // Into another container of the same Stratus: user record names are unique across it,
