@@ -354,12 +354,12 @@ struct ZoneWriter {
                 SELECT \(unescaped: RecordRow.columns), \(unescaped: StorageUsage.usageOwner), \(unescaped: StorageUsage.recordBytes) FROM records
                 WHERE \(zone: context.zone.zoneName, of: database) AND \(recordNames: names)
                 FOR UPDATE)
-            SELECT found.*, \(unescaped: nulls(4 + SchemaRow.columnCount)) FROM found
+            SELECT found.*, \(unescaped: nulls(ZoneWriter.zoneRowColumns + SchemaRow.columnCount)) FROM found
             UNION ALL
             SELECT \(unescaped: nulls(headColumn)), zone.*, schema.*
             FROM zone, (\(schemaOf: recordTypes, container: database.container, environment: database.environment)) AS schema
             """, prepared: RecordKeys.single(names))
-        var head: (incarnation: UUID?, counter: Int64?, defaultTimeToLive: Int64?, tombstones: Bool, schema: (enforced: Bool, types: [String: RecordTypeSchema]))?
+        var head: (incarnation: UUID?, counter: Int64?, defaultTimeToLive: Int64?, tombstones: Bool, schema: SchemaRow.Read)?
         var records: [PostgresRow] = []
         for try await row in rows {
             let columns = row.makeRandomAccess()
@@ -369,7 +369,7 @@ struct ZoneWriter {
             }
             head = (
                 try columns[headColumn].decode(UUID?.self), try columns[headColumn + 1].decode(Int64?.self), try columns[headColumn + 2].decode(Int64?.self),
-                try columns[headColumn + 3].decode(Bool.self), try SchemaRow.decode(columns, at: headColumn + 4))
+                try columns[headColumn + 3].decode(Bool.self), try SchemaRow.decode(columns, at: headColumn + Self.zoneRowColumns))
         }
         guard let head, isDefault || head.incarnation != nil else {
             throw StratusError(.zoneNotFound, "Zone '\(ClientText.excerpt(context.zone.zoneName))' does not exist")
@@ -388,6 +388,9 @@ struct ZoneWriter {
         }
         return writer
     }
+
+    /// How many columns the zone's row in `open` has (`\(zoneRowOf:)`).
+    static let zoneRowColumns = 4
 
     var zoneKey: ZoneKey { context.zoneKey }
 

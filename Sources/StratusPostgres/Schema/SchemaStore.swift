@@ -195,7 +195,7 @@ public struct SchemaStore: Sendable {
     /// did not read it with the zone (`ZoneWriter.open`).
     static func fields(
         container: String, environment: Environment, recordTypes: [String], in transaction: Transaction
-    ) async throws -> (enforced: Bool, types: [String: RecordTypeSchema]) {
+    ) async throws -> SchemaRow.Read {
         let rows = try await transaction.prepared("\(schemaOf: recordTypes, container: container, environment: environment)")
         for try await row in rows { return try SchemaRow.decode(row.makeRandomAccess(), at: 0) }
         throw StratusError(.internalError, "The schema could not be read")
@@ -386,8 +386,11 @@ enum SchemaRow {
     /// How many columns the row has.
     static let columnCount = 8
 
+    /// What the row says: whether the environment is enforced, and the types found by name.
+    typealias Read = (enforced: Bool, types: [String: RecordTypeSchema])
+
     /// The row's schema, its columns starting at `first`.
-    static func decode(_ columns: PostgresRandomAccessRow, at first: Int) throws -> (enforced: Bool, types: [String: RecordTypeSchema]) {
+    static func decode(_ columns: PostgresRandomAccessRow, at first: Int) throws -> Read {
         let enforced = try columns[first].decode(Bool.self)
         let recordTypes = try columns[first + 1].decode([String].self)
         let names = try columns[first + 2].decode([String].self)
