@@ -346,14 +346,18 @@ final class IndexerReplayTests: XCTestCase {
     static func snapshot(_ store: PostgresStore) async throws -> Snapshot {
         try await store.withConnection { connection in
             let logger = TestSupport.logger
+            // The live generation and its documents in one statement, as a query reads them: read in
+            // two, a swap and the old generation's clean-up between them would leave none to count.
             var generation = 0
-            for try await value in try await connection.query(
-                "SELECT generation FROM query_index.generations WHERE state = 'live'", logger: logger).decode(Int.self) { generation = value }
             var documents: [String] = []
-            for try await (name, fields) in try await connection.query("""
-                SELECT record_name, (record->'fields')::text FROM query_index.records WHERE generation = \(generation) AND NOT deleted ORDER BY record_name
-                """, logger: logger).decode((String, String).self) {
-                documents.append("\(name)=\(fields)")
+            for try await (live, name, fields) in try await connection.query("""
+                SELECT g.generation, r.record_name, (r.record->'fields')::text
+                FROM query_index.generations g
+                LEFT JOIN query_index.records r ON r.generation = g.generation AND NOT r.deleted
+                WHERE g.state = 'live' ORDER BY r.record_name
+                """, logger: logger).decode((Int, String?, String?).self) {
+                generation = live
+                if let name, let fields { documents.append("\(name)=\(fields)") }
             }
             var zones: [String] = []
             for try await name in try await connection.query("SELECT zone_name FROM index_zones ORDER BY zone_name", logger: logger).decode(String.self) {
