@@ -362,6 +362,18 @@ public struct Transaction: Sendable {
         return try await connection.query(query, logger: logger).map { $0 }
     }
 
+    /// Sets the savepoint of one item of a request written in one transaction
+    /// (`RecordStore.modifyTogether`); `rollbackToSavepoint` undoes what the transaction did since.
+    /// Each call sets a new one under the same name, and the latest is the one rolled back to.
+    func savepoint() async throws {
+        try await connection.execute("SAVEPOINT item", logger: logger)
+    }
+
+    /// Undoes what the transaction did since its latest `savepoint()`.
+    func rollbackToSavepoint() async throws {
+        try await connection.execute("ROLLBACK TO SAVEPOINT item", logger: logger)
+    }
+
     /// Runs `body` under a savepoint. When it fails for good (`PostgresStore.isPermanent`), only its
     /// own writes are undone and the error is returned: the transaction goes on without them. Any
     /// other failure (a serialization failure, a lost connection) is thrown, failing the transaction.

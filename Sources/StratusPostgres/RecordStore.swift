@@ -93,6 +93,11 @@ public struct RecordStore: Sendable {
                 }
             }
         }
+        if !zone.isDefaultZone, commands.count > 1, Set(commands.map { ExactName($0.input.recordName) }).count == commands.count,
+            !commands.contains(where: { ShareRecord.isShare($0.input.recordType ?? "") }),
+            let outcomes = try await modifyTogether(commands, request, logger: logger) {
+            return outcomes
+        }
         var outcomes: [Result<Outcome, Failure>] = []
         for command in commands {
             if let refusal = command.refusal {
@@ -136,6 +141,55 @@ public struct RecordStore: Sendable {
             }
         }
         return outcomes
+    }
+
+    /// A non-atomic request of a custom zone, in one transaction. Every writer of such a zone holds
+    /// the zone's lock, so one transaction is what the request's items would be one after another;
+    /// each item runs under a savepoint, and one that fails is undone alone (to its savepoint, and
+    /// the writer's state to what it was before the item) and reports its own error, while the
+    /// others commit together. What is reported stored is stored: the outcomes are answered only
+    /// after the commit. Only for requests that name each record once (the API refuses any other)
+    /// and save no share record: a share and its root saved without `atomic` stay separate
+    /// transactions, in which a share without `forRecord` is refused (docs/api.md, "Sharing").
+    ///
+    /// Nil when the transaction cannot finish as a whole (refused at its close by a storage quota,
+    /// or failed for anything but one item's refusal): the items are then written each in a
+    /// transaction of its own, as before.
+    private func modifyTogether(_ commands: [Command], _ request: WriteContext, logger: Logger) async throws -> [Result<Outcome, Failure>]? {
+        do {
+            return try await SchemaGrowth.holdingLocks { schemaLocks in
+                let context = request.holding(schemaLocks)
+                return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
+                    var writer = try await ZoneWriter.open(context, reading: commands.filter { $0.refusal == nil }, in: transaction)
+                    var outcomes: [Result<Outcome, Failure>] = []
+                    for command in commands {
+                        if let refusal = command.refusal {
+                            outcomes.append(.failure(Failure(error: refusal)))
+                            continue
+                        }
+                        let before = writer
+                        try await transaction.savepoint()
+                        do {
+                            outcomes.append(.success(try await writer.apply(command, in: transaction)))
+                        } catch let failure as Failure {
+                            try await transaction.rollbackToSavepoint()
+                            writer = before
+                            outcomes.append(.failure(failure))
+                        }
+                    }
+                    try await writer.close(in: transaction)
+                    return outcomes
+                }
+            }
+        } catch let error as StratusError where error.code == .zoneNotFound {
+            // A missing zone is the request's error, as CloudKit reports it.
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            logger.debug("a non-atomic request is written record by record", metadata: ["reason": "\(PostgresStore.describe(error))"])
+            return nil
+        }
     }
 
     /// Records by exact name in one zone; absent names are absent from the result.
