@@ -184,8 +184,6 @@ public struct RecordStore: Sendable {
         } catch let error as StratusError where error.code == .zoneNotFound {
             // A missing zone is the request's error, as CloudKit reports it.
             throw error
-        } catch is CancellationError {
-            throw CancellationError()
         } catch {
             logger.debug("a non-atomic request is written record by record", metadata: ["reason": "\(PostgresStore.describe(error))"])
             return nil
