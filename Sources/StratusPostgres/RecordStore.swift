@@ -65,37 +65,25 @@ public struct RecordStore: Sendable {
         request.sharedWith = sharedWith
         if atomic {
             do {
-                return try await SchemaGrowth.holdingLocks { schemaLocks in
-                    let context = request.holding(schemaLocks)
-                    return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
-                        var writer = try await ZoneWriter.open(context, reading: commands, in: transaction)
-                        var outcomes: [Result<Outcome, Failure>] = []
-                        for (index, command) in commands.enumerated() {
-                            do {
-                                outcomes.append(.success(try await writer.apply(command, in: transaction)))
-                            } catch let failure as Failure {
-                                throw AtomicAbort(index: index, failure: failure)
-                            }
-                        }
+                return try await inOneTransaction(commands, request, logger: logger) { writer, transaction in
+                    var outcomes: [Result<Outcome, Failure>] = []
+                    for (index, command) in commands.enumerated() {
                         do {
-                            try await writer.close(in: transaction)
-                        } catch let refused as ItemRefused {
-                            let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(refused.recordName) } ?? commands.count - 1
-                            throw AtomicAbort(index: index, failure: refused.failure)
+                            outcomes.append(.success(try await writer.apply(command, in: transaction)))
+                        } catch let failure as Failure {
+                            throw AtomicAbort(index: index, failure: failure)
                         }
-                        return outcomes
                     }
+                    return outcomes
                 }
+            } catch let refused as ItemRefused {
+                let index = commands.firstIndex { ExactName($0.input.recordName) == ExactName(refused.recordName) } ?? commands.count - 1
+                return Self.atomicFailure(commands, at: index, refused.failure)
             } catch let abort as AtomicAbort {
-                return commands.indices.map { index in
-                    index == abort.index ? .failure(abort.failure) : .failure(Failure(error: StratusError(
-                        .atomicError, "Not applied: the atomic request failed at record '\(ClientText.excerpt(commands[abort.index].input.recordName))'")))
-                }
+                return Self.atomicFailure(commands, at: abort.index, abort.failure)
             }
         }
-        if !zone.isDefaultZone, commands.count > 1, Set(commands.map { ExactName($0.input.recordName) }).count == commands.count,
-            !commands.contains(where: { ShareRecord.isShare($0.input.recordType ?? "") }),
-            let outcomes = try await modifyTogether(commands, request, logger: logger) {
+        if let outcomes = try await modifyTogether(commands, request, logger: logger) {
             return outcomes
         }
         var outcomes: [Result<Outcome, Failure>] = []
@@ -156,30 +144,28 @@ public struct RecordStore: Sendable {
     /// or failed for anything but one item's refusal): the items are then written each in a
     /// transaction of its own, as before.
     private func modifyTogether(_ commands: [Command], _ request: WriteContext, logger: Logger) async throws -> [Result<Outcome, Failure>]? {
+        guard !request.zone.isDefaultZone, commands.count > 1, Set(commands.map { ExactName($0.input.recordName) }).count == commands.count,
+            !commands.contains(where: { ShareRecord.isShare($0.input.recordType ?? "") })
+        else { return nil }
         do {
-            return try await SchemaGrowth.holdingLocks { schemaLocks in
-                let context = request.holding(schemaLocks)
-                return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
-                    var writer = try await ZoneWriter.open(context, reading: commands.filter { $0.refusal == nil }, in: transaction)
-                    var outcomes: [Result<Outcome, Failure>] = []
-                    for command in commands {
-                        if let refusal = command.refusal {
-                            outcomes.append(.failure(Failure(error: refusal)))
-                            continue
-                        }
-                        let before = writer
-                        try await transaction.savepoint()
-                        do {
-                            outcomes.append(.success(try await writer.apply(command, in: transaction)))
-                        } catch let failure as Failure {
-                            try await transaction.rollbackToSavepoint()
-                            writer = before
-                            outcomes.append(.failure(failure))
-                        }
+            return try await inOneTransaction(commands.filter { $0.refusal == nil }, request, logger: logger) { writer, transaction in
+                var outcomes: [Result<Outcome, Failure>] = []
+                for command in commands {
+                    if let refusal = command.refusal {
+                        outcomes.append(.failure(Failure(error: refusal)))
+                        continue
                     }
-                    try await writer.close(in: transaction)
-                    return outcomes
+                    let before = writer
+                    try await transaction.savepoint()
+                    do {
+                        outcomes.append(.success(try await writer.apply(command, in: transaction)))
+                    } catch let failure as Failure {
+                        try await transaction.rollbackToSavepoint()
+                        writer = before
+                        outcomes.append(.failure(failure))
+                    }
                 }
+                return outcomes
             }
         } catch let error as StratusError where error.code == .zoneNotFound {
             // A missing zone is the request's error, as CloudKit reports it.
@@ -187,6 +173,33 @@ public struct RecordStore: Sendable {
         } catch {
             logger.debug("a non-atomic request is written record by record", metadata: ["reason": "\(PostgresStore.describe(error))"])
             return nil
+        }
+    }
+
+    /// Runs `body` in one transaction of the request's zone, under the zone's lock and the schema
+    /// growth locks it turns out to need (`SchemaGrowth`): with the zone's writer opened on the
+    /// records of `reading`, and closed after `body` (its rows and events written).
+    private func inOneTransaction<T: Sendable>(
+        _ reading: [Command], _ request: WriteContext, logger: Logger,
+        _ body: @escaping @Sendable (inout ZoneWriter, Transaction) async throws -> T
+    ) async throws -> T {
+        try await SchemaGrowth.holdingLocks { schemaLocks in
+            let context = request.holding(schemaLocks)
+            return try await store.locked(logger: logger, locks: [context.zoneKey.rawValue] + schemaLocks) { transaction in
+                var writer = try await ZoneWriter.open(context, reading: reading, in: transaction)
+                let value = try await body(&writer, transaction)
+                try await writer.close(in: transaction)
+                return value
+            }
+        }
+    }
+
+    /// An atomic request's outcomes when the command at `index` failed: its failure, and
+    /// ATOMIC_ERROR for every other command.
+    private static func atomicFailure(_ commands: [Command], at index: Int, _ failure: Failure) -> [Result<Outcome, Failure>] {
+        commands.indices.map { other in
+            other == index ? .failure(failure) : .failure(Failure(error: StratusError(
+                .atomicError, "Not applied: the atomic request failed at record '\(ClientText.excerpt(commands[index].input.recordName))'")))
         }
     }
 
