@@ -19,13 +19,19 @@ public enum CheckpointStore {
     /// transaction. A worker's apply begins with it: one statement where a read and, after the
     /// effects, a write were two. The effects follow in the same transaction, so a failure takes the
     /// move back with them.
+    ///
+    /// The worker's name is in the statement's text, not bound: the table has a partition per
+    /// worker (migration 0028), and only a name the planner sees picks the partition when the plan
+    /// is made. Bound, the generic plan read every partition and cost four times a plan made for
+    /// the values, so PostgreSQL planned the statement at every call (0.11 ms, more than it took to
+    /// run; docs/benchmarks.md, "Worker checkpoints planned once"). One text per worker.
     public static func advance(worker: String, zoneKey: ZoneKey, to sequence: Int64, eventID: Int64, in transaction: Transaction) async throws -> Int64 {
         let rows = try await transaction.prepared("""
             WITH previous AS (
-                SELECT last_sequence FROM worker_checkpoints WHERE worker = \(worker) AND zone_key = \(zoneKey.rawValue)),
+                SELECT last_sequence FROM worker_checkpoints WHERE worker = \(literal: worker) AND zone_key = \(zoneKey.rawValue)),
             moved AS (
                 INSERT INTO worker_checkpoints (worker, zone_key, last_sequence, last_event_id) VALUES
-                    (\(worker), \(zoneKey.rawValue), \(sequence), \(eventID))
+                    (\(literal: worker), \(zoneKey.rawValue), \(sequence), \(eventID))
                 ON CONFLICT (worker, zone_key) DO UPDATE SET last_sequence = EXCLUDED.last_sequence,
                     last_event_id = EXCLUDED.last_event_id, updated_at = now()
                 WHERE worker_checkpoints.last_sequence < EXCLUDED.last_sequence)

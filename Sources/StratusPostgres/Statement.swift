@@ -23,6 +23,17 @@ struct TransactionRolledBack: Error, CustomStringConvertible {
     var description: String { "the transaction was rolled back at commit" }
 }
 
+extension PostgresQuery.StringInterpolation {
+    /// A text as a string literal in the statement's text (`'…'`, each quote doubled; backslashes
+    /// are plain characters with `standard_conforming_strings`, PostgreSQL's default), for a value
+    /// the planner must see when it makes a prepared statement's generic plan, such as a partition
+    /// key. Only for the process's own names, never a client's text: each value is another text to
+    /// prepare.
+    mutating func appendInterpolation(literal text: String) {
+        appendLiteral("'" + text.replacingOccurrences(of: "'", with: "''") + "'")
+    }
+}
+
 /// A PostgreSQL array literal of values that may be NULL (`{"a",NULL}`), bound as text and cast in
 /// the statement (`\(SQLArray.literal(values))::text[]`): the client library binds arrays of
 /// non-optional values only. Every text element is quoted, with `"` and `\` escaped, so any text

@@ -292,4 +292,65 @@ final class PreparedStatementTests: XCTestCase {
             }
         }
     }
+
+    /// A worker's checkpoint move and the relay's read of its queue run prepared, and PostgreSQL
+    /// settles on their generic plans instead of planning them at every call: the checkpoint's
+    /// statement names the worker in its text, so its generic plan reads the worker's partition
+    /// alone (with the name bound it read all five and was planned at every call). A name with a
+    /// quote in it is kept as it is.
+    func testAWorkersCheckpointAndTheRelaysReadSettleOnGenericPlans() async throws {
+        try await withOneConnection { store, _ in
+            try await Migrator(store: store, migrations: try TestSupport.migrations()).migrate(logger: TestSupport.logger)
+            let logger = TestSupport.logger
+            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
+            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: logger)
+            for index in 0..<8 {
+                let outcomes = try await RecordStore(store: store).modify(
+                    [RecordStore.Command(type: .create, input: RecordInput(recordName: "r\(index)", recordType: "Note", fields: ["n": .int64(1)]))],
+                    zone: zone, in: database, atomic: true, causation: Causation(requestID: "w\(index)"), deviceID: nil, logger: logger)
+                guard case .success = outcomes.first else { return XCTFail("the write failed: \(outcomes)") }
+            }
+            let log = EventLog(store: store)
+            var queued: [EventEnvelope] = []
+            for _ in 0..<8 {
+                queued = try await log.unpublished(limit: 100, logger: logger)
+            }
+            let zoneEvents = queued.filter { $0.type == RecordSaved.eventType }
+            XCTAssertEqual(zoneEvents.count, 8, "the relay's read finds the eight saves in the queue")
+            for worker in ["stratus-indexer", "a test's worker"] {
+                var expected: Int64 = 0
+                for event in zoneEvents {
+                    let previous = try await store.serializable(logger: logger) { transaction in
+                        try await CheckpointStore.advance(worker: worker, zoneKey: event.zoneKey, to: event.zoneSequence!, eventID: event.id, in: transaction)
+                    }
+                    XCTAssertEqual(previous, expected, "\(worker): where the checkpoint was")
+                    expected = event.zoneSequence!
+                }
+                let last = try await store.serializable(logger: logger) { transaction in
+                    try await CheckpointStore.lastSequence(worker: worker, zoneKey: zoneEvents[0].zoneKey, in: transaction)
+                }
+                XCTAssertEqual(last, expected, "\(worker): the checkpoint reads back")
+            }
+
+            let prepared: [(statement: String, generic: Int64, custom: Int64)] = try await store.withConnection { connection in
+                var rows: [(String, Int64, Int64)] = []
+                for try await row in try await connection.query(
+                    "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements", logger: logger).decode((String, Int64, Int64).self) {
+                    rows.append(row)
+                }
+                return rows
+            }
+            for (fragment, what) in [
+                ("worker = 'stratus-indexer'", "the indexer's checkpoint move"), ("worker = 'a test''s worker'", "a quoted worker's checkpoint move"),
+                ("FROM unpublished_events ORDER BY id LIMIT", "the relay's read"),
+            ] {
+                let matching = prepared.filter { $0.statement.contains(fragment) }
+                XCTAssertEqual(matching.count, 1, "one prepared text for \(what)")
+                guard let statement = matching.first else { continue }
+                XCTAssertGreaterThan(statement.generic, 0, "PostgreSQL settled on the generic plan of \(what)")
+                XCTAssertLessThanOrEqual(statement.custom, 5, "\(what) is not planned at every call")
+            }
+        }
+    }
 }
