@@ -23,6 +23,25 @@ final class PreparedStatementTests: XCTestCase {
         }
     }
 
+    /// Migrates the store's database and creates `_alice`'s zone Notes; with a write of Note records
+    /// there (one atomic request; a failed write fails the test).
+    private static func notesZone(
+        _ store: PostgresStore
+    ) async throws -> (DatabaseID, ZoneID, @Sendable (RecordOperationType, [String]) async throws -> Void) {
+        let logger = TestSupport.logger
+        try await Migrator(store: store, migrations: try TestSupport.migrations()).migrate(logger: logger)
+        let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+        let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
+        _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: logger)
+        let records = RecordStore(store: store)
+        return (database, zone, { type, names in
+            let outcomes = try await records.modify(
+                names.map { RecordStore.Command(type: type, input: RecordInput(recordName: $0, recordType: "Note", fields: ["n": .int64(1)])) },
+                zone: zone, in: database, atomic: true, causation: Causation(requestID: "w"), deviceID: nil, logger: logger)
+            for outcome in outcomes { guard case .success = outcome else { return XCTFail("the write failed: \(outcomes)") } }
+        })
+    }
+
     /// The names of the statements the store's one connection has prepared.
     private static func preparedNames(_ store: PostgresStore) async throws -> [String] {
         try await store.withConnection { connection in
@@ -229,18 +248,9 @@ final class PreparedStatementTests: XCTestCase {
     /// (`record_name = ANY($n)`, whose generic plan guesses the list's length) are not prepared.
     func testOneRecordsWriteAndLookupRunPreparedOnGenericPlansThatReadThePrimaryKey() async throws {
         try await withOneConnection { store, _ in
-            try await Migrator(store: store, migrations: try TestSupport.migrations()).migrate(logger: TestSupport.logger)
             let logger = TestSupport.logger
-            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
-            let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
-            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: logger)
+            let (database, zone, write) = try await Self.notesZone(store)
             let records = RecordStore(store: store)
-            func write(_ type: RecordOperationType, _ names: [String]) async throws {
-                let outcomes = try await records.modify(
-                    names.map { RecordStore.Command(type: type, input: RecordInput(recordName: $0, recordType: "Note", fields: ["n": .int64(1)])) },
-                    zone: zone, in: database, atomic: true, causation: Causation(requestID: "w"), deviceID: nil, logger: logger)
-                for outcome in outcomes { guard case .success = outcome else { return XCTFail("the write failed: \(outcomes)") } }
-            }
             for index in 0..<8 {
                 try await write(.create, ["r\(index)"])
                 try await write(.forceUpdate, ["r\(index)"])
@@ -300,16 +310,10 @@ final class PreparedStatementTests: XCTestCase {
     /// quote in it is kept as it is.
     func testAWorkersCheckpointAndTheRelaysReadSettleOnGenericPlans() async throws {
         try await withOneConnection { store, _ in
-            try await Migrator(store: store, migrations: try TestSupport.migrations()).migrate(logger: TestSupport.logger)
             let logger = TestSupport.logger
-            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
-            let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_alice")
-            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: logger)
+            let (_, _, write) = try await Self.notesZone(store)
             for index in 0..<8 {
-                let outcomes = try await RecordStore(store: store).modify(
-                    [RecordStore.Command(type: .create, input: RecordInput(recordName: "r\(index)", recordType: "Note", fields: ["n": .int64(1)]))],
-                    zone: zone, in: database, atomic: true, causation: Causation(requestID: "w\(index)"), deviceID: nil, logger: logger)
-                guard case .success = outcomes.first else { return XCTFail("the write failed: \(outcomes)") }
+                try await write(.create, ["r\(index)"])
             }
             let log = EventLog(store: store)
             var queued: [EventEnvelope] = []
