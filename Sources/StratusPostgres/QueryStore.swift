@@ -268,6 +268,8 @@ public struct QueryStore: Sendable {
     }
 
     /// The live generation, its language and the record type's field indexes, in one round trip.
+    /// The indexer's name is in the text, as in `CheckpointStore.advance`: bound, the generic plan
+    /// read every worker's checkpoint partition and PostgreSQL planned the statement at every query.
     private static func context(
         recordType: String, in database: DatabaseID, scope: Scope, on connection: PostgresConnection, preparedIn statements: PreparedStatements,
         logger: Logger
@@ -279,7 +281,7 @@ public struct QueryStore: Sendable {
                    coalesce((SELECT array_agg(f.field_name) FROM query_index.field_indexes f
                              WHERE f.container = \(database.container) AND f.environment = \(database.environment.rawValue)
                                AND f.record_type = \(recordType)), '{}'),
-                   coalesce((SELECT c.last_sequence FROM worker_checkpoints c WHERE c.worker = \(Self.indexerWorker) AND c.zone_key = \(zoneKey)), 0)
+                   coalesce((SELECT c.last_sequence FROM worker_checkpoints c WHERE c.worker = \(literal: Self.indexerWorker) AND c.zone_key = \(zoneKey)), 0)
             FROM query_index.generations g WHERE g.state = 'live'
             """, preparedIn: statements, logger: logger)
         for try await (generation, language, indexed, checkpoint) in rows.decode((Int, Int64, [String], Int64).self) {

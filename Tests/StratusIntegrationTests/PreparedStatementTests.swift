@@ -303,17 +303,22 @@ final class PreparedStatementTests: XCTestCase {
         }
     }
 
-    /// A worker's checkpoint move and the relay's read of its queue run prepared, and PostgreSQL
-    /// settles on their generic plans instead of planning them at every call: the checkpoint's
-    /// statement names the worker in its text, so its generic plan reads the worker's partition
-    /// alone (with the name bound it read all five and was planned at every call). A name with a
-    /// quote in it is kept as it is.
+    /// A worker's checkpoint move, the relay's read of its queue and a query's context run
+    /// prepared, and PostgreSQL settles on their generic plans instead of planning them at every
+    /// call: the statements that read a worker's checkpoint name the worker in their text, so the
+    /// generic plan reads the worker's partition alone (with the name bound it read all five and
+    /// was planned at every call). A name with a quote in it is kept as it is.
     func testAWorkersCheckpointAndTheRelaysReadSettleOnGenericPlans() async throws {
         try await withOneConnection { store, _ in
             let logger = TestSupport.logger
-            let (_, _, write) = try await Self.notesZone(store)
+            let (database, _, write) = try await Self.notesZone(store)
             for index in 0..<8 {
                 try await write(.create, ["r\(index)"])
+            }
+            // A query's context (the live generation, the field indexes, the indexer's position in the zone).
+            let query = try RecordQuery.parse(.object(["recordType": .string("Note")]))
+            for _ in 0..<8 {
+                _ = try await QueryStore(store: store).run(query, in: database, scope: .zone("Notes"), limit: 10, after: nil, logger: logger)
             }
             let log = EventLog(store: store)
             var queued: [EventEnvelope] = []
@@ -346,8 +351,9 @@ final class PreparedStatementTests: XCTestCase {
                 return rows
             }
             for (fragment, what) in [
-                ("worker = 'stratus-indexer'", "the indexer's checkpoint move"), ("worker = 'a test''s worker'", "a quoted worker's checkpoint move"),
+                ("FROM worker_checkpoints WHERE worker = 'stratus-indexer'", "the indexer's checkpoint move"), ("FROM worker_checkpoints WHERE worker = 'a test''s worker'", "a quoted worker's checkpoint move"),
                 ("FROM unpublished_events ORDER BY id LIMIT", "the relay's read"),
+                ("c.worker = 'stratus-indexer'", "a query's context"),
             ] {
                 let matching = prepared.filter { $0.statement.contains(fragment) }
                 XCTAssertEqual(matching.count, 1, "one prepared text for \(what)")
