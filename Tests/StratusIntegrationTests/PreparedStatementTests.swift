@@ -42,16 +42,23 @@ final class PreparedStatementTests: XCTestCase {
         })
     }
 
+    /// The statements the store's one connection has prepared, by name: each one's text and how
+    /// many generic and custom plans PostgreSQL made for it.
+    private static func prepared(_ store: PostgresStore) async throws -> [(name: String, statement: String, generic: Int64, custom: Int64)] {
+        try await store.withConnection { connection in
+            var rows: [(String, String, Int64, Int64)] = []
+            for try await row in try await connection.query(
+                "SELECT name, statement, generic_plans, custom_plans FROM pg_prepared_statements ORDER BY name", logger: TestSupport.logger
+            ).decode((String, String, Int64, Int64).self) {
+                rows.append(row)
+            }
+            return rows
+        }
+    }
+
     /// The names of the statements the store's one connection has prepared.
     private static func preparedNames(_ store: PostgresStore) async throws -> [String] {
-        try await store.withConnection { connection in
-            var names: [String] = []
-            for try await name in try await connection.query("SELECT name FROM pg_prepared_statements ORDER BY name", logger: TestSupport.logger)
-                .decode(String.self) {
-                names.append(name)
-            }
-            return names
-        }
+        try await prepared(store).map(\.name)
     }
 
     func testAStatementIsPreparedOnceAndAnswersAsUnprepared() async throws {
@@ -260,14 +267,7 @@ final class PreparedStatementTests: XCTestCase {
             try await write(.create, ["several-a", "several-b"])
             try await write(.forceUpdate, ["several-a", "several-b"])
 
-            let prepared: [(name: String, statement: String, generic: Int64)] = try await store.withConnection { connection in
-                var rows: [(String, String, Int64)] = []
-                for try await row in try await connection.query(
-                    "SELECT name, statement, generic_plans FROM pg_prepared_statements", logger: logger).decode((String, String, Int64).self) {
-                    rows.append(row)
-                }
-                return rows
-            }
+            let prepared = try await Self.prepared(store)
             for fragments in [["WITH buried AS"], ["FROM records", "FOR UPDATE"], ["zone.present"]] {
                 let fragment = fragments.joined(separator: " … ")
                 let matching = prepared.filter { row in fragments.allSatisfy { row.statement.contains($0) } }
@@ -342,14 +342,7 @@ final class PreparedStatementTests: XCTestCase {
                 XCTAssertEqual(last, expected, "\(worker): the checkpoint reads back")
             }
 
-            let prepared: [(statement: String, generic: Int64, custom: Int64)] = try await store.withConnection { connection in
-                var rows: [(String, Int64, Int64)] = []
-                for try await row in try await connection.query(
-                    "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements", logger: logger).decode((String, Int64, Int64).self) {
-                    rows.append(row)
-                }
-                return rows
-            }
+            let prepared = try await Self.prepared(store)
             for (fragment, what) in [
                 ("FROM worker_checkpoints WHERE worker = 'stratus-indexer'", "the indexer's checkpoint move"), ("FROM worker_checkpoints WHERE worker = 'a test''s worker'", "a quoted worker's checkpoint move"),
                 ("FROM unpublished_events ORDER BY id LIMIT", "the relay's read"),
