@@ -15,19 +15,22 @@ public enum QueryIndexStore {
         let record = saved.record
         let recordJSON = String(decoding: EventCoding.encode(record), as: UTF8.self)
         let document = SearchDocument.text(of: record, policy: policy)
-        try await transaction.connection.query("""
+        // Prepared (`Transaction.prepared`): an insert whose conflict is the primary key's has one
+        // plan whatever the values, and a save applied alone (a worker's batch of one event, most
+        // of them at one writer) was planned at every call.
+        for try await _ in try await transaction.prepared("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
                 version, deleted, created_at, modified_at, record, search)
             SELECT g.generation, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(saved.zoneID.zoneName),
                 \(record.recordName), \(record.recordType), \(event.id), false, \(record.created.timestamp), \(record.modified.timestamp),
                 \(recordJSON)::jsonb, to_tsvector(g.language, \(document))
             FROM query_index.generations AS g
-            WHERE g.generation = ANY(coalesce(\(generations)::int[], \(unescaped: servedGenerations)))
+            WHERE g.generation = ANY(coalesce(\(generationsBound(generations))::int[], \(unescaped: servedGenerations)))
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 record_type = EXCLUDED.record_type, version = EXCLUDED.version, deleted = false, created_at = EXCLUDED.created_at,
                 modified_at = EXCLUDED.modified_at, record = EXCLUDED.record, search = EXCLUDED.search
             WHERE r.version < EXCLUDED.version
-            """, logger: transaction.logger)
+            """) {}
     }
 
     /// Applies a run of `record.saved` events with one statement (a batch load or a busy zone brings
@@ -86,7 +89,10 @@ public enum QueryIndexStore {
             records.append(saved.recordJSON)
             documents.append(saved.document)
         }
-        try await transaction.connection.query("""
+        // Prepared, as the save of one record: the rows come as arrays, so the text is the same for
+        // every run, and its plan (the arrays' rows joined with the few generations) is the same
+        // whatever their length.
+        for try await _ in try await transaction.prepared("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
                 version, deleted, created_at, modified_at, record, search)
             SELECT g.generation, s.container, s.environment, s.scope, s.owner, s.zone_name, s.record_name, s.record_type,
@@ -96,12 +102,19 @@ public enum QueryIndexStore {
                         \(records)::text[], \(documents)::text[])
                 AS s(container, environment, scope, owner, zone_name, record_name, record_type, version, created_at, modified_at, record, document)
             CROSS JOIN query_index.generations AS g
-            WHERE g.generation = ANY(coalesce(\(generations)::int[], \(unescaped: servedGenerations)))
+            WHERE g.generation = ANY(coalesce(\(generationsBound(generations))::int[], \(unescaped: servedGenerations)))
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
                 record_type = EXCLUDED.record_type, version = EXCLUDED.version, deleted = false, created_at = EXCLUDED.created_at,
                 modified_at = EXCLUDED.modified_at, record = EXCLUDED.record, search = EXCLUDED.search
             WHERE r.version < EXCLUDED.version
-            """, logger: transaction.logger)
+            """) {}
+    }
+
+    /// `generations` as the statements bind it: `int[]`, the type PostgreSQL gives the parameter of
+    /// a prepared statement whose first call bound NULL (an untyped value, cast to `int[]`), so every
+    /// later call binds the same type.
+    private static func generationsBound(_ generations: [Int]?) -> [Int32]? {
+        generations.map { $0.map { Int32(clamping: $0) } }
     }
 
     /// The most text of one record that full-text search indexes, in UTF-8 bytes (`SearchDocument.maxBytes`).

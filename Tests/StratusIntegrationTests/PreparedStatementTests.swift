@@ -303,12 +303,13 @@ final class PreparedStatementTests: XCTestCase {
         }
     }
 
-    /// A worker's checkpoint move, the relay's read of its queue and a query's context run
-    /// prepared, and PostgreSQL settles on their generic plans instead of planning them at every
-    /// call: the statements that read a worker's checkpoint name the worker in their text, so the
-    /// generic plan reads the worker's partition alone (with the name bound it read all five and
-    /// was planned at every call). A name with a quote in it is kept as it is.
-    func testAWorkersCheckpointAndTheRelaysReadSettleOnGenericPlans() async throws {
+    /// A worker's checkpoint move, the relay's read of its queue, a query's context and the
+    /// indexer's saves (one record's, and a run's in one statement) run prepared, and PostgreSQL
+    /// settles on their generic plans instead of planning them at every call: the statements that
+    /// read a worker's checkpoint name the worker in their text, so the generic plan reads the
+    /// worker's partition alone (with the name bound it read all five and was planned at every
+    /// call). A name with a quote in it is kept as it is.
+    func testWorkerRelayAndIndexerStatementsSettleOnGenericPlans() async throws {
         try await withOneConnection { store, _ in
             let logger = TestSupport.logger
             let (database, _, write) = try await Self.notesZone(store)
@@ -341,12 +342,29 @@ final class PreparedStatementTests: XCTestCase {
                 }
                 XCTAssertEqual(last, expected, "\(worker): the checkpoint reads back")
             }
+            // The indexer's save of one record, as a batch of one event applies it: each save in a
+            // transaction of its own, and each again (an event delivered twice changes nothing).
+            for event in zoneEvents + zoneEvents {
+                try await store.serializable(logger: logger) { transaction in
+                    try await QueryIndexStore.apply(try event.decode(RecordSaved.self), event: event, in: transaction)
+                }
+            }
+            // And a run of saves in one statement, as a batch of events applies them: again, so the
+            // run changes nothing (each row already holds its save).
+            let saves = try zoneEvents.map { (saved: try $0.decode(RecordSaved.self), event: $0) }
+            for _ in 0..<7 {
+                try await store.serializable(logger: logger) { transaction in
+                    try await QueryIndexStore.apply(saves: saves, in: transaction)
+                }
+            }
 
             let prepared = try await Self.prepared(store)
             for (fragment, what) in [
                 ("FROM worker_checkpoints WHERE worker = 'stratus-indexer'", "the indexer's checkpoint move"), ("FROM worker_checkpoints WHERE worker = 'a test''s worker'", "a quoted worker's checkpoint move"),
                 ("FROM unpublished_events ORDER BY id LIMIT", "the relay's read"),
                 ("c.worker = 'stratus-indexer'", "a query's context"),
+                ("to_tsvector(g.language, $", "the indexer's save of one record"),
+                ("to_tsvector(g.language, s.document)", "the indexer's run of saves"),
             ] {
                 let matching = prepared.filter { $0.statement.contains(fragment) }
                 XCTAssertEqual(matching.count, 1, "one prepared text for \(what)")
@@ -354,6 +372,29 @@ final class PreparedStatementTests: XCTestCase {
                 XCTAssertGreaterThan(statement.generic, 0, "PostgreSQL settled on the generic plan of \(what)")
                 XCTAssertLessThanOrEqual(statement.custom, 5, "\(what) is not planned at every call")
             }
+
+            // The same statements naming the generations they write, as a rebuild names its own,
+            // after calls that named none (a NULL, whose type PostgreSQL took from the statement):
+            // the later calls bind that same type.
+            for event in zoneEvents {
+                try await store.serializable(logger: logger) { transaction in
+                    try await QueryIndexStore.apply(try event.decode(RecordSaved.self), event: event, generations: [1], in: transaction)
+                }
+            }
+            try await store.serializable(logger: logger) { transaction in
+                try await QueryIndexStore.apply(saves: saves, generations: [1], in: transaction)
+            }
+            let indexed = try await store.withConnection { connection in
+                var versions: [String: Int64] = [:]
+                for try await (name, version) in try await connection.query(
+                    "SELECT record_name, version FROM query_index.records WHERE zone_name = 'Notes' AND NOT deleted", logger: logger
+                ).decode((String, Int64).self) { versions[name] = version }
+                return versions
+            }
+            var expectedVersions: [String: Int64] = [:]
+            for (saved, event) in saves { expectedVersions[saved.record.recordName] = event.id }
+            XCTAssertEqual(expectedVersions.count, 8)
+            XCTAssertEqual(indexed, expectedVersions, "the index holds each record at its save's event")
         }
     }
 }
