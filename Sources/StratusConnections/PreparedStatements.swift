@@ -19,7 +19,10 @@ import Synchronization
 public final class PreparedStatements: Sendable {
     /// A text's statement: its name and the types its values were bound with when it was first
     /// seen (what PostgreSQL is told when a connection prepares it; a null value's type is left to
-    /// PostgreSQL to infer from where the value is used).
+    /// PostgreSQL to infer from where the value is used). So a value that may be nil must be bound
+    /// with the type its place gives it (`$n::int[]` takes `[Int32]`, not `[Int]`): a first call
+    /// with nil fixes the inferred type for every later call on that connection, and a later value
+    /// of another type is refused (SQLSTATE 42804; `QueryIndexStore`'s generations).
     typealias Named = StatementRegistry<[PostgresDataType]>.Named
 
     /// Which texts are prepared under which names (`StatementRegistry`).

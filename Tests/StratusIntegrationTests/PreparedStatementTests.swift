@@ -344,14 +344,14 @@ final class PreparedStatementTests: XCTestCase {
             }
             // The indexer's save of one record, as a batch of one event applies it: each save in a
             // transaction of its own, and each again (an event delivered twice changes nothing).
-            for event in zoneEvents + zoneEvents {
+            let saves = try zoneEvents.map { (saved: try $0.decode(RecordSaved.self), event: $0) }
+            for (saved, event) in saves + saves {
                 try await store.serializable(logger: logger) { transaction in
-                    try await QueryIndexStore.apply(try event.decode(RecordSaved.self), event: event, in: transaction)
+                    try await QueryIndexStore.apply(saved, event: event, in: transaction)
                 }
             }
             // And a run of saves in one statement, as a batch of events applies them: again, so the
             // run changes nothing (each row already holds its save).
-            let saves = try zoneEvents.map { (saved: try $0.decode(RecordSaved.self), event: $0) }
             for _ in 0..<7 {
                 try await store.serializable(logger: logger) { transaction in
                     try await QueryIndexStore.apply(saves: saves, in: transaction)
@@ -376,9 +376,9 @@ final class PreparedStatementTests: XCTestCase {
             // The same statements naming the generations they write, as a rebuild names its own,
             // after calls that named none (a NULL, whose type PostgreSQL took from the statement):
             // the later calls bind that same type.
-            for event in zoneEvents {
+            for (saved, event) in saves {
                 try await store.serializable(logger: logger) { transaction in
-                    try await QueryIndexStore.apply(try event.decode(RecordSaved.self), event: event, generations: [1], in: transaction)
+                    try await QueryIndexStore.apply(saved, event: event, generations: [1], in: transaction)
                 }
             }
             try await store.serializable(logger: logger) { transaction in
