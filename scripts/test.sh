@@ -50,10 +50,10 @@ unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests|StratusK
 # the restart, took 11.4 s in a fresh-clone run where it started beside the fuzz pass and the drills.)
 serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension|ContainerDeletionTests/testADeletionIsHeard|ContainerLimitsTests/testTwoAPIProcessesHoldAContainersRate)'
 # The serial tests run in two lanes, a process each, so the tail takes the longer lane instead of
-# the sum: an idle worker's PostgreSQL restart (about 17 s, on a server of its own) and the two
-# short waits of its class beside the rest (about 23 s). Together with the drill beside them they
-# keep the cores about half busy.
-serial_lane='^StratusIntegrationTests\.WorkerIdleTests/(testAnIdleWorkerResumesAfterItsPostgreSQLRestarts|testAWait)'
+# the sum: WorkerIdleTests (about 27 s, 17 of them its PostgreSQL restart, on a server of its own)
+# beside the rest (about 15 s). With the drill beside them (about 25 s) they keep the cores about
+# two thirds busy.
+serial_lane='^StratusIntegrationTests\.WorkerIdleTests/'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
 # Those that judge how much load gets through run after the tests, beside the serial tests only; the rest in the background.
 read -r -a drills <<<"${STRATUS_TEST_DRILLS:-pg-restart pool-exhausted api-kill worker-kill broker-restart relay-takeover}"
@@ -381,9 +381,10 @@ else
                 --durations "$STRATUS_ROOT/scripts/test-durations.txt" --record "$STRATUS_ROOT/.build/test-durations.txt"
         fi
         finish_background
-        # Last, the serial tests and the drills that judge how much load gets through, beside each
-        # other: neither loads the cores much (about a fifth and a half of them), so each still
-        # runs as good as alone, and the tail takes the longer of the two instead of their sum.
+        # Last, the serial tests (in their two lanes) and the drills that judge how much load gets
+        # through, beside each other: none loads the cores much (together about two thirds of
+        # them), so each still runs as good as alone, and the tail takes the longest instead of
+        # their sum.
         if ((run_drills && ${#alone_drills[@]} > 0)); then
             in_background "fault drills, beside the serial tests" env STRATUS_BUILD=debug STRATUS_DRILL_BIN="$bin" "$STRATUS_ROOT/scripts/drills.sh" "${alone_drills[@]}"
         fi
