@@ -120,7 +120,9 @@ if [[ "${CI:-}" == true && -x "$STRATUS_CI_SWIFT_FRONTEND" ]]; then
     frontend_dir="$STRATUS_ROOT/.build/ci-frontend"
     mkdir -p "$frontend_dir/bin"
     ln -sfn "$(dirname "$(dirname "$STRATUS_CI_SWIFT_FRONTEND")")/lib" "$frontend_dir/lib"
-    cp "$STRATUS_ROOT/scripts/ci-swift-frontend" "$frontend_dir/bin/swift-frontend"
+    # Copied only when changed, so a later run's build finds its compiler as it was.
+    cmp -s "$STRATUS_ROOT/scripts/ci-swift-frontend" "$frontend_dir/bin/swift-frontend" ||
+        cp "$STRATUS_ROOT/scripts/ci-swift-frontend" "$frontend_dir/bin/swift-frontend"
     SWIFT_DRIVER_SWIFT_FRONTEND_EXEC="$frontend_dir/bin/swift-frontend"
     export SWIFT_DRIVER_SWIFT_FRONTEND_EXEC STRATUS_CI_SWIFT_FRONTEND
 fi
