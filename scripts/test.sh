@@ -51,7 +51,7 @@ unit_tests='^(StratusCoreTests|StratusConnectionsTests|StratusPushTests|StratusK
 serial_tests='^StratusIntegrationTests\.(NonBlockingRuntimeTests|WorkerIdleTests|BenchTests/testIdleMeasurement|ContainerTenancyTests/testASuspension|ContainerDeletionTests/testADeletionIsHeard|ContainerLimitsTests/testTwoAPIProcessesHoldAContainersRate)'
 # The serial tests run in two lanes, a process each, so the tail takes the longer lane instead of
 # the sum: WorkerIdleTests (about 27 s, 17 of them its PostgreSQL restart, on a server of its own)
-# beside the rest (about 15 s). With the drill beside them (about 25 s) they keep the cores about
+# beside the rest (15–23 s in four runs). With the drill beside them (about 25 s) they keep the cores about
 # two thirds busy.
 serial_lane='^StratusIntegrationTests\.WorkerIdleTests/'
 # The drills CI runs: the fast subset that covers every part's recovery (docs/reliability.md).
@@ -106,7 +106,8 @@ timed() {
 
 "$STRATUS_ROOT/scripts/install-deps.sh"
 ensure_swift_on_path || die "swift is not on PATH"
-STRATUS_CI_CLANG="$(dirname "$(command -v swift)")/clang"
+toolchain_bin="$(dirname "$(command -v swift)")"
+STRATUS_CI_CLANG="$toolchain_bin/clang"
 if [[ "${CI:-}" == true && -x "$STRATUS_CI_CLANG" ]]; then
     CC="$STRATUS_ROOT/scripts/ci-cc"
     STRATUS_CI_PCH_DIR="$STRATUS_ROOT/.build/ci-pch"
@@ -115,11 +116,11 @@ fi
 # CI compiles the event loops' hot modules optimized (scripts/ci-swift-frontend, docs/testing.md).
 # The driver finds the toolchain's files next to the frontend it runs (../lib), so the wrapper is
 # installed as a copy in a folder of its own whose lib is the toolchain's.
-STRATUS_CI_SWIFT_FRONTEND="$(dirname "$(command -v swift)")/swift-frontend"
+STRATUS_CI_SWIFT_FRONTEND="$toolchain_bin/swift-frontend"
 if [[ "${CI:-}" == true && -x "$STRATUS_CI_SWIFT_FRONTEND" ]]; then
     frontend_dir="$STRATUS_ROOT/.build/ci-frontend"
     mkdir -p "$frontend_dir/bin"
-    ln -sfn "$(dirname "$(dirname "$STRATUS_CI_SWIFT_FRONTEND")")/lib" "$frontend_dir/lib"
+    ln -sfn "$(dirname "$toolchain_bin")/lib" "$frontend_dir/lib"
     # Copied only when changed, so a later run's build finds its compiler as it was.
     cmp -s "$STRATUS_ROOT/scripts/ci-swift-frontend" "$frontend_dir/bin/swift-frontend" ||
         cp "$STRATUS_ROOT/scripts/ci-swift-frontend" "$frontend_dir/bin/swift-frontend"
