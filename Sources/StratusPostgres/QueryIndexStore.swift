@@ -11,18 +11,25 @@ public enum QueryIndexStore {
     public static func apply(
         _ saved: RecordSaved, event: EventEnvelope, generations: [Int]? = nil, policy: IndexPolicy = .development, in transaction: Transaction
     ) async throws {
-        let database = saved.database
-        let record = saved.record
-        let recordJSON = String(decoding: EventCoding.encode(record), as: UTF8.self)
-        let document = SearchDocument.text(of: record, policy: policy)
+        try await write(
+            one: saved.database, zoneName: saved.zoneID.zoneName, record: saved.record,
+            recordJSON: String(decoding: EventCoding.encode(saved.record), as: UTF8.self),
+            document: SearchDocument.text(of: saved.record, policy: policy), version: event.id, generations: generations, in: transaction)
+    }
+
+    /// Writes one record's save (the row's parts as `RecordSaved.Indexed` holds them).
+    private static func write(
+        one database: DatabaseID, zoneName: String, record: Record, recordJSON: String, document: String, version: Int64,
+        generations: [Int]?, in transaction: Transaction
+    ) async throws {
         // Prepared (`Transaction.prepared`): an insert whose conflict is the primary key's has one
         // plan whatever the values, and a save applied alone (a worker's batch of one event, most
         // of them at one writer) was planned at every call.
         for try await _ in try await transaction.prepared("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
                 version, deleted, created_at, modified_at, record, search)
-            SELECT g.generation, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(saved.zoneID.zoneName),
-                \(record.recordName), \(record.recordType), \(event.id), false, \(record.created.timestamp), \(record.modified.timestamp),
+            SELECT g.generation, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(zoneName),
+                \(record.recordName), \(record.recordType), \(version), false, \(record.created.timestamp), \(record.modified.timestamp),
                 \(recordJSON)::jsonb, to_tsvector(g.language, \(document))
             FROM query_index.generations AS g
             WHERE g.generation = ANY(coalesce(\(generationsBound(generations))::int[], \(unescaped: servedGenerations)))
@@ -33,28 +40,22 @@ public enum QueryIndexStore {
             """) {}
     }
 
-    /// Applies a run of `record.saved` events with one statement (a batch load or a busy zone brings
-    /// hundreds in a row): what applying them one by one leaves — a record saved twice in the run
-    /// takes its latest save, and an event older than what a generation holds changes nothing.
-    /// `generations` names the generations written (nil: every one served or built).
-    public static func apply(saves: [(saved: RecordSaved, event: EventEnvelope)], generations: [Int]? = nil, in transaction: Transaction) async throws {
-        let rows = latestPerRecord(saves) {
-            (RecordKey(database: $0.saved.database, zoneName: $0.saved.zoneID.zoneName, recordName: $0.saved.record.recordName), $0.event.id)
-        }
-        guard !rows.isEmpty else { return }
-        if rows.count == 1 {
-            return try await apply(rows[0].saved, event: rows[0].event, generations: generations, in: transaction)
-        }
-        try await write(rows.map { (RecordSaved.Indexed($0.saved), $0.event.id) }, generations: generations, in: transaction)
-    }
-
-    /// Applies a run of saves already read for the index (`RecordSaved.indexed`, a rebuild's path),
-    /// each with the id of its event, as `apply(saves:)` does.
+    /// Applies a run of saves read for the index (`RecordSaved.indexed`), each with the id of its
+    /// event, with one statement (a batch load or a busy zone brings hundreds in a row): what
+    /// applying them one by one leaves — a record saved twice in the run takes its latest save, and
+    /// an event older than what a generation holds changes nothing. `generations` names the
+    /// generations written (nil: every one served or built).
     public static func apply(indexed saves: [(saved: RecordSaved.Indexed, version: Int64)], generations: [Int]? = nil, in transaction: Transaction) async throws {
         let rows = latestPerRecord(saves) {
             (RecordKey(database: $0.saved.database, zoneName: $0.saved.zoneName, recordName: $0.saved.record.recordName), $0.version)
         }
         guard !rows.isEmpty else { return }
+        if rows.count == 1 {
+            let (saved, version) = rows[0]
+            return try await write(
+                one: saved.database, zoneName: saved.zoneName, record: saved.record, recordJSON: saved.recordJSON, document: saved.document,
+                version: version, generations: generations, in: transaction)
+        }
         try await write(rows, generations: generations, in: transaction)
     }
 

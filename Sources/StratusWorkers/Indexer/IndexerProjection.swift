@@ -24,7 +24,7 @@ public struct IndexerProjection: Projection {
             try await IndexZoneStore.remove(deleted, event: event, in: transaction)
             if includesRecords { try await QueryIndexStore.apply(deleted, event: event, in: transaction) }
         case RecordSaved.eventType where includesRecords:
-            try await QueryIndexStore.apply(event.decode(RecordSaved.self), event: event, in: transaction)
+            try await QueryIndexStore.apply(indexed: [(RecordSaved.indexed(event), event.id)], in: transaction)
         case RecordDeleted.eventType where includesRecords:
             try await QueryIndexStore.apply(RecordDeleted.withoutImage(event), event: event, in: transaction)
         default:
@@ -33,14 +33,16 @@ public struct IndexerProjection: Projection {
     }
 
     /// A batch in order, except that each run of consecutive record saves, and each run of record
-    /// deletions, goes to the index as one statement.
+    /// deletions, goes to the index as one statement. A save is read for the index only
+    /// (`RecordSaved.indexed`: the record's JSON kept as the event holds it, the previous image
+    /// unread), as a rebuild reads it.
     public func apply(_ events: [EventEnvelope], in transaction: Transaction, logger: Logger) async throws {
         guard includesRecords else {
             for event in events { try await apply(event, in: transaction, logger: logger) }
             return
         }
-        try await apply(events, in: transaction, logger: logger, saves: { run in
-            try await QueryIndexStore.apply(saves: run, in: transaction)
+        try await apply(events, in: transaction, logger: logger, readingSave: RecordSaved.indexed, saves: { run in
+            try await QueryIndexStore.apply(indexed: run.map { ($0.saved, $0.event.id) }, in: transaction)
         }, deletions: { run in
             try await QueryIndexStore.apply(deletions: run, in: transaction)
         })

@@ -55,17 +55,17 @@ extension Projection {
     /// holds.
     ///
     /// With `saves`, runs of consecutive record saves go to it the same way, each read by
-    /// `readingSave` (the whole payload by default); a save it reads as nil concerns the projection
-    /// not at all and is passed over. A run of deletions is read without the image of each record's
+    /// `readingSave` (each projection reads only what it needs); a save it reads as nil concerns the
+    /// projection not at all and is passed over. A run of deletions is read without the image of each record's
     /// last fields (`RecordDeleted.withoutImage`): no projection that takes runs needs it.
-    func apply(
+    func apply<Save>(
         _ events: [EventEnvelope], in transaction: Transaction, logger: Logger,
-        readingSave: (EventEnvelope) throws -> RecordSaved? = { try $0.decode(RecordSaved.self) },
-        saves: (([(saved: RecordSaved, event: EventEnvelope)]) async throws -> Void)? = nil,
+        readingSave: (EventEnvelope) throws -> Save?,
+        saves: (([(saved: Save, event: EventEnvelope)]) async throws -> Void)?,
         deletions: ([(deleted: RecordDeleted, event: EventEnvelope)]) async throws -> Void
     ) async throws {
         var deleted: [(deleted: RecordDeleted, event: EventEnvelope)] = []
-        var saved: [(saved: RecordSaved, event: EventEnvelope)] = []
+        var saved: [(saved: Save, event: EventEnvelope)] = []
         func flush() async throws {
             if !deleted.isEmpty { try await deletions(deleted) }
             if !saved.isEmpty, let saves { try await saves(saved) }
