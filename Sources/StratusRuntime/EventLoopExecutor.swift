@@ -12,12 +12,17 @@ extension StratusProcess {
     ///
     /// Call it first in `main`, before any task starts. `STRATUS_TASKS_ON_EVENT_LOOPS=false` keeps
     /// Swift's own pool; any value but true or false stops the process with exit status 2, as every
-    /// configuration problem does. `STRATUS_EVENT_LOOPS` sets how many event loops there are (one
-    /// per core when unset), for the tasks and the connections alike.
-    public static func runTasksOnEventLoops(label: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    /// configuration problem does. `STRATUS_EVENT_LOOPS` sets how many event loops there are, for
+    /// the tasks and the connections alike; when unset, `defaultEventLoops`, or one per core when
+    /// that is nil. A worker applies one batch at a time: on one loop its tasks, its PostgreSQL
+    /// connections' bytes and its statements' answers all stay on one thread (docs/benchmarks.md,
+    /// "The workers' tasks on one event loop").
+    public static func runTasksOnEventLoops(
+        label: String, defaultEventLoops: Int? = nil, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) {
         do {
             // Before anything uses the shared loops: their number is fixed when they are made.
-            if let count = try eventLoops(environment) { NIOSingletons.groupLoopCountSuggestion = count }
+            if let count = try eventLoops(environment) ?? defaultEventLoops { NIOSingletons.groupLoopCountSuggestion = count }
             guard try tasksOnEventLoops(environment) else { return }
         } catch {
             FileHandle.standardError.write(Data("\(label): \(error)\n".utf8))

@@ -347,6 +347,33 @@ final class ConfigurationTests: XCTestCase {
         }
     }
 
+    /// A worker runs its tasks on one event loop unless STRATUS_EVENT_LOOPS asks for more (it
+    /// applies one batch at a time; docs/benchmarks.md, "The workers' tasks on one event loop").
+    func testAWorkerRunsOneEventLoopUnlessToldOtherwise() async throws {
+        let brokers = try TestSupport.kafkaBrokers()
+        try await TestSupport.withMigratedStore { _, url in
+            for (asked, loops) in [(nil, 1), ("2", 2)] as [(String?, Int)] {
+                let topic = "configuration-\(UUID().uuidString.prefix(8))"
+                var settings = ["STRATUS_DATABASE_URL": url, "STRATUS_KAFKA_BROKERS": brokers, "STRATUS_TOPIC": topic, "STRATUS_CONSUMER_GROUP_SUFFIX": topic]
+                settings["STRATUS_EVENT_LOOPS"] = asked
+                try await StratusExecutable.with("stratus-indexer", settings: settings) { indexer in
+                    func loopThreads() throws -> Set<String> {
+                        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(indexer.processIdentifier)/task")
+                        let names = tasks.compactMap { try? String(contentsOfFile: "/proc/\(indexer.processIdentifier)/task/\($0)/comm", encoding: .utf8) }
+                        return Set(names.filter { $0.hasPrefix("NIO-SGLTN-") })
+                    }
+                    // The loops start with the process's first task; every loop names its thread as it starts.
+                    try await TestSupport.eventually(timeout: .seconds(20), "stratus-indexer's event loops to start") {
+                        try indexer.requireRunning()
+                        return try loopThreads().count >= loops
+                    }
+                    let threads = try loopThreads()
+                    XCTAssertEqual(threads.count, loops, "STRATUS_EVENT_LOOPS=\(asked ?? "unset"): \(threads.sorted())")
+                }
+            }
+        }
+    }
+
     /// `stratus-api` keeps every connection of its pools open unless told otherwise (its listeners
     /// and the relay's lock hold connections of their own besides, named apart).
     func testStratusAPIKeepsItsConnectionsOpenUnlessToldOtherwise() async throws {
