@@ -143,6 +143,11 @@ public struct StratusConfiguration: Sendable {
         worker.consumerGroupSuffix = environment["STRATUS_CONSUMER_GROUP_SUFFIX"].flatMap { $0.isEmpty ? nil : $0 }
         let idleAfter = try int("STRATUS_WORKER_IDLE_AFTER_MS", 1000)
         worker.idleAfter = idleAfter > 0 ? .milliseconds(idleAfter) : nil
+        let linger = try int("STRATUS_WORKER_LINGER_MS", 10)
+        guard (0...1000).contains(linger) else {
+            throw ConfigurationProblem("STRATUS_WORKER_LINGER_MS must be 0 (off) to 1000, got \(linger)")
+        }
+        worker.linger = linger > 0 ? .milliseconds(linger) : nil
         let deploymentText = environment["STRATUS_DEPLOYMENT"] ?? Deployment.development.rawValue
         guard let deployment = Deployment(rawValue: deploymentText) else {
             throw ConfigurationProblem("STRATUS_DEPLOYMENT must be 'development' or 'production', not '\(deploymentText)'")

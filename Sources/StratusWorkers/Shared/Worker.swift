@@ -15,6 +15,11 @@ public struct WorkerConfiguration: Sendable {
     public var batchSize: Int = 500
     /// How long one poll waits for the first message.
     public var pollTimeout: Duration = .milliseconds(500)
+    /// While events arrive less than this far apart, a batch waits up to this long after its first
+    /// message for more (until `batchSize`), so a steady stream of single writes is applied a few
+    /// events to a transaction rather than one; a lone event (the first after a pause longer than
+    /// this) is applied at once. nil: every batch is what one poll finds.
+    public var linger: Duration? = .milliseconds(10)
     /// The longest pause between retries of a failing apply.
     public var maxBackoff: Duration = .seconds(10)
     /// Attempts before an event that keeps failing to apply is set aside as a dead letter (an event
@@ -172,8 +177,18 @@ public final class Worker: Service, Sendable {
         var lastMessage = ContinuousClock.now
         // The event log's last id when the worker last considered pausing.
         var lastEventID: Int64?
+        // When the last batch's messages were in hand.
+        var lastArrival: ContinuousClock.Instant?
         while !Task.isCancelled {
-            let messages = try await consumer.poll(maxMessages: configuration.batchSize, timeout: configuration.pollTimeout)
+            var messages = try await consumer.poll(maxMessages: configuration.batchSize, timeout: configuration.pollTimeout)
+            if !messages.isEmpty {
+                let arrival = ContinuousClock.now
+                // A stream of events (this one close behind the last): gather more of it first.
+                if let linger = configuration.linger, let lastArrival, arrival - lastArrival < linger {
+                    try await gather(into: &messages, from: consumer, until: arrival + linger)
+                }
+                lastArrival = .now
+            }
             if messages.isEmpty {
                 if let lag = try? consumer.lag() { lagGauge.record(lag) }
                 if ContinuousClock.now - lastReconcile >= configuration.reconcileInterval {
@@ -262,6 +277,17 @@ public final class Worker: Service, Sendable {
             }
             try await consumer.commit(Array(next.values))
             if let lag = try? consumer.lag() { lagGauge.record(lag) }
+        }
+    }
+
+    /// Polls for more messages until `deadline` or a full batch; stops early when a poll finds none.
+    private func gather(into messages: inout [KafkaMessage], from consumer: KafkaConsumer, until deadline: ContinuousClock.Instant) async throws {
+        while messages.count < configuration.batchSize {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return }
+            let more = try await consumer.poll(maxMessages: configuration.batchSize - messages.count, timeout: left)
+            guard !more.isEmpty else { return }
+            messages += more
         }
     }
 
