@@ -39,6 +39,8 @@ public final class KafkaConsumer: Sendable {
     private let handle: ClientHandle
     private let queue: DispatchQueueBox
     private let logger: Logger
+    /// Set by `close()` before it waits for the queue, so a commit waiting there gives way to it.
+    private let closing = Flag()
 
     /// Joins `groupID` and subscribes to `topics`.
     public init(configuration: KafkaClientConfiguration, groupID: String, topics: [String], logger: Logger) throws {
@@ -69,7 +71,8 @@ public final class KafkaConsumer: Sendable {
     /// A released consumer leaves its group on its own queue; nothing here waits.
     deinit {
         let handle = handle
-        queue.queue.async { Self.tearDown(handle) }
+        let logger = logger
+        queue.queue.async { Self.tearDown(handle, timeout: Self.defaultCloseTimeout, logger: logger) }
     }
 
     /// Up to `maxMessages` messages, waiting at most `timeout` for the first; empty on timeout.
@@ -105,16 +108,47 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
-    /// Commits, synchronously, the next offset to read for each partition.
-    public func commit(_ offsets: [KafkaTopicPartitionOffset]) async throws {
+    /// Commits the next offset to read for each partition, and waits for the broker's answer at
+    /// most `timeout`; past it, throws a retriable error, and the consumer can be closed or used
+    /// again. librdkafka retries a commit whose broker died before answering for as long as it finds
+    /// no coordinator for the group, so a synchronous commit could wait for good, on the consumer's
+    /// queue, with `close()` behind it. A commit given up may still be applied later; until then what
+    /// it covers is delivered again, which the workers apply idempotently. A commit waiting when
+    /// `close()` is called gives way to it at once.
+    public func commit(_ offsets: [KafkaTopicPartitionOffset], timeout: Duration = .seconds(10)) async throws {
         guard !offsets.isEmpty else { return }
         let handle = handle
+        let closing = closing
         try await Blocking.run(on: queue) {
-            guard let pointer = handle.pointer else { throw KafkaError(code: -1, message: "the consumer is closed", isFatal: true, isRetriable: false) }
+            guard let pointer = handle.pointer, !closing.isSet else {
+                throw KafkaError(code: -1, message: "the consumer is closed", isFatal: true, isRetriable: false)
+            }
+            guard let answers = rd_kafka_queue_new(pointer) else {
+                throw KafkaError(code: -1, message: "commit: cannot allocate a queue", isFatal: false, isRetriable: true)
+            }
+            // An answer that comes after the wait ends is dropped with the queue.
+            defer { rd_kafka_queue_destroy(answers) }
             let list = PartitionList.make(offsets)
             defer { rd_kafka_topic_partition_list_destroy(list) }
-            let error = rd_kafka_commit(pointer, list, 0)
+            let error = rd_kafka_commit_queue(pointer, list, answers, nil, nil)
             guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: "commit") }
+            let deadline = ContinuousClock.now + timeout
+            while true {
+                if closing.isSet {
+                    throw KafkaError(code: -1, message: "commit: the consumer is closing; its answer was not awaited", isFatal: true, isRetriable: false)
+                }
+                let remaining = deadline - ContinuousClock.now
+                guard remaining > .zero else {
+                    throw KafkaError(RD_KAFKA_RESP_ERR__TIMED_OUT, context: "commit: no answer within \(timeout)")
+                }
+                // In slices, so that a close waiting behind the commit is noticed.
+                guard let event = rd_kafka_queue_poll(answers, min(StratusKafka.milliseconds(remaining), 100)) else { continue }
+                defer { rd_kafka_event_destroy(event) }
+                guard rd_kafka_event_type(event) == RD_KAFKA_EVENT_OFFSET_COMMIT else { continue }
+                let error = rd_kafka_event_error(event)
+                guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: "commit") }
+                return
+            }
         }
     }
 
@@ -172,17 +206,50 @@ public final class KafkaConsumer: Sendable {
         return lag
     }
 
+    /// How long `close()` waits for the consumer to leave its group, unless told otherwise.
+    public static let defaultCloseTimeout: Duration = .seconds(5)
+
     /// Leaves the group and destroys the consumer, on the consumer's own queue (leaving can take a
-    /// while: librdkafka commits and waits for the group), so no cooperative thread is held. Safe to
-    /// call more than once.
-    public func close() async {
+    /// while: librdkafka waits for the group), so no cooperative thread is held. Leaving waits at most
+    /// `timeout`: with the broker gone, or a commit librdkafka still retries, it never ends, and the
+    /// consumer is then destroyed without it (the group drops the member when its session times
+    /// out). A commit waiting on the queue gives way first. Safe to call more than once.
+    public func close(timeout: Duration = KafkaConsumer.defaultCloseTimeout) async {
+        _ = closing.set()
         let handle = handle
-        _ = try? await Blocking.run(on: queue) { Self.tearDown(handle) }
+        let logger = logger
+        _ = try? await Blocking.run(on: queue) { Self.tearDown(handle, timeout: timeout, logger: logger) }
     }
 
-    private static func tearDown(_ handle: ClientHandle) {
+    private static func tearDown(_ handle: ClientHandle, timeout: Duration, logger: Logger) {
         guard let pointer = handle.take() else { return }
-        rd_kafka_consumer_close(pointer)
-        rd_kafka_destroy(pointer)
+        if leave(pointer, timeout: timeout) {
+            rd_kafka_destroy(pointer)
+        } else {
+            logger.notice("the consumer did not leave its group; destroying it without leaving", metadata: ["timeout": "\(timeout)"])
+            rd_kafka_destroy_flags(pointer, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE)
+        }
+    }
+
+    /// Asks the consumer to leave its group and serves the events of leaving for at most `timeout`;
+    /// whether it left (false also when librdkafka refuses, e.g. after a fatal error).
+    private static func leave(_ pointer: OpaquePointer, timeout: Duration) -> Bool {
+        guard let events = rd_kafka_queue_new(pointer) else { return false }
+        defer { rd_kafka_queue_destroy(events) }
+        if let error = rd_kafka_consumer_close_queue(pointer, events) {
+            rd_kafka_error_destroy(error)
+            return false
+        }
+        let deadline = ContinuousClock.now + timeout
+        while rd_kafka_consumer_closed(pointer) == 0 {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return false }
+            guard let event = rd_kafka_queue_poll(events, min(StratusKafka.milliseconds(remaining), 100)) else { continue }
+            // The partitions taken away as the consumer leaves: given up, as librdkafka does itself
+            // when nobody handles its rebalances.
+            if rd_kafka_event_type(event) == RD_KAFKA_EVENT_REBALANCE { _ = rd_kafka_assign(pointer, nil) }
+            rd_kafka_event_destroy(event)
+        }
+        return true
     }
 }
