@@ -7,6 +7,13 @@ import StratusWorkers
 import Synchronization
 import XCTest
 
+/// Looks taken at the live index, counted across tasks.
+private final class Looks: Sendable {
+    private let taken = Mutex(0)
+    var count: Int { taken.withLock { $0 } }
+    func add() { taken.withLock { $0 += 1 } }
+}
+
 /// `stratus replay stratus-indexer` rebuilds the query index into a new generation: queries keep
 /// their answers while it runs, and it ends with the same index and zone directory.
 final class IndexerReplayTests: XCTestCase {
@@ -33,8 +40,12 @@ final class IndexerReplayTests: XCTestCase {
             XCTAssertEqual(before.zones, ["Replayed"])
 
             // While the replay runs (in pages of 5 events), the live generation never loses a record.
+            let looks = Looks()
             let smallest = try await withThrowingTaskGroup(of: Int?.self) { group in
                 group.addTask {
+                    // Not before the first look has ended: a replay this small can otherwise end
+                    // before any look does (a loaded machine), and then nothing was checked.
+                    try await TestSupport.eventually(timeout: .seconds(30), "a first look at the live index") { looks.count > 0 }
                     try await IndexerReplay(store: store, kafka: nil, topic: "unused").run(pageSize: 5, logger: logger)
                     return nil
                 }
@@ -43,6 +54,7 @@ final class IndexerReplayTests: XCTestCase {
                     while !Task.isCancelled {
                         do {
                             smallest = min(smallest, try await Self.snapshot(store).live)
+                            looks.add()
                         } catch where Task.isCancelled {
                             break  // the replay finished while this look was under way
                         }
