@@ -75,7 +75,9 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Produces the messages in order and waits for every delivery report; one result per message.
-    /// Throws when the producer is in a fatal state.
+    /// Throws when the producer is in a fatal state. A cancelled send stops waiting at once: each
+    /// message whose report has not come fails as retriable (it may still be delivered), so a
+    /// process told to stop while its broker is away is not held until `message.timeout.ms`.
     public func send(_ messages: [KafkaOutgoingMessage], timeout: Duration) async throws -> [Result<Void, KafkaError>] {
         if let fatalError { throw fatalError }
         guard !messages.isEmpty else { return [] }
@@ -87,7 +89,11 @@ public final class KafkaProducer: Sendable {
         // dispatch queue (not a task of its own), which runs out even if the caller is cancelled.
         let backstop = DispatchWorkItem { batch.expire() }
         DispatchQueue.global().asyncAfter(deadline: .now() + (timeout + .seconds(5)) / .seconds(1), execute: backstop)
-        let results = await withCheckedContinuation { batch.start($0) }
+        let results = await withTaskCancellationHandler {
+            await withCheckedContinuation { batch.start($0) }
+        } onCancel: {
+            batch.expire(KafkaError(code: RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue, message: "the send was cancelled before its delivery report came"))
+        }
         backstop.cancel()
         if results.contains(where: { if case .failure = $0 { true } else { false } }), let fatalError { throw fatalError }
         return results
@@ -224,11 +230,11 @@ final class DeliveryBatch: Sendable {
         }
     }
 
-    /// Reports every message still outstanding as timed out.
-    func expire() {
+    /// Reports every message still outstanding as failed with `error` (by default: timed out).
+    func expire(_ error: KafkaError = KafkaError(code: RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue, message: "no delivery report in time")) {
         finish { state in
             for index in state.results.indices where state.results[index] == nil {
-                state.results[index] = .failure(KafkaError(code: RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue, message: "no delivery report in time"))
+                state.results[index] = .failure(error)
             }
             state.remaining = 0
             return true

@@ -55,11 +55,17 @@ public final class Relay: Service, Sendable {
 
     /// Runs until graceful shutdown or cancellation.
     public func run() async throws {
-        try await cancelWhenGracefulShutdown { [self] in
-            try await withThrowingDiscardingTaskGroup { group in
-                group.addTask { try await self.listenForCommits() }
-                group.addTask { try await self.publishWhileLeader() }
+        do {
+            try await cancelWhenGracefulShutdown { [self] in
+                try await withThrowingDiscardingTaskGroup { group in
+                    group.addTask { try await self.listenForCommits() }
+                    group.addTask { try await self.publishWhileLeader() }
+                }
             }
+        } catch where Task.isShuttingDownGracefully || Task.isCancelled {
+            // Graceful shutdown cancels the relay wherever it waits (a send, a backoff after the
+            // broker went away): the relay's end, not a failure — a service that throws makes the
+            // process exit 1. What it had not published is published by the next relay.
         }
     }
 

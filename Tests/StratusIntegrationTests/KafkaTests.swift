@@ -70,6 +70,30 @@ final class KafkaTests: XCTestCase {
         return received
     }
 
+    /// A send waiting for a broker that does not answer returns as soon as its task is cancelled,
+    /// its message failed as retriable, rather than after `message.timeout.ms` (a relay told to
+    /// stop while its broker is away held its process that long).
+    func testACancelledSendReturnsAtOnceWithItsMessagesFailed() async throws {
+        var configuration = KafkaClientConfiguration(brokers: "127.0.0.1:9")
+        configuration.messageTimeoutMilliseconds = 60_000
+        let producer = try KafkaProducer(configuration: configuration, logger: TestSupport.logger)
+        let clock = ContinuousClock()
+        let sending = Task {
+            try await producer.send([KafkaOutgoingMessage(topic: "cancelled-send", key: Array("k".utf8), value: Array("v".utf8))], timeout: .seconds(60))
+        }
+        // Setup, not an assertion: the send has produced its message and waits for the report.
+        try await Task.sleep(for: .milliseconds(300))
+        let cancelled = clock.now
+        sending.cancel()
+        let results = try await sending.value
+        XCTAssertLessThan(clock.now - cancelled, .seconds(5), "the cancelled send returned without waiting for its report")
+        XCTAssertEqual(results.count, 1)
+        guard case .failure(let error) = results.first else { return XCTFail("an undelivered message cannot succeed: \(results)") }
+        XCTAssertTrue(error.isRetriable, "\(error)")
+        XCTAssertFalse(error.isFatal, "\(error)")
+        await producer.close()
+    }
+
     /// Sends racing a producer's close: senders send again as soon as a send returns (the purge at
     /// the end of closing answers them all at once, right before the producer is destroyed), so some
     /// send always races the destruction. Every send returns or throws, and none reaches librdkafka
