@@ -6,31 +6,25 @@ import StratusCore
 
 /// The query index: written by the indexer from record events, read by `records/query`.
 public enum QueryIndexStore {
-    /// Applies `record.saved` to every generation being served or built; an event older than what a
-    /// generation holds for the record changes nothing.
-    public static func apply(
-        _ saved: RecordSaved, event: EventEnvelope, generations: [Int]? = nil, policy: IndexPolicy = .development, in transaction: Transaction
-    ) async throws {
-        try await write(
-            one: saved.database, zoneName: saved.zoneID.zoneName, record: saved.record,
-            recordJSON: String(decoding: EventCoding.encode(saved.record), as: UTF8.self),
-            document: SearchDocument.text(of: saved.record, policy: policy), version: event.id, generations: generations, in: transaction)
+    /// Applies `record.saved` to every generation being served or built (or those `generations`
+    /// names); an event older than what a generation holds for the record changes nothing.
+    public static func apply(_ saved: RecordSaved, event: EventEnvelope, generations: [Int]? = nil, in transaction: Transaction) async throws {
+        try await write(one: (RecordSaved.Indexed(saved), event.id), generations: generations, in: transaction)
     }
 
-    /// Writes one record's save (the row's parts as `RecordSaved.Indexed` holds them).
-    private static func write(
-        one database: DatabaseID, zoneName: String, record: Record, recordJSON: String, document: String, version: Int64,
-        generations: [Int]?, in transaction: Transaction
-    ) async throws {
+    /// Writes one record's save.
+    private static func write(one row: (saved: RecordSaved.Indexed, version: Int64), generations: [Int]?, in transaction: Transaction) async throws {
+        let (saved, version) = row
+        let database = saved.database, record = saved.record
         // Prepared (`Transaction.prepared`): an insert whose conflict is the primary key's has one
         // plan whatever the values, and a save applied alone (a worker's batch of one event, most
         // of them at one writer) was planned at every call.
         for try await _ in try await transaction.prepared("""
             INSERT INTO query_index.records AS r (generation, container, environment, scope, owner, zone_name, record_name, record_type,
                 version, deleted, created_at, modified_at, record, search)
-            SELECT g.generation, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(zoneName),
+            SELECT g.generation, \(database.container), \(database.environment.rawValue), \(database.scope.rawValue), \(database.owner), \(saved.zoneName),
                 \(record.recordName), \(record.recordType), \(version), false, \(record.created.timestamp), \(record.modified.timestamp),
-                \(recordJSON)::jsonb, to_tsvector(g.language, \(document))
+                \(saved.recordJSON)::jsonb, to_tsvector(g.language, \(saved.document))
             FROM query_index.generations AS g
             WHERE g.generation = ANY(coalesce(\(generationsBound(generations))::int[], \(unescaped: servedGenerations)))
             ON CONFLICT (generation, container, environment, scope, owner, zone_name, record_name) DO UPDATE SET
@@ -50,12 +44,7 @@ public enum QueryIndexStore {
             (RecordKey(database: $0.saved.database, zoneName: $0.saved.zoneName, recordName: $0.saved.record.recordName), $0.version)
         }
         guard !rows.isEmpty else { return }
-        if rows.count == 1 {
-            let (saved, version) = rows[0]
-            return try await write(
-                one: saved.database, zoneName: saved.zoneName, record: saved.record, recordJSON: saved.recordJSON, document: saved.document,
-                version: version, generations: generations, in: transaction)
-        }
+        if rows.count == 1 { return try await write(one: rows[0], generations: generations, in: transaction) }
         try await write(rows, generations: generations, in: transaction)
     }
 

@@ -54,21 +54,21 @@ extension Projection {
     /// and whatever follows a run, is applied after the run, so the order a record's events take
     /// holds.
     ///
-    /// With `saves`, runs of consecutive record saves go to it the same way, each read by
-    /// `readingSave` (each projection reads only what it needs); a save it reads as nil concerns the
-    /// projection not at all and is passed over. A run of deletions is read without the image of each record's
+    /// Runs of consecutive record saves go to `saves` the same way, each read by `readingSave`
+    /// (each projection reads only what it needs); a save it reads as nil concerns the projection
+    /// not at all and is passed over. A run of deletions is read without the image of each record's
     /// last fields (`RecordDeleted.withoutImage`): no projection that takes runs needs it.
     func apply<Save>(
         _ events: [EventEnvelope], in transaction: Transaction, logger: Logger,
         readingSave: (EventEnvelope) throws -> Save?,
-        saves: (([(saved: Save, event: EventEnvelope)]) async throws -> Void)?,
+        saves: ([(saved: Save, event: EventEnvelope)]) async throws -> Void,
         deletions: ([(deleted: RecordDeleted, event: EventEnvelope)]) async throws -> Void
     ) async throws {
         var deleted: [(deleted: RecordDeleted, event: EventEnvelope)] = []
         var saved: [(saved: Save, event: EventEnvelope)] = []
         func flush() async throws {
             if !deleted.isEmpty { try await deletions(deleted) }
-            if !saved.isEmpty, let saves { try await saves(saved) }
+            if !saved.isEmpty { try await saves(saved) }
             deleted.removeAll()
             saved.removeAll()
         }
@@ -76,7 +76,7 @@ extension Projection {
             if event.type == RecordDeleted.eventType {
                 if !saved.isEmpty { try await flush() }
                 deleted.append((try RecordDeleted.withoutImage(event), event))
-            } else if saves != nil, event.type == RecordSaved.eventType {
+            } else if event.type == RecordSaved.eventType {
                 if !deleted.isEmpty { try await flush() }
                 if let save = try readingSave(event) { saved.append((save, event)) }
             } else {
