@@ -147,6 +147,11 @@ public final class KafkaConsumer: Sendable {
                 guard rd_kafka_event_type(event) == RD_KAFKA_EVENT_OFFSET_COMMIT else { continue }
                 let error = rd_kafka_event_error(event)
                 guard error == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(error, context: "commit") }
+                // A partition the commit did not reach carries its own error.
+                if let list = rd_kafka_event_topic_partition_list(event),
+                   let failed = PartitionList.entries(list).first(where: { $0.error != RD_KAFKA_RESP_ERR_NO_ERROR }) {
+                    throw KafkaError(failed.error, context: "commit of \(failed.topic)/\(failed.partition)")
+                }
                 return
             }
         }

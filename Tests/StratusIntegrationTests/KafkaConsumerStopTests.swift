@@ -50,8 +50,7 @@ final class KafkaConsumerStopTests: XCTestCase {
     private func commitToABrokerThatDies(
         _ broker: Broker, _ consumer: KafkaConsumer, _ offsets: [KafkaTopicPartitionOffset], timeout: Duration = .seconds(10)
     ) async throws -> Outcome {
-        let pid = try XCTUnwrap(Self.processID(listeningOn: broker.port), "the broker's process")
-        XCTAssertEqual(kill(pid, SIGSTOP), 0)
+        try broker.freeze()
         let commit = Outcome()
         Task { await commit.record { try await consumer.commit(offsets, timeout: timeout) } }
         // Setup, not an assertion: the time for the commit to be sent to the stopped broker.
@@ -82,18 +81,6 @@ final class KafkaConsumerStopTests: XCTestCase {
         let offsets = received.map { KafkaTopicPartitionOffset(topic: $0.topic, partition: $0.partition, offset: $0.offset + 1) }
         try await consumer.commit(offsets)
         return (broker, consumer, offsets)
-    }
-
-    /// The process whose command line has the listener URL of `port` (`Broker` has no way to
-    /// stop its process without killing it).
-    private static func processID(listeningOn port: Int) -> pid_t? {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
-        for entry in entries {
-            guard let pid = pid_t(entry), let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
-            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            if arguments.contains("broker"), arguments.contains("tcp://127.0.0.1:\(port)") { return pid }
-        }
-        return nil
     }
 }
 

@@ -38,6 +38,22 @@ public final class Broker: @unchecked Sendable {
         throw TestSupport.MissingServer(description: "broker did not start on port \(port)")
     }
 
+    /// Stops the broker's process (SIGSTOP) without ending it: its connections stay open and
+    /// nothing it receives is answered. Returns once the process is stopped.
+    public func freeze() throws {
+        guard let process else { throw TestSupport.MissingServer(description: "the broker is not running") }
+        let pid = process.processIdentifier
+        guard Glibc.kill(pid, SIGSTOP) == 0 else { throw TestSupport.MissingServer(description: "could not stop the broker") }
+        // The state field of /proc/<pid>/stat turns to T once the stop has taken effect.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+               let state = stat.split(separator: ")").last?.split(separator: " ").first, state == "T" { return }
+            usleep(10_000)
+        }
+        throw TestSupport.MissingServer(description: "the broker did not stop")
+    }
+
     /// Kills the broker at once (SIGKILL: it does not stop on SIGTERM); everything it held is gone.
     public func kill() {
         guard let process else { return }
