@@ -37,11 +37,12 @@ extension PostgresQuery.StringInterpolation {
     /// (`RecordWireAgreementTests`): the row's `wire_head` (migration 0031: every member up to
     /// `recordType`, written when the row was) with each reference given its zone
     /// (`StoredReferenceZone`), then `share`, `shortGUID` and `zoneID`, with `zoneID` (a bound
-    /// value) for the zone id dictionary's text. For a row without an asset field.
+    /// value) for the zone id dictionary's text. For a row without an asset field; the references
+    /// are searched for only in a row that holds one (`holds_reference`, migration 0051).
     fileprivate mutating func appendInterpolation(wireOf zoneID: String) {
-        appendLiteral("(replace(wire_head, '\(StoredReferenceZone.opening)', '\(StoredReferenceZone.zonedPrefix)' || ")
+        appendLiteral("((CASE WHEN holds_reference THEN replace(wire_head, '\(StoredReferenceZone.opening)', '\(StoredReferenceZone.zonedPrefix)' || ")
         appendInterpolation(zoneID)
-        appendLiteral("::text || '\(StoredReferenceZone.zonedSuffix)')")
+        appendLiteral("::text || '\(StoredReferenceZone.zonedSuffix)') ELSE wire_head END)")
         appendLiteral(" || coalesce('\"share\":{\"recordName\":' || json_string(share) || ',\"zoneID\":' || ")
         appendInterpolation(zoneID)
         appendLiteral("::text || '},', '') || coalesce('\"shortGUID\":' || json_string(short_guid) || ',', '') || '\"zoneID\":' || ")
@@ -67,13 +68,13 @@ extension PostgresQuery.StringInterpolation {
         // the statement's time; docs/benchmarks.md).
         appendLiteral(" AND NOT deleted), page AS (SELECT version, record_name, record_type, deleted, bytes, text,")
         appendLiteral(" sum(bytes) OVER w AS running, row_number() OVER w AS position FROM (")
-        // The records' part: the size and wire form written with the row (migration 0031). An
-        // asset field's type can stand only in the fields' own members: in any string it is escaped.
+        // The records' part: the size, wire form and flags written with the row (migrations 0031
+        // and 0051).
         appendLiteral("(SELECT version, record_name, record_type, NOT \(live) AS deleted,")
         appendLiteral(" (CASE WHEN \(live) THEN fields_bytes ELSE 0 END) AS bytes,")
         appendLiteral(" (CASE WHEN NOT \(live) OR record_type = ")
         appendInterpolation(ShareRecord.recordType)
-        appendLiteral(#" OR strpos(wire_head, '"type": "ASSETID') > 0 THEN NULL ELSE "#)
+        appendLiteral(" OR holds_asset THEN NULL ELSE ")
         appendInterpolation(wireOf: c.wire)
         appendLiteral(" END) AS text FROM records WHERE ")
         appendInterpolation(zone: c.zone.zoneName, of: c.database)
@@ -448,6 +449,13 @@ public struct SyncStore: Sendable {
             // `kept`: the page ends before the first candidate past `limit` or past the byte budget
             // (but for the first, when it always fits) — `fit`'s rule, which the running total makes
             // a prefix. A deletion is written as the API writes one.
+            //
+            // The aggregates read `kept` in page order without sorting it: a scan of a materialized
+            // common table expression returns its rows in the order they were stored, which is the
+            // window's (page) order. An `ORDER BY position` in `string_agg` copied and sorted every
+            // entry's text again, about a tenth of the statement (docs/benchmarks.md, "Sync pages
+            // joined without sorting"); `SyncPageWireTests` checks the entries' order.
+            let last = candidates.order == "DESC" ? "min" : "max"
             let rows = try await connection.query("""
                 WITH \(pageOf: candidates), kept AS (
                     SELECT * FROM page
@@ -457,10 +465,9 @@ public struct SyncStore: Sendable {
                        (SELECT count(*) FROM page), s.count, s.bytes, s.last_version, s.whole, s.text
                 FROM zone LEFT JOIN (
                     SELECT count(*) AS count, coalesce(sum(bytes), 0)::int8 AS bytes,
-                           (array_agg(version ORDER BY position DESC))[1] AS last_version,
+                           \(unescaped: last)(version) AS last_version,
                            coalesce(bool_and(deleted OR text IS NOT NULL), true) AS whole,
-                           string_agg(CASE WHEN deleted THEN '{"deleted":true,"recordName":' || to_json(record_name)::text || '}' ELSE text END, ','
-                                      ORDER BY position) AS text
+                           string_agg(CASE WHEN deleted THEN '{"deleted":true,"recordName":' || to_json(record_name)::text || '}' ELSE text END, ',') AS text
                     FROM kept
                 ) AS s ON true
                 """, preparedIn: statements, logger: logger)
