@@ -178,3 +178,15 @@ public struct SecretKey: Sendable, CustomStringConvertible {
 
     public var description: String { "SecretKey(redacted)" }
 }
+
+extension WebAuthToken: JSONDirectReadable {
+    /// The token from its JSON, as its `Decodable` reads it (`u`, `c`, `e` required; `p`, `s`
+    /// absent or null when not set); nil for anything else. Read on every request that carries one.
+    public init?(json: JSONValue) {
+        guard case .object(let members) = json, let user = JSONValue.text(of: members["u"]), let container = JSONValue.text(of: members["c"]),
+              let expiresAt = JSONValue.integer(of: members["e"]), let epoch = JSONValue.optionalInt(members["p"]),
+              let session = JSONValue.optionalString(members["s"])
+        else { return nil }
+        self.init(userRecordName: user, container: container, expiresAt: expiresAt, credentialEpoch: epoch, sessionID: session)
+    }
+}

@@ -54,6 +54,57 @@ final class EncoderFormTests: XCTestCase {
         }
     }
 
+    /// A zone sync token (signed on every sync page) with every optional member set and unset,
+    /// and zone keys that need escaping; and read back directly as `JSONDecoder` reads it.
+    func testZoneSyncTokensAreWrittenAndReadAsTheCoderDoes() throws {
+        let optionals: [Int64?] = [nil, 0, -1, Int64.max]
+        var tokens = 0
+        for key in Self.strings + ["iCloud.a/development/private/_u1/Notes"] {
+            for upTo in optionals {
+                for below in optionals {
+                    for horizon in optionals {
+                        let token = ZoneSyncToken(zoneKey: key, incarnation: UUID(), version: upTo ?? 7, reverseUpTo: upTo, reverseBelow: below, horizon: horizon)
+                        let written = try XCTUnwrap(Self.direct(token))
+                        XCTAssertEqual(written, try Self.encoderBytes(token), key)
+                        let json = try JSONParser.parse(written)
+                        XCTAssertEqual(ZoneSyncToken(json: json), try JSONDecoder().decode(ZoneSyncToken.self, from: Data(written.utf8)), key)
+                        tokens += 1
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(tokens, 12 * 4 * 4 * 4)
+        // Explicit nulls read as unset, as `decodeIfPresent` reads them.
+        let id = UUID()
+        let nulls = try JSONParser.parse(#"{"b":null,"h":null,"i":"\#(id.uuidString)","u":null,"v":3,"z":"k"}"#)
+        XCTAssertEqual(ZoneSyncToken(json: nulls), ZoneSyncToken(zoneKey: "k", incarnation: id, version: 3))
+        // What `Decodable` refuses, the direct reader declines too.
+        for text in [#"{"i":"\#(id.uuidString)","v":3}"#, #"{"i":"not a uuid","v":3,"z":"k"}"#, #"{"i":"\#(id.uuidString)","v":3.5,"z":"k"}"#,
+                     #"{"i":"\#(id.uuidString)","v":"3","z":"k"}"#, #"{"i":"\#(id.uuidString)","v":3,"z":1}"#, #"{"h":"1","i":"\#(id.uuidString)","v":3,"z":"k"}"#,
+                     #"["i"]"#] {
+            XCTAssertNil(ZoneSyncToken(json: try JSONParser.parse(text)), text)
+            XCTAssertNil(try? JSONDecoder().decode(ZoneSyncToken.self, from: Data(text.utf8)), text)
+        }
+    }
+
+    /// A web auth token (read on every request) read directly as `JSONDecoder` reads it.
+    func testWebAuthTokensAreReadAsTheCoderReadsThem() throws {
+        for user in Self.strings {
+            for epoch: Int64? in [nil, 0, Int64.min] {
+                for session: String? in [nil, "", "s/1"] {
+                    let token = WebAuthToken(userRecordName: user, container: "iCloud.a/b", expiresAt: Int64.max, credentialEpoch: epoch, sessionID: session)
+                    let written = EventCoding.encode(token)
+                    XCTAssertEqual(WebAuthToken(json: try JSONParser.parse(Array(written))), try JSONDecoder().decode(WebAuthToken.self, from: written), user)
+                    XCTAssertEqual(WebAuthToken(json: try JSONParser.parse(Array(written))), token, user)
+                }
+            }
+        }
+        for text in [#"{"c":"a","e":1}"#, #"{"c":"a","e":1.5,"u":"x"}"#, #"{"c":"a","e":1,"u":"x","p":"1"}"#, #"{"c":"a","e":1,"u":"x","s":2}"#, "[]"] {
+            XCTAssertNil(WebAuthToken(json: try JSONParser.parse(text)), text)
+            XCTAssertNil(try? JSONDecoder().decode(WebAuthToken.self, from: Data(text.utf8)), text)
+        }
+    }
+
     func testManyRandomValuesAgree() throws {
         var generator = SplitMixGenerator(seed: 49)
         for round in 0..<300 {
