@@ -64,7 +64,7 @@ public struct QueryStore: Sendable {
                 }
                 let statement = try await Self.statement(
                     query, in: database, scope: scope, limit: limit, after: after, createdBy: createdBy, on: connection, preparedIn: statements, logger: logger)
-                return try await Self.page(statement, limit: limit, on: connection, logger: logger)
+                return try await Self.page(statement, limit: limit, on: connection, preparedIn: statements, logger: logger)
             }
         }
         guard case .zone(let zoneName) = scope else {
@@ -77,21 +77,21 @@ public struct QueryStore: Sendable {
         return try await store.snapshot(logger: logger) { transaction in
             let shared = try await ShareStore.sharedZone(
                 zoneName, owner: database.owner, user: user, container: database.container, environment: database.environment, on: transaction)
-            var page = try await Self.page(statement, limit: limit, on: transaction.connection, logger: transaction.logger)
+            var page = try await Self.page(statement, limit: limit, on: transaction.connection, preparedIn: statements, logger: transaction.logger)
             let reached = try await ShareStore.reachable(page.rows.map(\.recordName), in: shared, on: transaction)
             page.rows.removeAll { !reached.contains(ExactName($0.recordName)) }
             return page
         }
     }
 
-    /// One page of a query's statement.
-    ///
-    /// The page's statement is not prepared: a field index is a partial index whose predicate names
-    /// the container, environment and record type, which a generic plan (made without the values)
-    /// cannot match, and PostgreSQL chose one anyway after five calls — 156 and 236 ms instead of
-    /// 17 for `query.equality` and `query.range-sort` (docs/benchmarks.md).
-    private static func page(_ statement: PostgresQuery, limit: Int, on connection: PostgresConnection, logger: Logger) async throws -> Page {
-        let rows = try await connection.query(statement, logger: logger)
+    /// One page of a query's statement, prepared in `statements` when the statement says so
+    /// (`Statement.prepared`).
+    private static func page(
+        _ statement: Statement, limit: Int, on connection: PostgresConnection, preparedIn statements: PreparedStatements, logger: Logger
+    ) async throws -> Page {
+        let rows = statement.prepared
+            ? try await connection.query(statement.query, preparedIn: statements, logger: logger)
+            : try await connection.query(statement.query, logger: logger).map { $0 }
         var results: [(zoneName: String, recordName: String, text: String)] = []
         var keys: [String] = []
         var behind: Int64?
@@ -115,26 +115,52 @@ public struct QueryStore: Sendable {
         return try await store.withConnection { connection in
             let statement = try await Self.statement(
                 query, in: database, scope: scope, limit: limit, after: nil, on: connection, preparedIn: statements, logger: logger)
-            let rows = try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds), logger: logger)
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.query.sql, binds: statement.query.binds), logger: logger)
             var lines: [String] = []
             for try await line in rows.decode(String.self) { lines.append(line) }
             return lines.joined(separator: "\n")
         }
     }
 
+    /// A query's statement, and whether it runs prepared.
+    struct Statement {
+        var query: PostgresQuery
+        /// A statement that reads a field index runs prepared (`statement`); every other one is
+        /// parsed and planned at every call, as the plan made for its values is the good one.
+        var prepared: Bool
+    }
+
     /// The query's statement; with `createdBy`, only the records that user created.
+    ///
+    /// A query with a filter or a sort on a field that has a field index, and no token filter,
+    /// runs prepared: PostgreSQL then parses it once per connection and, once its generic plan is
+    /// as good as the ones made for the values, stops planning it (about 1 ms of its CPU a query).
+    /// A field index is a partial index whose predicate names the container, environment and
+    /// record type, and whose key names the field: a generic plan (made without the values) cannot
+    /// match it unless the text itself holds them, so such a statement writes those names as
+    /// literals (`SQLBuilder.literal`) and binds every other value. Prepared with the names bound,
+    /// PostgreSQL chose a generic plan without the index after five calls — 156 and 236 ms instead
+    /// of 17 for `query.equality` and `query.range-sort` (docs/benchmarks-history.md). The names
+    /// are the field-index registry's, so the texts a process prepares stay as many as the indexes
+    /// and the shapes of the queries on them (and `PreparedStatements` prepares a bounded number).
     private static func statement(
         _ query: RecordQuery, in database: DatabaseID, scope: Scope, limit: Int, after: [JSONValue]?, createdBy: String? = nil,
         on connection: PostgresConnection, preparedIn statements: PreparedStatements, logger: Logger
-    ) async throws -> PostgresQuery {
+    ) async throws -> Statement {
         var sql = SQLBuilder()
         let serving = try await context(recordType: query.recordType, in: database, scope: scope, on: connection, preparedIn: statements, logger: logger)
+        let indexed = Set(query.filters.map(\.fieldName) + query.sorts.map(\.fieldName)).intersection(serving.indexedFields)
+        let tokens = query.filters.contains { $0.fieldName == "___all" || $0.comparator == .containsAllTokens || $0.comparator == .containsAnyTokens }
+        let prepared = !indexed.isEmpty && !tokens
+            && ([database.container, database.environment.rawValue, query.recordType] + Array(indexed)).allSatisfy { SQLBuilder.literal($0) != nil }
+        if prepared { sql.literalFields = indexed }
+        func name(_ value: String) -> String { prepared ? SQLBuilder.literal(value) ?? sql.bind(value) : sql.bind(value) }
         let generation = sql.bind(serving.generation)
         var conditions = [
             "generation = \(generation)", "NOT deleted",
-            "container = \(sql.bind(database.container))", "environment = \(sql.bind(database.environment.rawValue))",
+            "container = \(name(database.container))", "environment = \(name(database.environment.rawValue))",
             "scope = \(sql.bind(database.scope.rawValue))", "owner = \(sql.bind(database.owner))",
-            "record_type = \(sql.bind(query.recordType))",
+            "record_type = \(name(query.recordType))",
             // An expired record is gone from the moment it expires, before stratus-gc deletes it.
             "((record ->> 'expirationDate') IS NULL OR (record ->> 'expirationDate')::bigint > \(RecordExpirySQL.now))",
         ]
@@ -232,7 +258,7 @@ public struct QueryStore: Sendable {
                 LIMIT \(sql.bind(limit + 1))
                 """
         }
-        return PostgresQuery(unsafeSQL: text, binds: sql.bindings)
+        return Statement(query: PostgresQuery(unsafeSQL: text, binds: sql.bindings), prepared: prepared)
     }
 
     /// One key of a query's order: the expression sorted by, its direction, and what a marker's
@@ -400,8 +426,11 @@ public struct QueryStore: Sendable {
         String(decoding: EventCoding.encode(value), as: UTF8.self)
     }
 
+    /// A field's stored value: the name written as a literal when the statement reads the field's
+    /// index (`SQLBuilder.literalFields`), else bound.
     private static func field(_ name: String, _ sql: inout SQLBuilder) -> String {
-        "(record->'fields'->\(sql.bind(name)))"
+        if sql.literalFields.contains(name), let literal = SQLBuilder.literal(name) { return "(record->'fields'->\(literal))" }
+        return "(record->'fields'->\(sql.bind(name)))"
     }
 
     private static func sortExpression(_ sort: QuerySort, _ sql: inout SQLBuilder) -> String {
@@ -622,10 +651,22 @@ public struct QueryStore: Sendable {
     }
 }
 
-/// Collects bind parameters while a statement is assembled; every value is a bind, never spliced.
+/// Collects bind parameters while a statement is assembled; every value is a bind, never spliced,
+/// but the names a prepared query's generic plan must see (`QueryStore.statement`).
 struct SQLBuilder {
     var bindings = PostgresBindings()
     private var count = 0
+    /// The fields whose names are written as literals (`literal`): those whose field index the
+    /// statement reads.
+    var literalFields: Set<String> = []
+
+    /// `text` as a string literal in the statement's text, or nil (bind it instead) when it holds a
+    /// quote, a backslash or a NUL: a plain name reads the same whatever
+    /// `standard_conforming_strings` says, and nothing in it can end the literal.
+    static func literal(_ text: String) -> String? {
+        guard !text.utf8.contains(where: { $0 == UInt8(ascii: "'") || $0 == UInt8(ascii: "\\") || $0 == 0 }) else { return nil }
+        return "'" + text + "'"
+    }
 
     mutating func bind(_ value: some PostgresNonThrowingEncodable & Sendable) -> String {
         bindings.append(value)

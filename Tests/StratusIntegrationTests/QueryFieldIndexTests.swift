@@ -107,6 +107,70 @@ final class QueryFieldIndexTests: XCTestCase {
         }
     }
 
+    /// A query that reads a field index runs prepared, and PostgreSQL settles on a generic plan
+    /// that still reads the index, for it is made from a text that holds the names the index's
+    /// predicate and key hold (`QueryStore.statement`). A query with a token filter is not prepared.
+    func testAQueryOnAFieldIndexRunsPreparedOnAGenericPlanThatReadsTheIndex() async throws {
+        let logger = TestSupport.logger
+        let store = try PostgresStore(url: try await TestSupport.createDatabase(), maxConnections: 1, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await store.run() }
+            defer { group.cancelAll() }
+            try await Migrator(store: store, migrations: try TestSupport.migrations()).migrate(logger: logger)
+            try await Self.load(store)
+            let built = try await QueryFieldIndexes(store: store).ensure(container: Self.container, environment: .development, logger: logger).built
+            let scoreIndex = try XCTUnwrap(built.first { $0.fieldName == "score" }).indexName
+            try await store.withConnection { connection in _ = try await connection.query("ANALYZE query_index.records", logger: logger) }
+            let queries = QueryStore(store: store)
+            for low in stride(from: 100, to: 900, by: 100) {
+                let range = try Self.query(#"{"recordType":"Item","filterBy":[{"comparator":"GREATER_THAN_OR_EQUALS","fieldName":"score","fieldValue":{"value":\#(low)}},{"comparator":"LESS_THAN","fieldName":"score","fieldValue":{"value":\#(low + 50)}}],"sortBy":[{"fieldName":"score","ascending":true}]}"#)
+                let page = try await queries.run(range, in: Self.database, scope: .zone("Z"), limit: 20, after: nil, logger: logger)
+                let scores = try page.records.map { record -> Double in
+                    switch record.record.fields["score"] {
+                    case .int64(let value)?: Double(value)
+                    case .double(let value)?: value
+                    default: -1
+                    }
+                }
+                XCTAssertEqual(scores.count, 20, "from \(low)")
+                XCTAssertEqual(scores, scores.sorted(), "from \(low): in score order")
+                XCTAssertTrue(scores.allSatisfy { $0 >= Double(low) && $0 < Double(low + 50) }, "from \(low): \(scores)")
+                let tokens = try Self.query(#"{"recordType":"Item","filterBy":[{"comparator":"CONTAINS_ALL_TOKENS","fieldName":"title","fieldValue":{"value":"item"}},{"comparator":"EQUALS","fieldName":"score","fieldValue":{"value":\#(low)}}]}"#)
+                _ = try await queries.run(tokens, in: Self.database, scope: .zone("Z"), limit: 20, after: nil, logger: logger)
+            }
+            let prepared = try await store.withConnection { connection in
+                var rows: [(name: String, statement: String, generic: Int64, custom: Int64, parameters: Int)] = []
+                for try await row in try await connection.query("""
+                    SELECT name, statement, generic_plans, custom_plans, cardinality(parameter_types) FROM pg_prepared_statements
+                    WHERE statement LIKE '%FROM query_index.records%'
+                    """, logger: logger).decode((String, String, Int64, Int64, Int).self) {
+                    rows.append(row)
+                }
+                return rows
+            }
+            XCTAssertFalse(prepared.contains { $0.statement.contains("search @@") }, "a token filter's query is planned at every call")
+            XCTAssertEqual(prepared.count, 1, "one prepared text for the eight ranges: \(prepared.map(\.statement))")
+            guard let range = prepared.first else { return }
+            XCTAssertTrue(range.statement.contains("container = 'iCloud.fields'") && range.statement.contains("record_type = 'Item'"), range.statement)
+            XCTAssertTrue(range.statement.contains("(record->'fields'->'score')"), range.statement)
+            XCTAssertGreaterThan(range.generic, 0, "PostgreSQL settled on the generic plan")
+            XCTAssertLessThanOrEqual(range.custom, 5, "the query is not planned at every call")
+            // The generic plan (any values: NULLs) reads the field index in order.
+            let plan: String = try await store.withConnection { connection in
+                try await connection.query("SET plan_cache_mode = force_generic_plan", logger: logger)
+                var lines: [String] = []
+                let values = Array(repeating: "NULL", count: range.parameters).joined(separator: ", ")
+                for try await line in try await connection.query(PostgresQuery(unsafeSQL: "EXPLAIN EXECUTE \(range.name)(\(values))"), logger: logger).decode(String.self) {
+                    lines.append(line)
+                }
+                try await connection.query("RESET plan_cache_mode", logger: logger)
+                return lines.joined(separator: "\n")
+            }
+            XCTAssertTrue(plan.contains("Index Scan using \(scoreIndex)"), plan)
+            XCTAssertFalse(plan.contains("Sort"), plan)
+        }
+    }
+
     func testAnIndexAnInterruptedBuildLeftInvalidIsBuiltAgain() async throws {
         try await TestSupport.withMigratedStore { store, _ in
             try await Self.load(store, count: 500)
