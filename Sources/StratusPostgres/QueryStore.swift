@@ -95,10 +95,11 @@ public struct QueryStore: Sendable {
         var results: [(zoneName: String, recordName: String, text: String)] = []
         var keys: [String] = []
         var behind: Int64?
-        for try await (zone, name, recordText, keyText, pending) in rows.decode((String, String, String, String, Int64?).self) {
-            results.append((zone, name, recordText))
-            keys.append(keyText)
-            behind = pending
+        for try await row in rows {
+            var cells = row.makeIterator()
+            results.append((try cells.decodeNext(String.self), try cells.decodeNext(String.self), try cells.decodeNext(String.self)))
+            keys.append(try cells.decodeNext(String.self))
+            behind = try cells.decodeNext(Int64?.self)
         }
         let more = results.count > limit
         if more { results.removeLast(results.count - limit) }

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import StratusCore
 
 extension PostgresConnection {
     /// Runs a statement whose rows do not matter and reads them all. A statement that returns rows
@@ -59,5 +60,15 @@ enum SQLArray {
 
     static func literal(_ values: [Int64?]) -> String {
         "{" + values.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"
+    }
+}
+
+extension PostgresRow.Iterator {
+    /// The next cell, decoded as `type`: a row read cell by cell with concrete types, where the
+    /// client library's tuple decoding (`decode((String, String, …).self)`) resolves its generic
+    /// types for every row — about a tenth of the API's CPU for a query's page of 100 rows.
+    mutating func decodeNext<Value: PostgresDecodable>(_ type: Value.Type) throws -> Value {
+        guard let cell = next() else { throw StratusError(.internalError, "a row has fewer columns than its statement selects") }
+        return try cell.decode(Value.self, context: .default)
     }
 }

@@ -473,22 +473,16 @@ public struct SyncStore: Sendable {
                 """, preparedIn: statements, logger: logger)
             for try await row in rows {
                 var cells = row.makeIterator()
-                let incarnation = try Self.next(&cells, UUID?.self), counter = try Self.next(&cells, Int64?.self), horizon = try Self.next(&cells, Int64?.self)
-                let candidates = try Self.next(&cells, Int64?.self) ?? 0, count = try Self.next(&cells, Int64?.self) ?? 0
-                let bytes = try Self.next(&cells, Int64?.self) ?? 0, lastVersion = try Self.next(&cells, Int64?.self)
-                let whole = try Self.next(&cells, Bool?.self) ?? true, text = try Self.next(&cells, String?.self)
+                let incarnation = try cells.decodeNext(UUID?.self), counter = try cells.decodeNext(Int64?.self), horizon = try cells.decodeNext(Int64?.self)
+                let candidates = try cells.decodeNext(Int64?.self) ?? 0, count = try cells.decodeNext(Int64?.self) ?? 0
+                let bytes = try cells.decodeNext(Int64?.self) ?? 0, lastVersion = try cells.decodeNext(Int64?.self)
+                let whole = try cells.decodeNext(Bool?.self) ?? true, text = try cells.decodeNext(String?.self)
                 guard let incarnation, let counter, let horizon else { return (nil, false, nil, 0, "") }
                 guard whole else { return nil }
                 return ((incarnation, counter, horizon), candidates > count, lastVersion, Int(bytes), text ?? "")
             }
             return (nil, false, nil, 0, "")
         }
-    }
-
-    /// The next cell of a row, decoded as `type`.
-    private static func next<Value: PostgresDecodable>(_ cells: inout PostgresRow.Iterator, _ type: Value.Type) throws -> Value {
-        guard let cell = cells.next() else { throw StratusError(.internalError, "a sync page's row has fewer columns than its statement selects") }
-        return try cell.decode(Value.self, context: .default)
     }
 
     /// How many of a page's candidates the page holds — their fields' sizes in page order, one
