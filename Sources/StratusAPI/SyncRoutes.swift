@@ -165,11 +165,11 @@ struct SyncRoutes<Context: StratusRequestContext>: Sendable {
             horizon: page.horizon, key: secretKey)
         // Written as bytes, members in the order `JSONValue` writes them: the page PostgreSQL wrote
         // (`page.wire`) as it is, or the general page's records through `RecordWire.dictionary`.
-        out.reserveCapacity(out.count + 256 + (page.wire?.utf8.count ?? page.bytes + page.changes.count * 200))
+        out.reserveCapacity(out.count + 256 + (page.wire?.readableBytes ?? page.bytes + page.changes.count * 200))
         out.append(contentsOf: #"{"moreComing":"#.utf8)
         out.append(contentsOf: (page.moreComing ? "true" : "false").utf8)
         out.append(contentsOf: #","records":["#.utf8)
-        if let wire = page.wire { out.append(contentsOf: wire.utf8) }
+        if let wire = page.wire { out.append(contentsOf: wire.readableBytesView) }
         for (index, change) in page.changes.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             switch change {

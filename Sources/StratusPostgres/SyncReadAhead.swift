@@ -252,7 +252,7 @@ public final class SyncReadAhead: Sendable {
 extension SyncStore.ZoneChanges {
     /// About the memory the page holds: its records' texts.
     var heldBytes: Int {
-        var bytes = (wire?.utf8.count ?? 0) + 64
+        var bytes = (wire?.readableBytes ?? 0) + 64
         for change in changes {
             switch change {
             case .deleted(let name, let type): bytes += name.utf8.count + type.utf8.count

@@ -158,8 +158,11 @@ public struct SyncStore: Sendable {
         public var horizon: Int64 = 0
         /// The page's entries written by PostgreSQL as the answer's `records` members, joined
         /// with commas (`changes` is then empty): for a page asked for with a `wire` zone id whose
-        /// records all have their wire form.
-        public var wire: String?
+        /// records all have their wire form. The bytes as PostgreSQL sent them: copied into the
+        /// answer as they are, never made a `String` (checked and copied again) on the way.
+        public var wire: ByteBuffer?
+        /// `wire` as text (tests).
+        package var wireText: String? { wire.map { String(buffer: $0) } }
         /// The zone's row as the page's one statement read it (nil: read in a transaction of
         /// several): what has to be unchanged for a page read ahead to be served.
         var observed: SyncReadAhead.ZoneState?
@@ -443,7 +446,7 @@ public struct SyncStore: Sendable {
     /// page holds has no wire form (a share, an asset field): the general page answers it.
     private func joinedPage(
         _ candidates: PageCandidates, maxBytes: Int, firstAlwaysFits: Bool, logger: Logger
-    ) async throws -> (state: (UUID, Int64, Int64)?, moreComing: Bool, lastVersion: Int64?, bytes: Int, text: String)? {
+    ) async throws -> (state: (UUID, Int64, Int64)?, moreComing: Bool, lastVersion: Int64?, bytes: Int, text: ByteBuffer)? {
         let statements = store.statements
         return try await store.withConnection { connection in
             // `kept`: the page ends before the first candidate past `limit` or past the byte budget
@@ -476,12 +479,12 @@ public struct SyncStore: Sendable {
                 let incarnation = try cells.decodeNext(UUID?.self), counter = try cells.decodeNext(Int64?.self), horizon = try cells.decodeNext(Int64?.self)
                 let candidates = try cells.decodeNext(Int64?.self) ?? 0, count = try cells.decodeNext(Int64?.self) ?? 0
                 let bytes = try cells.decodeNext(Int64?.self) ?? 0, lastVersion = try cells.decodeNext(Int64?.self)
-                let whole = try cells.decodeNext(Bool?.self) ?? true, text = try cells.decodeNext(String?.self)
-                guard let incarnation, let counter, let horizon else { return (nil, false, nil, 0, "") }
+                let whole = try cells.decodeNext(Bool?.self) ?? true, text = try cells.decodeNext(ByteBuffer?.self)
+                guard let incarnation, let counter, let horizon else { return (nil, false, nil, 0, ByteBuffer()) }
                 guard whole else { return nil }
-                return ((incarnation, counter, horizon), candidates > count, lastVersion, Int(bytes), text ?? "")
+                return ((incarnation, counter, horizon), candidates > count, lastVersion, Int(bytes), text ?? ByteBuffer())
             }
-            return (nil, false, nil, 0, "")
+            return (nil, false, nil, 0, ByteBuffer())
         }
     }
 

@@ -123,7 +123,7 @@ final class RecordWireAgreementTests: XCTestCase {
                 let name = record.recordName
                 // The general page reads the record the owner writes.
                 XCTAssertEqual(RecordWire.dictionary(record, zone: zone, desiredKeys: nil, numbersAsStrings: false, links: links), try owner(name), name)
-                if let text = page.wire {
+                if let text = page.wireText {
                     XCTAssertTrue(page.changes.isEmpty, name)
                     let parsed = try JSONParser.parse(text)
                     XCTAssertEqual(parsed["recordName"]?.stringValue, name)
@@ -195,7 +195,7 @@ final class RecordWireAgreementTests: XCTestCase {
                 JSONValue.object(["recordName": .string(name), "deleted": .bool(true)]).write(into: &expected)
             }
             XCTAssertEqual(plain.changes.map(\.recordName), ["doomed"])
-            XCTAssertEqual(page.wire, String(decoding: expected, as: UTF8.self))
+            XCTAssertEqual(page.wireText, String(decoding: expected, as: UTF8.self))
         }
     }
 }

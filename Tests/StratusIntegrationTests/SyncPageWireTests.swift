@@ -167,7 +167,7 @@ extension SyncTests {
                 for _ in names {
                     let page = try await sync.changes(zone: zone, in: database, incarnation: nil, since: version, limit: 1, wire: zoneID, logger: TestSupport.logger)
                     version = page.version
-                    if let text = page.wire {
+                    if let text = page.wireText {
                         guard case .object(let members) = try JSONParser.parse(text), let name = members["recordName"]?.stringValue else {
                             return XCTFail("\(text) is one record (\(columns))")
                         }
@@ -243,7 +243,7 @@ extension SyncTests {
                                     JSONValue.object(["recordName": .string(name), "deleted": .bool(true)]).write(into: &expected)
                                 }
                             }
-                            XCTAssertEqual(joined.wire ?? "", String(decoding: expected, as: UTF8.self), context)
+                            XCTAssertEqual(joined.wireText ?? "", String(decoding: expected, as: UTF8.self), context)
                             if !plain.changes.isEmpty { joinedPages += 1 }
                         }
                     }
@@ -253,7 +253,7 @@ extension SyncTests {
             // From a token after the first four records: "lists" deleted, "scalars" deleted with it (its
             // reference says DELETE_SELF) and "child" expired.
             let all = try await sync.changes(zone: zone, in: database, incarnation: nil, since: 4, limit: 100, wire: zoneID, logger: TestSupport.logger)
-            guard case .array(let entries) = try JSONParser.parse("[" + (all.wire ?? "") + "]") else { return XCTFail("the entries are JSON") }
+            guard case .array(let entries) = try JSONParser.parse("[" + (all.wireText ?? "") + "]") else { return XCTFail("the entries are JSON") }
             let deletions = entries.filter { $0["deleted"] == .bool(true) }.compactMap { $0["recordName"]?.stringValue }
             XCTAssertEqual(Set(deletions), ["lists", "scalars", "child"])
         }

@@ -25,7 +25,7 @@ final class SyncReadAheadTests: XCTestCase {
             changes = page.changes
             version = page.version
             moreComing = page.moreComing
-            wire = page.wire
+            wire = page.wireText
         }
     }
 
@@ -220,7 +220,7 @@ final class SyncReadAheadTests: XCTestCase {
         }
     }
 
-    static func names(_ page: SyncStore.ZoneChanges) -> [String] { names(changes: page.changes, wire: page.wire) }
+    static func names(_ page: SyncStore.ZoneChanges) -> [String] { names(changes: page.changes, wire: page.wireText) }
 
     /// The names of a page's changes, or of the records its wire text holds.
     static func names(changes: [SyncStore.Change], wire: String?) -> [String] {
