@@ -22,6 +22,9 @@
 #                          workload) or 10 (for the cost of ten field indexes)
 #   STRATUS_BENCH_HOLD     1: after the suite, keep the stack running for inspection (the database
 #                          URL is printed) until the file named in the log is removed
+#   STRATUS_BENCH_SOCKET   1: every process reaches PostgreSQL over its Unix-domain socket (the
+#                          database URL's ?host=, as a one-machine deployment may), not the
+#                          loopback's TCP (default)
 #   STRATUS_BUILD          release (default) or debug
 #   STRATUS_BENCH_BIN      a folder with the stack's binaries to measure instead of this build's
 #                          (stratus, stratus-api, the workers; e.g. an earlier commit's, for an A/B;
@@ -132,6 +135,10 @@ tansu_start "$broker_port" "$work/broker.log" || die "the broker did not start"
 
 http_port="$(free_port)"
 STRATUS_DATABASE_URL="postgres://stratus@127.0.0.1:$pg_port/stratus"
+if [[ "${STRATUS_BENCH_SOCKET:-0}" == 1 ]]; then
+    [[ -S "$pg_dir/.s.PGSQL.$pg_port" ]] || die "PostgreSQL has no socket in $pg_dir (its path is too long for one)"
+    STRATUS_DATABASE_URL="postgres://stratus@/stratus?host=$pg_dir&port=$pg_port"
+fi
 STRATUS_KAFKA_BROKERS="127.0.0.1:$broker_port"
 STRATUS_DATA_DIR="$work/data"
 # The migrations of the stack measured: those beside STRATUS_BENCH_BIN's binaries when it has them
