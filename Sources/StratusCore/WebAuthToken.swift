@@ -181,7 +181,8 @@ public struct SecretKey: Sendable, CustomStringConvertible {
 
 extension WebAuthToken: JSONDirectReadable {
     /// The token from its JSON, as its `Decodable` reads it (`u`, `c`, `e` required; `p`, `s`
-    /// absent or null when not set); nil for anything else. Read on every request that carries one.
+    /// absent or null when not set); nil for anything else. Read the first time a process opens a
+    /// token's text (`OpenedWebAuthTokens` answers it from then on).
     public init?(json: JSONValue) {
         guard case .object(let members) = json, let user = JSONValue.text(of: members["u"]), let container = JSONValue.text(of: members["c"]),
               let expiresAt = JSONValue.integer(of: members["e"]), let epoch = JSONValue.optionalInt(members["p"]),

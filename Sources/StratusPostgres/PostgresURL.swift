@@ -35,7 +35,7 @@ enum PostgresURL {
         guard let host = components.host, !host.isEmpty else {
             throw ConfigurationError("database URL must look like postgres://user@host:port/database")
         }
-        let sslmode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "disable"
+        let sslmode = item("sslmode") ?? "disable"
         let tls: PostgresConnection.Configuration.TLS
         do {
             switch sslmode {

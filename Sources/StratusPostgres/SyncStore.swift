@@ -456,8 +456,9 @@ public struct SyncStore: Sendable {
             // The aggregates read `kept` in page order without sorting it: a scan of a materialized
             // common table expression returns its rows in the order they were stored, which is the
             // window's (page) order. An `ORDER BY position` in `string_agg` copied and sorted every
-            // entry's text again, about a tenth of the statement (docs/benchmarks.md, "Sync pages
-            // joined without sorting"); `SyncPageWireTests` checks the entries' order.
+            // entry's text again, about a tenth of the statement (docs/benchmarks.md, "Sync pages:
+            // the record's flags written with it, the entries joined without sorting…");
+            // `SyncPageWireTests` checks the entries' order.
             let last = candidates.order == "DESC" ? "min" : "max"
             let rows = try await connection.query("""
                 WITH \(pageOf: candidates), kept AS (

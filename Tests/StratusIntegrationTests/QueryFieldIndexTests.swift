@@ -171,6 +171,16 @@ final class QueryFieldIndexTests: XCTestCase {
         }
     }
 
+    /// A name is written into a prepared query's text only when nothing in it can end or change
+    /// the literal; any other name is bound (and its query planned at every call).
+    func testOnlyPlainNamesAreWrittenAsLiterals() {
+        XCTAssertEqual(SQLBuilder.literal("iCloud.fields"), "'iCloud.fields'")
+        XCTAssertEqual(SQLBuilder.literal("é 漢字 %_;--"), "'é 漢字 %_;--'")
+        for name in ["it's", "a\\b", "nul\u{0}", "'; DROP TABLE records; --"] {
+            XCTAssertNil(SQLBuilder.literal(name), name)
+        }
+    }
+
     func testAnIndexAnInterruptedBuildLeftInvalidIsBuiltAgain() async throws {
         try await TestSupport.withMigratedStore { store, _ in
             try await Self.load(store, count: 500)
