@@ -197,7 +197,47 @@ struct CloudKitClient: Sendable {
     }
 
     private func send(path: String, _ body: JSONObject, webAuthToken: String? = nil) async throws -> (Int, ByteBuffer, HTTPHeaders) {
-        try await send(path: path, bytes: Array(try JSONSerialization.data(withJSONObject: body)), webAuthToken: webAuthToken)
+        try await send(path: path, bytes: try Self.bytes(of: body), webAuthToken: webAuthToken)
+    }
+
+    /// A request body's JSON, written with the server's own JSON writer: JSONSerialization's
+    /// bridging of every dictionary and value was a quarter of the load generator's CPU in the
+    /// write scenarios (docs/benchmarks.md). A body holding a value the writer does not know is
+    /// left to JSONSerialization.
+    static func bytes(of body: JSONObject) throws -> [UInt8] {
+        if let value = jsonValue(body) { return value.serialized() }
+        return Array(try JSONSerialization.data(withJSONObject: body))
+    }
+
+    /// `value` (as the scenarios build bodies: strings, integers, doubles, flags, NSNull, arrays
+    /// and dictionaries of them) as a `JSONValue`; nil for anything else.
+    static func jsonValue(_ value: Any) -> JSONValue? {
+        switch value {
+        case let text as String: return .string(text)
+        case let flag as Bool: return .bool(flag)
+        case let number as Int: return .int(Int64(number))
+        case let number as Double: return .double(number)
+        case let members as [String: Any]:
+            var object: [String: JSONValue] = [:]
+            object.reserveCapacity(members.count)
+            for (key, member) in members {
+                guard let converted = jsonValue(member) else { return nil }
+                object[key] = converted
+            }
+            return .object(object)
+        case let elements as [Any]:
+            var array: [JSONValue] = []
+            array.reserveCapacity(elements.count)
+            for element in elements {
+                guard let converted = jsonValue(element) else { return nil }
+                array.append(converted)
+            }
+            return .array(array)
+        case is NSNull: return .null
+        case let number as Int64: return .int(number)
+        case let json as JSONValue: return json
+        default: return nil
+        }
     }
 
     private func send(path: String, bytes data: [UInt8], webAuthToken: String? = nil) async throws -> (Int, ByteBuffer, HTTPHeaders) {
