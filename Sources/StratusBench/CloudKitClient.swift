@@ -123,10 +123,11 @@ struct CloudKitClient: Sendable {
         var errorCode: String?
     }
 
-    /// POSTs `body` to `operation` (`records/…`) of the user's private database and summarises the
-    /// reply; a reply that is not a records answer in JSON counts as an error.
-    func postSummarised(_ operation: String, _ body: JSONObject) async throws -> Summary {
-        let (status, buffer, _) = try await send(path: "private/\(operation)", body)
+    /// POSTs `body` to `operation` (`records/…`) of the user's private database (or of the user
+    /// `webAuthToken` signs in) and summarises the reply; a reply that is not a records answer in
+    /// JSON counts as an error.
+    func postSummarised(_ operation: String, _ body: JSONObject, as webAuthToken: String? = nil) async throws -> Summary {
+        let (status, buffer, _) = try await send(path: "private/\(operation)", body, webAuthToken: webAuthToken)
         // Read on demand, as the sync pulls read their pages (`RecordsAnswer`).
         guard let answer = try? RecordsAnswer.read(buffer) else {
             return Summary(status: status, records: 0, errorCode: "not JSON")

@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import StratusCore
 
-/// What the load generator reads of a `records/changes` or `records/query` answer, read on demand:
+/// What the load generator reads of a `records/changes`, `records/query` or `records/modify` answer, read on demand:
 /// every byte of the answer is checked as JSON (strings and their UTF-8, escapes, numbers,
 /// literals, nesting), every record must be an object with a string `recordName` or a
 /// `serverErrorCode`, and only what the pull goes on with is kept — the count, the token, whether more are coming, the first error. A client that keeps
