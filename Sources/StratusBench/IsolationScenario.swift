@@ -17,7 +17,8 @@ extension BenchSuite {
                 "zoneID": ["zoneName": zones[clientIndex % zones.count]],
                 "operations": [Self.create(Self.note("\(prefix)-\(clientIndex)-\(iteration)", count: iteration))],
             ], as: signIns?[clientIndex])
-            return reply.status == 200 && reply.errorCode == nil && reply.records == 1 ? .done() : .failed("HTTP \(reply.status) \(reply.errorCode ?? "")")
+            guard reply.status == 200, reply.errorCode == nil else { return .failed("HTTP \(reply.status) \(reply.errorCode ?? "")") }
+            return reply.records == 1 ? .done() : .failed("\(reply.records) records answered for one create")
         }
         return ScenarioResult(name: name, operation: operation, concurrency: concurrency, load: load)
     }

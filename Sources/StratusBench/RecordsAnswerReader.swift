@@ -2,10 +2,11 @@ import Foundation
 import NIOCore
 import StratusCore
 
-/// What the load generator reads of a `records/changes`, `records/query` or `records/modify` answer, read on demand:
-/// every byte of the answer is checked as JSON (strings and their UTF-8, escapes, numbers,
-/// literals, nesting), every record must be an object with a string `recordName` or a
-/// `serverErrorCode`, and only what the pull goes on with is kept — the count, the token, whether more are coming, the first error. A client that keeps
+/// What the load generator reads of a `records/changes`, `records/query` or `records/modify`
+/// answer, read on demand: every byte of the answer is checked as JSON (strings and their UTF-8,
+/// escapes, numbers, literals, nesting), every record must be an object with a string
+/// `recordName` or a `serverErrorCode`, and only what the caller goes on with is kept — the count,
+/// the token, whether more are coming, the first error. A client that keeps
 /// its records in its own store reads a page this way instead of building a tree of dictionaries
 /// first, which cost the load generator more CPU per page than the API's whole answer
 /// (docs/benchmarks.md, "The load generator's page reading").
