@@ -257,29 +257,15 @@ public struct QueryIndexGenerations: Sendable {
                     throw StratusError(.badRequest, "PostgreSQL has no text search configuration '\(language.prefix(64))' (see \\dF in psql)")
                 }
             }
-            // A number no generation and no partition had (a partition whose drop is still to come
-            // keeps its number), and its partition in the same transaction: the live indexer's
-            // first write to the generation lands there.
             let rows = try await transaction.connection.query("""
                 INSERT INTO query_index.generations (generation, state, language)
-                SELECT greatest(coalesce(max(generation), 0), (
-                           SELECT coalesce(max(substr(c.relname, 10)::int), 0) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-                           WHERE i.inhparent = 'query_index.records'::regclass AND c.relname ~ '^records_g[0-9]{1,9}$')) + 1,
-                       'building', coalesce(\(language)::regconfig, (SELECT language FROM query_index.generations WHERE state = 'live'), 'simple')
+                SELECT coalesce(max(generation), 0) + 1, 'building',
+                       coalesce(\(language)::regconfig, (SELECT language FROM query_index.generations WHERE state = 'live'), 'simple')
                 FROM query_index.generations RETURNING generation
                 """, logger: transaction.logger)
-            var begun: Int?
-            for try await generation in rows.decode(Int.self) { begun = generation }
-            guard let begun else { throw StratusError(.internalError, "could not start an index generation") }
-            try await QueryIndexPartitions.create(begun, in: transaction)
-            return begun
+            for try await generation in rows.decode(Int.self) { return generation }
+            throw StratusError(.internalError, "could not start an index generation")
         }
-    }
-
-    /// Builds a loaded generation's indexes and its planner statistics (`QueryIndexPartitions`):
-    /// the last step before `swap`.
-    public func finish(_ generation: Int, logger: Logger) async throws {
-        try await QueryIndexPartitions.finish(generation, store: store, logger: logger)
     }
 
     /// A page of the log read for a rebuild: its saves and deletions decoded (`RecordSaved.indexed`,
@@ -412,18 +398,23 @@ public struct QueryIndexGenerations: Sendable {
         }
     }
 
-    /// Drops a generation that was being built (a rebuild that failed or was stopped): the indexer
-    /// stops writing to it, and its partition goes. The live generation is never dropped.
+    /// Drops a generation that was being built (a rebuild that failed or was stopped): its rows go,
+    /// and the indexer stops writing to it. The live generation is never dropped.
     public func abandon(_ generation: Int, logger: Logger) async throws {
         try await store.serializable(logger: logger, lock: "query_index.generations") { transaction in
             try await transaction.connection.execute(
                 "DELETE FROM query_index.generations WHERE generation = \(generation) AND state = 'building'", logger: transaction.logger)
         }
-        try await QueryIndexPartitions.dropRetired(store: store, logger: logger)
+        try await store.withConnection { connection in
+            // Crosses owners: a rebuild's generation of the whole index (each node's, when sharded).
+            try await connection.execute("""
+                DELETE FROM query_index.records WHERE generation = \(generation)
+                  AND NOT EXISTS (SELECT 1 FROM query_index.generations WHERE generation = \(generation))
+                """, logger: logger)
+        }
     }
 
-    /// Makes `generation` live in one transaction, then drops the retired generations' partitions
-    /// (and their rows in the default partition).
+    /// Makes `generation` live in one transaction and drops the old rows.
     public func swap(to generation: Int, logger: Logger) async throws {
         try await store.serializable(logger: logger, lock: "query_index.generations") { transaction in
             try await transaction.connection.query(
@@ -431,8 +422,13 @@ public struct QueryIndexGenerations: Sendable {
             try await transaction.connection.query(
                 "UPDATE query_index.generations SET state = 'live' WHERE generation = \(generation)", logger: transaction.logger)
         }
-        // The live indexer may still be writing the retired generation in a transaction that began
-        // before the swap: the drop waits for it (at most `QueryIndexPartitions.lockWait` a try).
-        try await QueryIndexPartitions.dropRetired(store: store, logger: logger)
+        // The live indexer may still be writing the retired generation's rows in a transaction that
+        // began before the swap: the clean-up can deadlock with it, and is then tried again.
+        try await store.readCommitted(logger: logger) { transaction in
+            // Crosses owners: a rebuild's generation of the whole index (each node's, when sharded).
+            try await transaction.connection.execute("""
+                DELETE FROM query_index.records WHERE generation IN (SELECT generation FROM query_index.generations WHERE state = 'retired')
+                """, logger: transaction.logger)
+        }
     }
 }

@@ -334,7 +334,7 @@ final class QueryTests: XCTestCase {
             // Only the keeper analyses the index here: autovacuum, when a loaded machine lets it come
             // first, leaves the keeper rightly nothing to do, and its analysis is not a manual one.
             try await fixture.store.withConnection { connection in
-                _ = try await connection.query("ALTER TABLE query_index.records_default SET (autovacuum_enabled = false)", logger: TestSupport.logger)
+                _ = try await connection.query("ALTER TABLE query_index.records SET (autovacuum_enabled = false)", logger: TestSupport.logger)
             }
             try await RecordAPITests.createZone(client, fixture, "Load")
             for batch in 0..<6 {

@@ -44,8 +44,6 @@ public struct Reindex: Sendable {
             ) { page in
                 try await generations.apply(page, to: generation, logger: logger)
             }
-            // Its indexes are built once, after the load, rather than kept up to date row by row.
-            try await generations.finish(generation, logger: logger)
             try await generations.swap(to: generation, logger: logger)
             return (generation, count)
         } catch {
