@@ -4,6 +4,7 @@ import StratusCore
 @testable import StratusPostgres
 import StratusRuntime
 import StratusTesting
+import StratusWorkers
 import XCTest
 
 /// A worker's keeper of planner statistics (real PostgreSQL): a table is analysed once the rows
@@ -133,6 +134,49 @@ final class PlannerStatisticsTests: XCTestCase {
             XCTAssertEqual(keeper.analysesRun, 1)
             keeper.stop()
             await keeping.value
+        }
+    }
+
+    /// The documents no statement is planned with carry no statistics (migration 0052): an
+    /// analysis of `records` and of the query index skips the record's fields, its wire head and
+    /// the index's copy of the record, and keeps every other column's and the indexes' expressions'.
+    func testAnAnalysisLeavesOutTheDocumentsNoStatementIsPlannedWith() async throws {
+        try await TestSupport.withMigratedStore { store, _ in
+            let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            let zone = ZoneID(zoneName: "Analysed", ownerRecordName: "_alice")
+            _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: Self.logger)
+            let commands = (0..<50).map { index in
+                RecordStore.Command(type: .create, input: RecordInput(
+                    recordName: "r\(index)", recordType: "Note", fields: ["title": .string("note \(index)"), "n": .int64(Int64(index))]))
+            }
+            _ = try await RecordStore(store: store).modify(
+                commands, zone: zone, in: database, atomic: true, causation: Causation(requestID: "r"), deviceID: nil, logger: Self.logger)
+            let events = try await EventLog(store: store).events(after: 0, limit: 1_000, logger: Self.logger)
+            _ = try await Applier(projection: IndexerProjection(), store: store).apply(batch: events, logger: Self.logger)
+            try await store.withConnection { connection in
+                _ = try await connection.query("ANALYZE records", logger: Self.logger)
+                _ = try await connection.query("ANALYZE query_index.records", logger: Self.logger)
+            }
+            func analysed(_ schema: String, _ table: String) async throws -> Set<String> {
+                try await store.withConnection { connection in
+                    var columns: Set<String> = []
+                    let rows = try await connection.query(
+                        "SELECT attname::text FROM pg_stats WHERE schemaname = \(schema) AND tablename = \(table)", logger: Self.logger)
+                    for try await column in rows.decode(String.self) { columns.insert(column) }
+                    return columns
+                }
+            }
+            let records = try await analysed("public", "records")
+            XCTAssertTrue(records.isSuperset(of: ["owner", "zone_name", "record_name", "version", "expires_at"]), "\(records.sorted())")
+            XCTAssertTrue(records.isDisjoint(with: ["fields", "wire_head"]), "\(records.sorted())")
+            let index = try await analysed("query_index", "records")
+            XCTAssertTrue(index.isSuperset(of: ["owner", "zone_name", "record_name", "record_type", "search"]), "\(index.sorted())")
+            XCTAssertFalse(index.contains("record"), "\(index.sorted())")
+            // The indexes' expressions keep theirs: the sort keys of the modification order.
+            let expressions = try await TestSupport.count(store, """
+                SELECT count(*) FROM pg_stats WHERE schemaname = 'query_index' AND tablename = 'query_index_records_modified'
+                """)
+            XCTAssertGreaterThan(expressions, 0)
         }
     }
 
