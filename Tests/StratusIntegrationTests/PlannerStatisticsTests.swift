@@ -137,12 +137,20 @@ final class PlannerStatisticsTests: XCTestCase {
         }
     }
 
-    /// The documents no statement is planned with carry no statistics (migration 0052): an
-    /// analysis of `records` and of the query index skips the record's fields, its wire head and
-    /// the index's copy of the record, and keeps every other column's and the indexes' expressions'.
-    func testAnAnalysisLeavesOutTheDocumentsNoStatementIsPlannedWith() async throws {
+    /// What no statement is planned with carries no statistics (migration 0052): an analysis of
+    /// `records` and of the query index skips the record's fields, its wire head and the index's copy
+    /// of the record, and the sort keys of the index's partial indexes (field indexes built later
+    /// too), and keeps every other column's and the fields' GIN expression's, which plans containment.
+    func testAnAnalysisLeavesOutWhatNoStatementIsPlannedWith() async throws {
         try await TestSupport.withMigratedStore { store, _ in
             let database = DatabaseID(container: "iCloud.test", environment: .development, scope: .private, owner: "_alice")
+            guard case .applied = try await SchemaStore(store: store).importSchema(
+                try SchemaLanguage.parse("DEFINE SCHEMA RECORD TYPE Note (title STRING QUERYABLE, n INT64 QUERYABLE SORTABLE);"),
+                container: database.container, causation: Causation(requestID: "s"), logger: Self.logger)
+            else { return XCTFail("the schema import was refused") }
+            let fieldIndexes = try await QueryFieldIndexes(store: store).ensure(
+                container: database.container, environment: .development, logger: Self.logger)
+            XCTAssertEqual(fieldIndexes.built.map(\.fieldName), ["n", "title"])
             let zone = ZoneID(zoneName: "Analysed", ownerRecordName: "_alice")
             _ = try await ZoneStore(store: store).modify([.create(zone)], in: database, causation: Causation(requestID: "z"), logger: Self.logger)
             let commands = (0..<50).map { index in
@@ -172,11 +180,61 @@ final class PlannerStatisticsTests: XCTestCase {
             let index = try await analysed("query_index", "records")
             XCTAssertTrue(index.isSuperset(of: ["owner", "zone_name", "record_name", "record_type", "search"]), "\(index.sorted())")
             XCTAssertFalse(index.contains("record"), "\(index.sorted())")
-            // The indexes' expressions keep theirs: the sort keys of the modification order.
-            let expressions = try await TestSupport.count(store, """
-                SELECT count(*) FROM pg_stats WHERE schemaname = 'query_index' AND tablename = 'query_index_records_modified'
+            // The partial indexes' sort keys: none; the fields' GIN expression (no predicate): kept.
+            for partial in ["query_index_records_modified", "query_index_records_created"] + fieldIndexes.built.map(\.indexName) {
+                let keys = try await analysed("query_index", partial)
+                XCTAssertEqual(keys, [], "\(partial): \(keys.sorted())")
+            }
+            let containment = try await analysed("query_index", "query_index_records_fields")
+            XCTAssertFalse(containment.isEmpty, "the fields' GIN expression keeps its statistics")
+        }
+    }
+
+    /// Migration 0052 on a database that already has field indexes: theirs and the order indexes'
+    /// sort keys, and the documents, are left out of the statistics from then on.
+    func testTheMigrationLeavesOutTheSortKeysOfFieldIndexesBuiltBeforeIt() async throws {
+        let url = try await TestSupport.createDatabase()
+        let migrations = try TestSupport.migrations()
+        try await TestSupport.withStore(url: url) { store in
+            try await Migrator(store: store, migrations: migrations.filter { $0.version < 52 }).migrate(logger: Self.logger)
+            guard case .applied = try await SchemaStore(store: store).importSchema(
+                try SchemaLanguage.parse("DEFINE SCHEMA RECORD TYPE Note (n INT64 QUERYABLE SORTABLE);"),
+                container: "iCloud.test", causation: Causation(requestID: "s"), logger: Self.logger)
+            else { return XCTFail("the schema import was refused") }
+            let built = try await QueryFieldIndexes(store: store).ensure(container: "iCloud.test", environment: .development, logger: Self.logger).built
+            let fieldIndex = try XCTUnwrap(built.first).indexName
+            func targets(_ relation: String) async throws -> [Int: Int] {
+                try await store.withConnection { connection in
+                    var targets: [Int: Int] = [:]
+                    let rows = try await connection.query(
+                        "SELECT attnum::int, attstattarget::int FROM pg_attribute WHERE attrelid = \(relation)::regclass AND attnum > 0",
+                        logger: Self.logger)
+                    for try await (column, target) in rows.decode((Int, Int).self) { targets[column] = target }
+                    return targets
+                }
+            }
+            // As an index built before the migration has them.
+            try await store.withConnection { connection in
+                _ = try await connection.query(PostgresQuery(unsafeSQL: """
+                    ALTER INDEX query_index.\(fieldIndex) ALTER COLUMN 5 SET STATISTICS -1, ALTER COLUMN 6 SET STATISTICS -1, ALTER COLUMN 7 SET STATISTICS -1
+                    """), logger: Self.logger)
+            }
+            let before = try await targets("query_index.\(fieldIndex)")
+            XCTAssertEqual(before[5], -1)
+
+            try await Migrator(store: store, migrations: migrations).migrate(logger: Self.logger)
+            let field = try await targets("query_index.\(fieldIndex)")
+            XCTAssertEqual([field[5], field[6], field[7]], [0, 0, 0], "\(field)")
+            XCTAssertEqual(field[1], -1, "a key column keeps the default")
+            let modified = try await targets("query_index.query_index_records_modified")
+            XCTAssertEqual([modified[8], modified[9], modified[10]], [0, 0, 0], "\(modified)")
+            let created = try await targets("query_index.query_index_records_created")
+            XCTAssertEqual([created[8], created[9], created[10]], [0, 0, 0], "\(created)")
+            let documents = try await TestSupport.count(store, """
+                SELECT count(*) FROM pg_attribute WHERE attstattarget = 0 AND ((attrelid = 'records'::regclass AND attname IN ('fields', 'wire_head'))
+                    OR (attrelid = 'query_index.records'::regclass AND attname = 'record'))
                 """)
-            XCTAssertGreaterThan(expressions, 0)
+            XCTAssertEqual(documents, 3)
         }
     }
 

@@ -124,6 +124,12 @@ public struct QueryFieldIndexes: Sendable {
             let definition = try await self.definition(index, container: container, environment: environment, on: connection, logger: logger)
             logger.info("building a field index", metadata: ["container": "\(container)", "environment": "\(environment.rawValue)", "index": "\(index)"])
             try await connection.query(PostgresQuery(unsafeSQL: definition), logger: logger)
+            // Its key's statistics would be computed at every analysis and never read: the planner
+            // takes an expression's statistics only from an index without a predicate (migration 0052).
+            try await connection.query(PostgresQuery(unsafeSQL: """
+                ALTER INDEX query_index.\(quoted(index.indexName)) \
+                ALTER COLUMN 5 SET STATISTICS 0, ALTER COLUMN 6 SET STATISTICS 0, ALTER COLUMN 7 SET STATISTICS 0
+                """), logger: logger)
             changes.built.append(index)
         }
         return changes
