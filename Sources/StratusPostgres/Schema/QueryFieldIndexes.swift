@@ -124,16 +124,20 @@ public struct QueryFieldIndexes: Sendable {
             let definition = try await self.definition(index, container: container, environment: environment, on: connection, logger: logger)
             logger.info("building a field index", metadata: ["container": "\(container)", "environment": "\(environment.rawValue)", "index": "\(index)"])
             try await connection.query(PostgresQuery(unsafeSQL: definition), logger: logger)
-            // Its key's statistics would be computed at every analysis and never read: the planner
-            // takes an expression's statistics only from an index without a predicate (migration 0052).
-            try await connection.query(PostgresQuery(unsafeSQL: """
-                ALTER INDEX query_index.\(quoted(index.indexName)) \
-                ALTER COLUMN 5 SET STATISTICS 0, ALTER COLUMN 6 SET STATISTICS 0, ALTER COLUMN 7 SET STATISTICS 0
-                """), logger: logger)
+            // Its sort key's statistics would be computed at every analysis and never read: the
+            // planner takes an expression's statistics only from an index without a predicate
+            // (migration 0052, which did the same to the indexes built before it).
+            let withoutStatistics = sortKeyColumns.map { "ALTER COLUMN \($0) SET STATISTICS 0" }.joined(separator: ", ")
+            try await connection.query(
+                PostgresQuery(unsafeSQL: "ALTER INDEX query_index.\(quoted(index.indexName)) \(withoutStatistics)"), logger: logger)
             changes.built.append(index)
         }
         return changes
     }
+
+    /// The columns of a field index that `definition` makes its sort key: the field's value and the
+    /// two tie breakers, after the four a zone's query fixes.
+    static let sortKeyColumns = 5...7
 
     /// The statement that builds a field index. The key is the expression `records/query` sorts by
     /// (`QueryStore.sortExpression`), after the columns a zone's query fixes, then the tie breakers
